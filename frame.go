@@ -1,0 +1,309 @@
+package felix
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+)
+
+// Frame header constants.
+const (
+	// Magic is the first four header bytes, ASCII "FLX1".
+	Magic uint32 = 0x464C5831
+	// Version is the only protocol version; it is frozen at 1.
+	Version uint16 = 1
+	// HeaderLen is the size of a frame header in bytes.
+	HeaderLen = 12
+	// DefaultMaxFrameBytes is the default payload limit (16 MiB).
+	DefaultMaxFrameBytes = 16 << 20
+	// PreAuthMaxFrameBytes is the default payload limit on a stream that has
+	// not yet authenticated (64 KiB).
+	PreAuthMaxFrameBytes = 64 << 10
+	// MaxPayloadLen is the largest payload the 32-bit length field can announce.
+	MaxPayloadLen = math.MaxUint32
+)
+
+// Header is a decoded 12-byte frame header. Magic and version are implied:
+// a Header only exists once they were checked.
+type Header struct {
+	// Flags selects the payload layout (0 = JSON control message).
+	Flags Flags
+	// Length is the number of payload bytes after the header.
+	Length uint32
+}
+
+// AppendHeader appends the 12-byte header for h to dst.
+func AppendHeader(dst []byte, h Header) []byte {
+	return append(dst,
+		0x46, 0x4C, 0x58, 0x31,
+		0x00, 0x01,
+		byte(h.Flags>>8), byte(h.Flags),
+		byte(h.Length>>24), byte(h.Length>>16), byte(h.Length>>8), byte(h.Length))
+}
+
+// ParseHeader decodes a header from the first 12 bytes of b. It checks, in
+// this order, that 12 bytes are present (ErrTruncated), the magic
+// (ErrBadMagic), the version (ErrBadVersion) and that no flag bit outside
+// KnownFlags is set (ErrUnknownFlags). Bytes after the header are not looked at.
+func ParseHeader(b []byte) (Header, error) {
+	h, err := ParseHeaderLenient(b)
+	if err != nil {
+		return h, err
+	}
+	if u := h.Flags.Unknown(); u != 0 {
+		return h, &Error{Class: ErrUnknownFlags, Layout: "frame", Field: "flags", Offset: 6, Flags: u}
+	}
+	return h, nil
+}
+
+// ParseHeaderLenient is ParseHeader without the unknown-flag check. A broker
+// uses it to skip a frame with unknown flags (answering an error) while
+// staying on a frame boundary. Never mask an unknown bit off and decode the
+// payload anyway: bits change the layout.
+func ParseHeaderLenient(b []byte) (Header, error) {
+	if len(b) < HeaderLen {
+		return Header{}, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: len(b),
+			Detail: "need " + strconv.Itoa(HeaderLen) + " bytes, have " + strconv.Itoa(len(b))}
+	}
+	if m := binary.BigEndian.Uint32(b); m != Magic {
+		return Header{}, &Error{Class: ErrBadMagic, Layout: "frame", Field: "magic", Offset: 0,
+			Detail: "got 0x" + strconv.FormatUint(uint64(m), 16)}
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v != Version {
+		return Header{}, &Error{Class: ErrBadVersion, Layout: "frame", Field: "version", Offset: 4,
+			Detail: "unsupported version " + strconv.Itoa(int(v))}
+	}
+	return Header{Flags: Flags(binary.BigEndian.Uint16(b[6:])), Length: binary.BigEndian.Uint32(b[8:])}, nil
+}
+
+// BeginFrame appends a header with the given flags and a zero length to dst,
+// reserving its place. Append the payload after it, then call FinishFrame
+// with the length dst had before BeginFrame to back-patch the length:
+//
+//	start := len(buf)
+//	buf = felix.BeginFrame(buf, flags)
+//	buf = append(buf, payload...)
+//	buf, err := felix.FinishFrame(buf, start)
+func BeginFrame(dst []byte, flags Flags) []byte {
+	return AppendHeader(dst, Header{Flags: flags})
+}
+
+// FinishFrame writes the payload length into the header that BeginFrame
+// placed at b[start:]. It fails with ErrFrameTooLarge (and returns b[:start],
+// dropping the partial frame) if the payload exceeds MaxPayloadLen.
+func FinishFrame(b []byte, start int) ([]byte, error) {
+	n := len(b) - start - HeaderLen
+	if n < 0 {
+		return b, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: start, Detail: "FinishFrame without BeginFrame"}
+	}
+	if uint64(n) > MaxPayloadLen {
+		return b[:start], &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: start + 8,
+			Detail: "payload of " + strconv.Itoa(n) + " bytes"}
+	}
+	binary.BigEndian.PutUint32(b[start+8:], uint32(n))
+	return b, nil
+}
+
+// AppendFrame appends a whole frame (header and payload) to dst.
+func AppendFrame(dst []byte, flags Flags, payload []byte) ([]byte, error) {
+	if uint64(len(payload)) > MaxPayloadLen {
+		return dst, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: len(dst) + 8,
+			Detail: "payload of " + strconv.Itoa(len(payload)) + " bytes"}
+	}
+	dst = AppendHeader(dst, Header{Flags: flags, Length: uint32(len(payload))})
+	return append(dst, payload...), nil
+}
+
+// Frame is a decoded frame. Payload aliases the buffer it was decoded from.
+type Frame struct {
+	Header
+	// Payload is the frame's payload (len == Header.Length). Its capacity
+	// is capped at its length, so appending to it never overwrites what
+	// follows in the source buffer.
+	Payload []byte
+}
+
+// ParseFrame decodes the first frame of b with the strict header checks of
+// ParseHeader and returns it with the bytes that follow it (the next frame).
+// A payload shorter than the header's length is ErrTruncated. maxPayload
+// bounds Header.Length (ErrFrameTooLarge); 0 means DefaultMaxFrameBytes.
+func ParseFrame(b []byte, maxPayload uint32) (f Frame, rest []byte, err error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return Frame{}, b, err
+	}
+	if maxPayload == 0 {
+		maxPayload = DefaultMaxFrameBytes
+	}
+	if h.Length > maxPayload {
+		return Frame{}, b, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(maxPayload), 10)}
+	}
+	end := uint64(HeaderLen) + uint64(h.Length)
+	if uint64(len(b)) < end {
+		return Frame{}, b, &Error{Class: ErrTruncated, Layout: "frame", Field: "payload", Offset: len(b),
+			Detail: "need " + strconv.FormatUint(end, 10) + " bytes, have " + strconv.Itoa(len(b))}
+	}
+	return Frame{Header: h, Payload: b[HeaderLen:end:end]}, b[end:], nil
+}
+
+// DecodeFrame decodes b as exactly one frame: like ParseFrame, but bytes
+// after the announced payload are ErrTrailingBytes.
+func DecodeFrame(b []byte, maxPayload uint32) (Frame, error) {
+	f, rest, err := ParseFrame(b, maxPayload)
+	if err == nil && len(rest) != 0 {
+		return f, &Error{Class: ErrTrailingBytes, Layout: "frame", Field: "payload", Offset: len(b) - len(rest),
+			Detail: strconv.Itoa(len(rest)) + " bytes after the frame"}
+	}
+	return f, err
+}
+
+// Reader reads frames from an io.Reader. It checks each header's length
+// against its limit before reading or allocating anything for the payload,
+// and reuses one payload buffer, so steady-state reading allocates nothing.
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	r       io.Reader
+	max     uint32
+	lenient bool
+	hdr     [HeaderLen]byte
+	buf     []byte
+}
+
+// NewReader returns a Reader on r with the DefaultMaxFrameBytes limit.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: r, max: DefaultMaxFrameBytes}
+}
+
+// SetMaxPayload sets the payload limit (for example PreAuthMaxFrameBytes
+// before a stream authenticates). 0 restores DefaultMaxFrameBytes.
+func (r *Reader) SetMaxPayload(n uint32) {
+	if n == 0 {
+		n = DefaultMaxFrameBytes
+	}
+	r.max = n
+}
+
+// MaxPayload returns the current payload limit.
+func (r *Reader) MaxPayload() uint32 { return r.max }
+
+// SetLenientFlags makes ReadFrame accept frames with flag bits outside
+// KnownFlags (magic and version are still checked), so that a receiver can
+// skip such a frame, answer an error and stay on a frame boundary. The
+// caller must then check Flags.CheckKnown itself before decoding the payload.
+func (r *Reader) SetLenientFlags(on bool) { r.lenient = on }
+
+// Reset makes the Reader read from src, keeping its buffer and settings.
+func (r *Reader) Reset(src io.Reader) { r.r = src }
+
+// growChunk bounds how far the payload buffer grows ahead of the bytes
+// actually received, so a hostile length costs memory only as data arrives.
+const growChunk = 256 << 10
+
+// ReadFrame reads the next frame. The returned Payload aliases the Reader's
+// buffer and is valid only until the next call; copy it to keep it.
+//
+// At a clean end of stream on a frame boundary it returns io.EOF. A stream
+// that ends inside a header or payload returns an error that matches both
+// ErrTruncated and io.ErrUnexpectedEOF. A length above the limit returns
+// ErrFrameTooLarge before any payload byte is read; the stream is then no
+// longer on a frame boundary and must be abandoned.
+func (r *Reader) ReadFrame() (Frame, error) {
+	n, err := io.ReadFull(r.r, r.hdr[:])
+	if err != nil {
+		if err == io.EOF {
+			return Frame{}, io.EOF
+		}
+		if err == io.ErrUnexpectedEOF {
+			return Frame{}, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: n,
+				Detail: "stream ended inside a header", Err: io.ErrUnexpectedEOF}
+		}
+		return Frame{}, err
+	}
+	var h Header
+	if r.lenient {
+		h, err = ParseHeaderLenient(r.hdr[:])
+	} else {
+		h, err = ParseHeader(r.hdr[:])
+	}
+	if err != nil {
+		return Frame{Header: h}, err
+	}
+	if h.Length > r.max {
+		return Frame{Header: h}, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(r.max), 10)}
+	}
+	want := int(h.Length)
+	got := 0
+	for got < want {
+		if len(r.buf) < want && len(r.buf) <= got {
+			r.grow(got, want)
+		}
+		lim := min(want, len(r.buf))
+		m, err := io.ReadFull(r.r, r.buf[got:lim])
+		got += m
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return Frame{Header: h}, &Error{Class: ErrTruncated, Layout: "frame", Field: "payload", Offset: HeaderLen + got,
+					Detail: "stream finished after " + strconv.Itoa(got) + " of " + strconv.Itoa(want) + " bytes", Err: io.ErrUnexpectedEOF}
+			}
+			return Frame{Header: h}, err
+		}
+	}
+	return Frame{Header: h, Payload: r.buf[:want:want]}, nil
+}
+
+// grow enlarges the buffer (keeping its first have bytes) towards want,
+// by at most growChunk beyond what has been received.
+func (r *Reader) grow(have, want int) {
+	target := min(want, max(2*len(r.buf), have+growChunk))
+	if target <= len(r.buf) {
+		return
+	}
+	if target <= cap(r.buf) {
+		r.buf = r.buf[:target]
+		return
+	}
+	nb := make([]byte, target)
+	copy(nb, r.buf[:have])
+	r.buf = nb
+}
+
+// Writer writes frames to an io.Writer, each frame with a single Write call
+// (so a frame is never interleaved with another writer's bytes on a stream
+// that serialises Write calls). A Writer is not safe for concurrent use.
+type Writer struct {
+	w   io.Writer
+	buf []byte
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// WriteFrame writes a frame with the given flags and payload.
+func (w *Writer) WriteFrame(flags Flags, payload []byte) error {
+	b, err := AppendFrame(w.buf[:0], flags, payload)
+	if err != nil {
+		return err
+	}
+	w.buf = b
+	_, err = w.w.Write(b)
+	return err
+}
+
+// WriteEncoded writes frame, an already encoded whole frame such as one
+// produced by an Append encoder, with a single Write.
+func (w *Writer) WriteEncoded(frame []byte) error {
+	_, err := w.w.Write(frame)
+	return err
+}
+
+// Buffer returns the Writer's scratch buffer emptied, for encoding a frame
+// in place without allocating; pass the result to WriteEncoded. The buffer is
+// retained for the next call.
+func (w *Writer) Buffer() []byte { return w.buf[:0] }
+
+// Keep hands a (possibly grown) buffer back to the Writer for reuse.
+func (w *Writer) Keep(b []byte) { w.buf = b[:0] }

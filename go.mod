@@ -1,0 +1,3 @@
+module github.com/flxproto/felix
+
+go 1.26
