@@ -1,0 +1,100 @@
+// Package conn speaks the Felix wire protocol over QUIC (github.com/quic-go/quic-go)
+// for both ends of a connection: a client that talks to any Felix broker, and
+// the server half a broker or proxy needs to serve Felix clients. It is a thin
+// layer: framing, the per-stream auth handshake with capability negotiation,
+// stream roles and request/answer correlation. It holds no broker logic.
+//
+// # Transport
+//
+// Connections use TLS 1.3 over QUIC. The ALPN id "felix/1" (ALPN) is offered
+// by a client only when Config.OfferALPN is set, because older brokers refuse
+// any client that offers ALPN; a Listener accepts clients that offer
+// "felix/1" and clients that offer nothing, and refuses any other id. Both
+// sides enable QUIC keep-alives and allow enough concurrent streams for many
+// subscriptions (quic-go's default of 100 incoming uni streams is raised).
+// Connections are closed with application code CloseShuttingDown (0) or
+// CloseAuthTimeout (1).
+//
+// Every client-opened stream starts with an auth frame; frames are limited to
+// 64 KiB until the stream has authenticated and to 16 MiB afterwards, and each
+// frame is written with a single Write. Streams are read to their end and
+// closed so that QUIC returns their stream credit.
+//
+// # Client
+//
+// Dial connects and authenticates a first stream; Client.Capabilities reports
+// what the broker advertised there. Every encoding decision is taken from the
+// advertised set of the stream it is sent on: binary publishes by default,
+// the JSON forms when the broker did not advertise the binary bits (or when
+// Config.ForceJSON is set), and ErrNotAdvertised for requests the broker
+// cannot take.
+//
+//	c, err := conn.Dial(ctx, "127.0.0.1:5000", &conn.Config{
+//		TLS:      &tls.Config{RootCAs: roots, ServerName: "localhost"},
+//		TenantID: "t1",
+//		Token:    token,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//
+//	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+//	res, err := c.PublishBatch(ctx, topic, [][]byte{a, b}, conn.PublishOptions{Ack: felix.AckPerBatch})
+//	// res.Offset is set (res.HasOffset) when the broker acked after the write.
+//
+//	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: conn.StartEarliest()})
+//	for ev, err := range sub.All(ctx) {
+//		if err != nil {
+//			// *conn.ShardMovedError, *conn.LaggedError, *conn.StreamDeletedError,
+//			// *conn.BrokerError ... (io.EOF is not reported: the loop just ends)
+//			break
+//		}
+//		use(ev.Payload, ev.Offset)
+//	}
+//
+//	err = c.CachePut(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k", v, time.Minute)
+//	v, found, err := c.CacheGet(ctx, ref, "k") // a miss is found == false, not an error
+//
+// Acked publishes are pipelined: up to the broker's publish_window of them
+// may be unanswered at once, and answers are matched by request_id. Every
+// blocking call takes a context; cancelling it abandons the wait (a frame
+// already written stays written). Client.Close is idempotent and waits for
+// every goroutine the client started.
+//
+// # Server
+//
+// Listen opens a listener whose connections run the auth handshake on every
+// client-opened stream with the caller's Authenticator, answer auth_ok or the
+// legacy ok through felix.BrokerOffer, enforce the pre-auth frame limit, the
+// limit of 16 unauthenticated streams read at once and the auth timeout, and
+// hand over authenticated streams:
+//
+//	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{
+//		TLS:          serverTLS, // certificate for "localhost"
+//		Offer:        felix.BrokerOffer{Flags: felix.KnownFlags, PublishWindow: 256},
+//		Authenticate: func(ctx context.Context, a *felix.Auth) (any, error) { return a.TenantID, nil },
+//	})
+//	for {
+//		sc, err := ln.Accept(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		go func() {
+//			for {
+//				st, err := sc.AcceptStream(ctx) // authenticated client stream
+//				if err != nil {
+//					return
+//				}
+//				go serve(st) // st.ReadRequest / st.WriteMessage / st.WriteFrame
+//			}
+//		}()
+//	}
+//
+// ServerConn.OpenEventStream opens the uni stream of a subscription or cache
+// watch and writes its event_stream_hello first. Outgoing frames are checked
+// against what the client offered on the stream (Stream.Peer): a frame flag
+// bit or a message the client cannot parse is refused with ErrNotAdvertised,
+// and the optional fields of error and publish answers are shaped to the
+// client's offer.
+package conn
