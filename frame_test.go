@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"math"
+	"runtime"
 	"testing"
+	"testing/iotest"
 
 	"github.com/flxproto/felix"
 	"pgregory.net/rapid"
@@ -390,4 +392,418 @@ func TestPropFrameRoundTrip(t *testing.T) {
 			t.Fatalf("ReadFrame = %+v, %v", rf, err)
 		}
 	})
+}
+
+// frames concatenates whole frames built with AppendFrame.
+func frames(t testing.TB, parts ...struct {
+	f felix.Flags
+	p string
+}) []byte {
+	t.Helper()
+	var b []byte
+	for _, p := range parts {
+		var err error
+		if b, err = felix.AppendFrame(b, p.f, []byte(p.p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+type fp = struct {
+	f felix.Flags
+	p string
+}
+
+func TestReaderSequenceAndCleanEOF(t *testing.T) {
+	stream := frames(t, fp{0, `{"type":"ok"}`}, fp{0x0004, ""}, fp{0x0049, "abc"})
+	for name, src := range map[string]func() io.Reader{
+		"bytes.Reader":  func() io.Reader { return bytes.NewReader(stream) },
+		"one byte":      func() io.Reader { return iotest.OneByteReader(bytes.NewReader(stream)) },
+		"data with EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(stream)) },
+		"half reads":    func() io.Reader { return iotest.HalfReader(bytes.NewReader(stream)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := felix.NewReader(src())
+			want := []fp{{0, `{"type":"ok"}`}, {0x0004, ""}, {0x0049, "abc"}}
+			for i, w := range want {
+				f, err := r.ReadFrame()
+				if err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				if f.Flags != w.f || string(f.Payload) != w.p || int(f.Length) != len(w.p) {
+					t.Fatalf("frame %d = %v %q, want %v %q", i, f.Flags, f.Payload, w.f, w.p)
+				}
+			}
+			for range 2 {
+				if _, err := r.ReadFrame(); err != io.EOF {
+					t.Fatalf("after last frame: %v, want io.EOF", err)
+				}
+			}
+		})
+	}
+}
+
+func TestReaderEOFInsideFrame(t *testing.T) {
+	full := frames(t, fp{0, "0123456789"})
+	tests := []struct {
+		name  string
+		in    []byte
+		field string
+	}{
+		{"one header byte", full[:1], "header"},
+		{"eleven header bytes", full[:11], "header"},
+		{"header only", full[:12], "payload"},
+		{"half payload", full[:17], "payload"},
+		{"one byte short", full[:len(full)-1], "payload"},
+		{"second frame cut", append(append([]byte{}, full...), full[:5]...), "header"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := felix.NewReader(bytes.NewReader(tc.in))
+			var err error
+			for err == nil {
+				_, err = r.ReadFrame()
+			}
+			if err == io.EOF {
+				t.Fatal("cut-off frame reported as clean io.EOF")
+			}
+			wantClass(t, err, felix.ErrTruncated)
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("%v does not match io.ErrUnexpectedEOF", err)
+			}
+			var fe *felix.Error
+			errors.As(err, &fe)
+			if fe.Field != tc.field {
+				t.Fatalf("field = %q, want %q", fe.Field, tc.field)
+			}
+		})
+	}
+}
+
+// headerOnlyReader serves a header and fails the test if anything beyond it
+// is read.
+type headerOnlyReader struct {
+	t   *testing.T
+	hdr []byte
+}
+
+func (h *headerOnlyReader) Read(p []byte) (int, error) {
+	if len(h.hdr) == 0 {
+		h.t.Errorf("payload read before the length was checked")
+		return 0, errors.New("payload must not be read")
+	}
+	n := copy(p, h.hdr)
+	h.hdr = h.hdr[n:]
+	return n, nil
+}
+
+func TestReaderLimitCheckedBeforePayload(t *testing.T) {
+	tests := []struct {
+		name   string
+		max    uint32
+		length uint32
+	}{
+		{"pre-auth limit", felix.PreAuthMaxFrameBytes, felix.PreAuthMaxFrameBytes + 1},
+		{"default limit", 0, felix.DefaultMaxFrameBytes + 1},
+		{"small limit", 3, 4},
+		{"4 GiB", felix.DefaultMaxFrameBytes, math.MaxUint32},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := felix.NewReader(&headerOnlyReader{t: t, hdr: hdr(felix.Magic, 1, 0, tc.length)})
+			r.SetMaxPayload(tc.max)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			f, err := r.ReadFrame()
+			runtime.ReadMemStats(&after)
+			wantClass(t, err, felix.ErrFrameTooLarge)
+			if f.Length != tc.length {
+				t.Fatalf("header of refused frame not reported: %+v", f.Header)
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 4096 {
+				t.Fatalf("refusing the frame allocated %d bytes", grew)
+			}
+		})
+	}
+}
+
+func TestReaderSetMaxPayload(t *testing.T) {
+	r := felix.NewReader(nil)
+	if r.MaxPayload() != felix.DefaultMaxFrameBytes {
+		t.Fatalf("default limit %d", r.MaxPayload())
+	}
+	r.SetMaxPayload(felix.PreAuthMaxFrameBytes)
+	if r.MaxPayload() != felix.PreAuthMaxFrameBytes {
+		t.Fatalf("limit %d", r.MaxPayload())
+	}
+	// Exactly at the pre-auth limit is accepted.
+	payload := bytes.Repeat([]byte{'x'}, felix.PreAuthMaxFrameBytes)
+	b, _ := felix.AppendFrame(nil, 0, payload)
+	r.Reset(bytes.NewReader(b))
+	if f, err := r.ReadFrame(); err != nil || len(f.Payload) != felix.PreAuthMaxFrameBytes {
+		t.Fatalf("frame at the limit: %v", err)
+	}
+	// One byte more is refused.
+	b, _ = felix.AppendFrame(nil, 0, append(payload, 'y'))
+	r.Reset(bytes.NewReader(b))
+	_, err := r.ReadFrame()
+	wantClass(t, err, felix.ErrFrameTooLarge)
+	// After authentication the limit is raised again; 0 restores the default.
+	r.SetMaxPayload(0)
+	if r.MaxPayload() != felix.DefaultMaxFrameBytes {
+		t.Fatalf("SetMaxPayload(0) left %d", r.MaxPayload())
+	}
+	r.Reset(bytes.NewReader(b))
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hostile 4 GiB length on a short stream costs memory in proportion to the
+// bytes that actually arrived, not to the announced length.
+func TestReaderHugeLengthGrowsWithData(t *testing.T) {
+	for _, sent := range []int{0, 1000, 3 << 20} {
+		in := append(hdr(felix.Magic, 1, 0, math.MaxUint32), make([]byte, sent)...)
+		r := felix.NewReader(bytes.NewReader(in))
+		r.SetMaxPayload(math.MaxUint32)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := r.ReadFrame()
+		runtime.ReadMemStats(&after)
+		wantClass(t, err, felix.ErrTruncated)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%v does not match io.ErrUnexpectedEOF", err)
+		}
+		budget := uint64(4*sent + 1<<20)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > budget {
+			t.Fatalf("sent %d bytes of a 4 GiB frame: allocated %d (budget %d)", sent, grew, budget)
+		}
+	}
+}
+
+func TestReaderBufferReuseAndZeroAllocs(t *testing.T) {
+	stream := frames(t, fp{0x0004, "first-payload"}, fp{0x0004, "second"}, fp{0x0004, "third-payload"})
+	r := felix.NewReader(bytes.NewReader(stream))
+	f1, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := &f1.Payload[0]
+	f2, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &f2.Payload[0] != p1 {
+		t.Fatal("second frame did not reuse the payload buffer")
+	}
+	if cap(f2.Payload) != len(f2.Payload) {
+		t.Fatalf("payload capacity %d not capped at %d", cap(f2.Payload), len(f2.Payload))
+	}
+	f3, err := r.ReadFrame()
+	if err != nil || &f3.Payload[0] != p1 || string(f3.Payload) != "third-payload" {
+		t.Fatalf("third frame %q reused=%v err=%v", f3.Payload, &f3.Payload[0] == p1, err)
+	}
+
+	// Steady state: no allocation per frame.
+	one := frames(t, fp{0x0004, string(make([]byte, 512))})
+	br := bytes.NewReader(one)
+	r.Reset(br)
+	allocs := testing.AllocsPerRun(200, func() {
+		br.Reset(one)
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("ReadFrame allocates %v per frame in steady state", allocs)
+	}
+}
+
+func TestHeaderZeroAllocs(t *testing.T) {
+	buf := make([]byte, 0, 64)
+	h := felix.Header{Flags: 0x0049, Length: 1234}
+	var sink felix.Header
+	allocs := testing.AllocsPerRun(200, func() {
+		b := felix.AppendHeader(buf[:0], h)
+		var err error
+		if sink, err = felix.ParseHeader(b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 || sink != h {
+		t.Fatalf("AppendHeader+ParseHeader: %v allocs, header %+v", allocs, sink)
+	}
+	frame := frames(t, fp{0x0049, "payload"})
+	allocs = testing.AllocsPerRun(200, func() {
+		if _, err := felix.DecodeFrame(frame, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("DecodeFrame: %v allocs", allocs)
+	}
+}
+
+// errReader returns data and then a fixed error.
+type errReader struct {
+	data []byte
+	err  error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	if len(e.data) == 0 {
+		return 0, e.err
+	}
+	n := copy(p, e.data)
+	e.data = e.data[n:]
+	return n, nil
+}
+
+func TestReaderPassesThroughStreamErrors(t *testing.T) {
+	boom := errors.New("stream reset")
+	full := frames(t, fp{0, "0123456789"})
+	for _, cut := range []int{0, 5, 12, 15} {
+		r := felix.NewReader(&errReader{data: full[:cut], err: boom})
+		_, err := r.ReadFrame()
+		if !errors.Is(err, boom) {
+			t.Fatalf("cut %d: err = %v, want the stream's error", cut, err)
+		}
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("cut %d: stream error reported as EOF", cut)
+		}
+	}
+}
+
+func TestReaderHeaderErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    []byte
+		class error
+	}{
+		{"bad magic", hdr(0x12345678, 1, 0, 0), felix.ErrBadMagic},
+		{"bad version", hdr(felix.Magic, 3, 0, 0), felix.ErrBadVersion},
+		{"unknown flags", hdr(felix.Magic, 1, 0x8000, 0), felix.ErrUnknownFlags},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := felix.NewReader(bytes.NewReader(tc.in)).ReadFrame()
+			wantClass(t, err, tc.class)
+		})
+	}
+}
+
+// Lenient mode: a frame with an unknown bit is returned whole (so the
+// receiver can answer an error) and the next frame is read from the right
+// boundary. Magic and version are still checked.
+func TestReaderLenient(t *testing.T) {
+	stream := frames(t, fp{0x8001, "skip me"}, fp{0, `{"type":"ok"}`})
+	strict := felix.NewReader(bytes.NewReader(stream))
+	_, err := strict.ReadFrame()
+	wantClass(t, err, felix.ErrUnknownFlags)
+
+	r := felix.NewReader(bytes.NewReader(stream))
+	r.SetLenientFlags(true)
+	f, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Flags != 0x8001 || string(f.Payload) != "skip me" {
+		t.Fatalf("lenient frame = %v %q", f.Flags, f.Payload)
+	}
+	wantClass(t, f.Flags.CheckKnown(), felix.ErrUnknownFlags)
+	f, err = r.ReadFrame()
+	if err != nil || f.Flags != 0 || string(f.Payload) != `{"type":"ok"}` {
+		t.Fatalf("frame after the skipped one = %+v, %v", f, err)
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+
+	r.Reset(bytes.NewReader(hdr(felix.Magic, 2, 0x8000, 0)))
+	_, err = r.ReadFrame()
+	wantClass(t, err, felix.ErrBadVersion)
+	r.SetLenientFlags(false)
+	r.Reset(bytes.NewReader(stream))
+	_, err = r.ReadFrame()
+	wantClass(t, err, felix.ErrUnknownFlags)
+}
+
+// writeCounter records every Write call.
+type writeCounter struct {
+	writes [][]byte
+	err    error
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, append([]byte{}, p...))
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+func TestWriterOneWritePerFrame(t *testing.T) {
+	var wc writeCounter
+	w := felix.NewWriter(&wc)
+	payloads := []string{`{"type":"ok"}`, "", string(bytes.Repeat([]byte("z"), 70000))}
+	for i, p := range payloads {
+		if err := w.WriteFrame(felix.Flags(i), []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(wc.writes) != len(payloads) {
+		t.Fatalf("%d frames took %d writes", len(payloads), len(wc.writes))
+	}
+	for i, p := range payloads {
+		f, err := felix.DecodeFrame(wc.writes[i], 0)
+		if err != nil || f.Flags != felix.Flags(i) || string(f.Payload) != p {
+			t.Fatalf("write %d is not exactly frame %d: %v", i, i, err)
+		}
+	}
+
+	// Encoding in place with the Writer's buffer.
+	buf := w.Buffer()
+	start := len(buf)
+	buf = felix.BeginFrame(buf, felix.FlagBinaryPublishAck)
+	buf = append(buf, "ack"...)
+	buf, err := felix.FinishFrame(buf, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteEncoded(buf); err != nil {
+		t.Fatal(err)
+	}
+	w.Keep(buf)
+	if len(wc.writes) != 4 {
+		t.Fatalf("WriteEncoded took %d writes", len(wc.writes)-3)
+	}
+	if f, err := felix.DecodeFrame(wc.writes[3], 0); err != nil || string(f.Payload) != "ack" {
+		t.Fatalf("encoded frame: %+v %v", f, err)
+	}
+	if b := w.Buffer(); len(b) != 0 || cap(b) < 70000 {
+		t.Fatalf("Buffer() = len %d cap %d; want the kept buffer emptied", len(b), cap(b))
+	}
+
+	// Steady state: no allocation per frame.
+	w = felix.NewWriter(io.Discard)
+	payload := make([]byte, 256)
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := w.WriteFrame(0x0004, payload); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("WriteFrame allocates %v per frame", allocs)
+	}
+
+	// Errors of the underlying writer are returned.
+	boom := errors.New("closed")
+	w = felix.NewWriter(&writeCounter{err: boom})
+	if err := w.WriteFrame(0, nil); !errors.Is(err, boom) {
+		t.Fatalf("WriteFrame err = %v", err)
+	}
+	if err := w.WriteEncoded([]byte{1}); !errors.Is(err, boom) {
+		t.Fatalf("WriteEncoded err = %v", err)
+	}
 }

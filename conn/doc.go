@@ -43,7 +43,7 @@
 //	res, err := c.PublishBatch(ctx, topic, [][]byte{a, b}, conn.PublishOptions{Ack: felix.AckPerBatch})
 //	// res.Offset is set (res.HasOffset) when the broker acked after the write.
 //
-//	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: conn.StartEarliest()})
+//	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 //	for ev, err := range sub.All(ctx) {
 //		if err != nil {
 //			// *conn.ShardMovedError, *conn.LaggedError, *conn.StreamDeletedError,

@@ -1,0 +1,259 @@
+package felix_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/flxproto/felix"
+)
+
+// benchPayloads returns n payloads of size bytes each.
+func benchPayloads(n, size int) [][]byte {
+	ps := make([][]byte, n)
+	for i := range ps {
+		p := make([]byte, size)
+		for j := range p {
+			p[j] = byte(i + j)
+		}
+		ps[i] = p
+	}
+	return ps
+}
+
+// benchPublishBatch returns a publish batch of n payloads of size bytes,
+// with every modifier (acked, idempotent, keyed) or none.
+func benchPublishBatch(n, size int, mods bool) felix.PublishBatch {
+	b := felix.PublishBatch{TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payloads: benchPayloads(n, size)}
+	if mods {
+		b.AckMode, b.RequestID = felix.AckPerBatch, 77
+		b.Idempotent, b.ProducerID, b.Sequence = true, 9, 1234
+		b.HasKey, b.Key = true, []byte("customer-42")
+	}
+	return b
+}
+
+// benchEventBatch returns a shared event batch of n payloads of size bytes,
+// with every modifier (offsets, skipped, publisher, timestamps) or none.
+func benchEventBatch(n, size int, mods bool) felix.EventBatch {
+	b := felix.EventBatch{Payloads: benchPayloads(n, size)}
+	if mods {
+		b.HasBaseOffset, b.BaseOffset, b.SkippedBefore = true, 1<<40, 3
+		b.HasPublisher, b.Publisher = true, []byte("svc-orders")
+		b.HasTimestamps = true
+		b.Timestamps = make([]uint64, n)
+		for i := range b.Timestamps {
+			b.Timestamps[i] = 1700000000000000 + uint64(i)
+		}
+	}
+	return b
+}
+
+// benchShapes are the batch shapes of the BENCHMARKS.md figures.
+var benchShapes = []struct {
+	name    string
+	n, size int
+}{
+	{"64x100B", 64, 100},
+	{"8x16KiB", 8, 16 << 10},
+}
+
+func benchMods(mods bool) string {
+	if mods {
+		return "mods=all"
+	}
+	return "mods=none"
+}
+
+// reportPerPayload adds an ns/payload metric.
+func reportPerPayload(b *testing.B, n int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/payload")
+}
+
+// BenchmarkCopyBaseline copies a frame of the same size as the encoded
+// publish batch: the floor an encoder is measured against.
+func BenchmarkCopyBaseline(b *testing.B) {
+	for _, sh := range benchShapes {
+		b.Run(sh.name, func(b *testing.B) {
+			pb := benchPublishBatch(sh.n, sh.size, false)
+			src, err := felix.AppendPublishBatch(nil, &pb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dst := make([]byte, len(src))
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				copy(dst, src)
+			}
+		})
+	}
+}
+
+func BenchmarkPublishBatchEncode(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, mods := range []bool{false, true} {
+			b.Run(sh.name+"/"+benchMods(mods), func(b *testing.B) {
+				pb := benchPublishBatch(sh.n, sh.size, mods)
+				buf := make([]byte, 0, pb.FrameLen())
+				b.SetBytes(int64(pb.FrameLen()))
+				b.ReportAllocs()
+				for b.Loop() {
+					var err error
+					buf, err = felix.AppendPublishBatch(buf[:0], &pb)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkPublishBatchDecode(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, mods := range []bool{false, true} {
+			b.Run(sh.name+"/"+benchMods(mods), func(b *testing.B) {
+				pb := benchPublishBatch(sh.n, sh.size, mods)
+				frame, err := felix.AppendPublishBatch(nil, &pb)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := felix.DecodeFrame(frame, felix.MaxPayloadLen)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(frame)))
+				b.ReportAllocs()
+				var total int
+				for b.Loop() {
+					v, err := felix.ParsePublishBatch(f.Flags, f.Payload)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for p := range v.Payloads() {
+						total += len(p)
+					}
+				}
+				reportPerPayload(b, sh.n)
+				if total == 0 {
+					b.Fatal("nothing decoded")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPublishBatchDecodeOwned measures the convenience decode into an
+// owned struct (copies every payload).
+func BenchmarkPublishBatchDecodeOwned(b *testing.B) {
+	pb := benchPublishBatch(64, 100, true)
+	frame, _ := felix.AppendPublishBatch(nil, &pb)
+	f, _ := felix.DecodeFrame(frame, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := felix.DecodePublishBatch(f.Flags, f.Payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEventBatchEncode(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, mods := range []bool{false, true} {
+			b.Run(sh.name+"/"+benchMods(mods), func(b *testing.B) {
+				eb := benchEventBatch(sh.n, sh.size, mods)
+				n := eb.FrameLen(felix.EventModifierMask)
+				buf := make([]byte, 0, n)
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					var err error
+					buf, err = felix.AppendEventBatch(buf[:0], &eb, felix.EventModifierMask)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkEventBatchDecode(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, mods := range []bool{false, true} {
+			b.Run(sh.name+"/"+benchMods(mods), func(b *testing.B) {
+				eb := benchEventBatch(sh.n, sh.size, mods)
+				frame, err := felix.AppendEventBatch(nil, &eb, felix.EventModifierMask)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := felix.DecodeFrame(frame, felix.MaxPayloadLen)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(frame)))
+				b.ReportAllocs()
+				var total uint64
+				for b.Loop() {
+					v, err := felix.ParseEventBatch(f.Flags, f.Payload)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for e := range v.Events() {
+						total += uint64(len(e.Payload)) + e.Offset + e.TimestampMicros
+					}
+				}
+				reportPerPayload(b, sh.n)
+				if total == 0 {
+					b.Fatal("nothing decoded")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSharedEventBatchFanout hands one 64 x 100 B batch to 1, 10 and
+// 100 subscribers spread over three negotiated flag sets. "shared" encodes
+// once per distinct set (SharedEventBatch, buffers reused); "per-subscriber"
+// encodes once per subscriber for comparison.
+func BenchmarkSharedEventBatchFanout(b *testing.B) {
+	eb := benchEventBatch(64, 100, true)
+	sets := []felix.Flags{felix.OriginalV1Flags, felix.OriginalV1Flags | felix.FlagEventBatchOffsets, felix.KnownFlags}
+	for _, subs := range []int{1, 10, 100} {
+		accepted := make([]felix.Flags, subs)
+		for i := range accepted {
+			accepted[i] = sets[i%len(sets)]
+		}
+		b.Run("shared/subs="+strconv.Itoa(subs), func(b *testing.B) {
+			s := felix.NewSharedEventBatch(&eb)
+			b.ReportAllocs()
+			var sink int
+			for b.Loop() {
+				s.Reset(&eb)
+				for _, a := range accepted {
+					fr, err := s.Frame(a)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sink += len(fr)
+				}
+			}
+			if sink == 0 {
+				b.Fatal("no frames")
+			}
+		})
+		b.Run("per-subscriber/subs="+strconv.Itoa(subs), func(b *testing.B) {
+			bufs := make([][]byte, subs)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i, a := range accepted {
+					var err error
+					bufs[i], err = felix.AppendEventBatch(bufs[i][:0], &eb, a)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

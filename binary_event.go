@@ -1,0 +1,433 @@
+package felix
+
+import (
+	"encoding/binary"
+	"iter"
+	"strconv"
+)
+
+// EventBatch is a binary event batch (spec binary.md §7–§8) as an owned
+// value: what a broker encodes with AppendEventBatch or shares with
+// SharedEventBatch, and what DecodeEventBatch returns.
+//
+// The modifier sections present in the value are HasBaseOffset (0x0020),
+// SkippedBefore (0x0800, only with 0x0020 and only when non-zero),
+// HasPublisher (0x2000) and HasTimestamps (0x4000); an encoder writes those
+// that are present and that the subscriber accepted.
+type EventBatch struct {
+	// Legacy selects the per-subscriber layout 0x0002, led by
+	// SubscriptionID. Current brokers send the shared layout 0x0004
+	// (Legacy false); 0x0002 is for tests and old peers.
+	Legacy bool
+	// SubscriptionID leads a legacy batch.
+	SubscriptionID uint64
+	// HasBaseOffset adds BaseOffset (0x0020).
+	HasBaseOffset bool
+	// BaseOffset is the log offset of payload 0; payload i is at
+	// BaseOffset+i.
+	BaseOffset uint64
+	// SkippedBefore counts the offsets just below BaseOffset that hold no
+	// deliverable event (0x0800). It is sent only with the base offset and
+	// only when non-zero; a decoder reports 0 when the bit is absent.
+	SkippedBefore uint64
+	// HasPublisher adds Publisher (0x2000).
+	HasPublisher bool
+	// Publisher is the principal the records were published by (opaque
+	// bytes, at most 255).
+	Publisher []byte
+	// HasTimestamps adds Timestamps (0x4000).
+	HasTimestamps bool
+	// Timestamps holds each record's append time in microseconds since the
+	// Unix epoch, exactly one per payload.
+	Timestamps []uint64
+	// Payloads are the records (opaque bytes).
+	Payloads [][]byte
+}
+
+const layoutEvent = "binary_event_batch"
+
+// Flags returns the flag word of b with every modifier it carries, what
+// AppendEventBatch(dst, b, EventModifierMask) writes.
+func (b *EventBatch) Flags() Flags { return b.FlagsFor(EventModifierMask) }
+
+// FlagsFor returns the flag word written for a subscriber that accepted the
+// modifier bits in accepted (its auth.client_flags): the base bit plus each
+// modifier that b carries and accepted contains. 0x0800 is kept only
+// together with 0x0020, and only when SkippedBefore is non-zero.
+func (b *EventBatch) FlagsFor(accepted Flags) Flags {
+	f := FlagBinaryEventBatchShared
+	if b.Legacy {
+		f = FlagBinaryEventBatch
+	}
+	if b.HasBaseOffset && accepted.Has(FlagEventBatchOffsets) {
+		f |= FlagEventBatchOffsets
+		if b.SkippedBefore != 0 && accepted.Has(FlagEventBatchSkipped) {
+			f |= FlagEventBatchSkipped
+		}
+	}
+	if b.HasPublisher && accepted.Has(FlagEventBatchPublisher) {
+		f |= FlagEventBatchPublisher
+	}
+	if b.HasTimestamps && accepted.Has(FlagEventBatchTimestamps) {
+		f |= FlagEventBatchTimestamps
+	}
+	return f
+}
+
+// FrameLen returns the exact number of bytes AppendEventBatch(dst, b,
+// accepted) appends.
+func (b *EventBatch) FrameLen(accepted Flags) int {
+	f := b.FlagsFor(accepted)
+	n := HeaderLen + 4 + 4*len(b.Payloads)
+	if b.Legacy {
+		n += 8
+	}
+	if f.Has(FlagEventBatchOffsets) {
+		n += 8
+	}
+	if f.Has(FlagEventBatchSkipped) {
+		n += 8
+	}
+	if f.Has(FlagEventBatchPublisher) {
+		n += 1 + len(b.Publisher)
+	}
+	if f.Has(FlagEventBatchTimestamps) {
+		n += 8 * len(b.Payloads)
+	}
+	for _, p := range b.Payloads {
+		n += len(p)
+	}
+	return n
+}
+
+// check validates b for encoding with the flag word f: the publisher and
+// the timestamps are checked only when they are written.
+func (b *EventBatch) check(f Flags) error {
+	if b.SkippedBefore != 0 && !b.HasBaseOffset {
+		return &Error{Class: ErrBadFlagCombination, Layout: layoutEvent, Field: "skipped_before", Offset: -1,
+			Flags: FlagEventBatchSkipped, Detail: "skipped_before needs a base offset (0x0800 needs 0x0020)"}
+	}
+	if f.Has(FlagEventBatchPublisher) && len(b.Publisher) > 0xFF {
+		return encErr(ErrFrameTooLarge, layoutEvent, "publisher", strconv.Itoa(len(b.Publisher))+" bytes > 255")
+	}
+	if f.Has(FlagEventBatchTimestamps) && len(b.Timestamps) != len(b.Payloads) {
+		return encErr(ErrInvalidValue, layoutEvent, "timestamps_micros",
+			strconv.Itoa(len(b.Timestamps))+" timestamps for "+strconv.Itoa(len(b.Payloads))+" payloads")
+	}
+	if uint64(len(b.Payloads)) > MaxPayloadLen {
+		return encErr(ErrFrameTooLarge, layoutEvent, "count", "too many payloads")
+	}
+	for _, p := range b.Payloads {
+		if uint64(len(p)) > MaxPayloadLen {
+			return encErr(ErrFrameTooLarge, layoutEvent, "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
+		}
+	}
+	return nil
+}
+
+// AppendEventBatch appends b as a whole frame to dst, with the flag word
+// b.FlagsFor(accepted): pass the subscriber's negotiated flags, or
+// EventModifierMask to write every section b carries. It allocates only
+// when dst lacks room for b.FrameLen(accepted) bytes. On error dst is
+// returned unchanged: SkippedBefore without HasBaseOffset is
+// ErrBadFlagCombination, a written publisher over 255 bytes or a payload
+// over 2^32-1 bytes ErrFrameTooLarge, and written timestamps whose count
+// differs from the payload count ErrInvalidValue.
+//
+// To send one batch to many subscribers, use SharedEventBatch, which
+// encodes each distinct modifier set once.
+func AppendEventBatch(dst []byte, b *EventBatch, accepted Flags) ([]byte, error) {
+	f := b.FlagsFor(accepted)
+	if err := b.check(f); err != nil {
+		return dst, err
+	}
+	n := b.FrameLen(accepted)
+	if err := checkFrameSize(layoutEvent, n); err != nil {
+		return dst, err
+	}
+	dst = grow(dst, n)
+	start := len(dst)
+	dst = BeginFrame(dst, f)
+	if b.Legacy {
+		dst = binary.BigEndian.AppendUint64(dst, b.SubscriptionID)
+	}
+	if f.Has(FlagEventBatchOffsets) {
+		dst = binary.BigEndian.AppendUint64(dst, b.BaseOffset)
+	}
+	if f.Has(FlagEventBatchSkipped) {
+		dst = binary.BigEndian.AppendUint64(dst, b.SkippedBefore)
+	}
+	if f.Has(FlagEventBatchPublisher) {
+		dst = append(dst, byte(len(b.Publisher)))
+		dst = append(dst, b.Publisher...)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Payloads)))
+	if f.Has(FlagEventBatchTimestamps) {
+		for i, p := range b.Payloads {
+			dst = binary.BigEndian.AppendUint64(dst, b.Timestamps[i])
+			dst = appendBytes32(dst, p)
+		}
+	} else {
+		for _, p := range b.Payloads {
+			dst = appendBytes32(dst, p)
+		}
+	}
+	return FinishFrame(dst, start)
+}
+
+// Event is one record of a decoded event batch.
+type Event struct {
+	// Offset is BaseOffset+i when the batch has base offsets (0x0020), else 0.
+	Offset uint64
+	// TimestampMicros is the append time when the batch has timestamps
+	// (0x4000), else 0.
+	TimestampMicros uint64
+	// Payload aliases the parsed input, capacity capped.
+	Payload []byte
+}
+
+// EventBatchView is a validated event batch whose byte fields alias the
+// payload it was parsed from (capacity capped at their length). It is valid
+// only as long as that payload is; use Batch for an owned copy.
+type EventBatchView struct {
+	// Flags is the frame's flag word.
+	Flags Flags
+	// SubscriptionID leads a legacy (0x0002) batch; 0 for a shared one.
+	SubscriptionID uint64
+	// BaseOffset is set with 0x0020.
+	BaseOffset uint64
+	// SkippedBefore is set with 0x0800, else 0.
+	SkippedBefore uint64
+	// Publisher is set with 0x2000 (possibly empty), else nil.
+	Publisher []byte
+
+	count int
+	body  []byte // count × ([u64 ts], u32 len, bytes), validated
+}
+
+// Legacy reports whether the batch has the per-subscriber layout 0x0002.
+func (v *EventBatchView) Legacy() bool { return v.Flags.Has(FlagBinaryEventBatch) }
+
+// HasBaseOffset reports whether the batch carries base offsets (0x0020).
+func (v *EventBatchView) HasBaseOffset() bool { return v.Flags.Has(FlagEventBatchOffsets) }
+
+// HasPublisher reports whether the batch carries a publisher (0x2000).
+func (v *EventBatchView) HasPublisher() bool { return v.Flags.Has(FlagEventBatchPublisher) }
+
+// HasTimestamps reports whether every event carries a timestamp (0x4000).
+func (v *EventBatchView) HasTimestamps() bool { return v.Flags.Has(FlagEventBatchTimestamps) }
+
+// Len returns the number of events.
+func (v *EventBatchView) Len() int { return v.count }
+
+// Payloads iterates over the payloads in order, without checks or
+// allocation (the frame was validated by ParseEventBatch). Each slice
+// aliases the input with its capacity capped.
+func (v *EventBatchView) Payloads() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		prefix := 0
+		if v.HasTimestamps() {
+			prefix = 8
+		}
+		walkPayloads(v.body, v.count, prefix, yield)
+	}
+}
+
+// Events iterates over the events in order with their offsets and
+// timestamps, without checks or allocation. Payloads alias the input with
+// their capacity capped.
+func (v *EventBatchView) Events() iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		b := v.body
+		ts := v.HasTimestamps()
+		var off, step uint64
+		if v.HasBaseOffset() {
+			off, step = v.BaseOffset, 1
+		}
+		for range v.count {
+			var e Event
+			if ts {
+				e.TimestampMicros = binary.BigEndian.Uint64(b)
+				b = b[8:]
+			}
+			n := int(binary.BigEndian.Uint32(b))
+			e.Payload = b[4 : 4+n : 4+n]
+			e.Offset = off
+			b = b[4+n:]
+			off += step
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// Batch returns an owned deep copy: the publisher and payloads share one
+// new backing array, and timestamps are copied into a new slice.
+func (v *EventBatchView) Batch() EventBatch {
+	b := EventBatch{
+		Legacy:         v.Legacy(),
+		SubscriptionID: v.SubscriptionID,
+		HasBaseOffset:  v.HasBaseOffset(),
+		BaseOffset:     v.BaseOffset,
+		SkippedBefore:  v.SkippedBefore,
+		HasPublisher:   v.HasPublisher(),
+		HasTimestamps:  v.HasTimestamps(),
+		Payloads:       make([][]byte, 0, v.count),
+	}
+	per := 4
+	if b.HasTimestamps {
+		per = 12
+		b.Timestamps = make([]uint64, 0, v.count)
+	}
+	arena := make([]byte, 0, len(v.Publisher)+len(v.body)-per*v.count)
+	if b.HasPublisher {
+		arena = append(arena, v.Publisher...)
+		b.Publisher = capped(arena, 0, len(arena))
+	}
+	for e := range v.Events() {
+		if b.HasTimestamps {
+			b.Timestamps = append(b.Timestamps, e.TimestampMicros)
+		}
+		s := len(arena)
+		arena = append(arena, e.Payload...)
+		b.Payloads = append(b.Payloads, capped(arena, s, len(arena)))
+	}
+	return b
+}
+
+// ParseEventBatch validates an event batch payload, shared (0x0004) or
+// legacy (0x0002), and returns a view over it. The flag word is checked
+// with Flags.CheckLayout (exactly one base bit; 0x0800 only with 0x0020).
+// Then, per spec §7/§8: the fixed part, the publisher length and bytes and
+// the count must be present (ErrTruncated); the count is bounded by the
+// remaining bytes before any loop (each event needs 4 bytes, 12 with
+// timestamps), so a count of 2^32-1 in a short payload costs nothing; every
+// event's timestamp, length and bytes must be present. It allocates
+// nothing unless it fails.
+//
+// Bytes after the last event are rejected with ErrTrailingBytes. Upstream
+// ignores them; this package is deliberately stricter. Error offsets are
+// relative to the payload. A 0x0800 section holding 0 decodes (upstream
+// encoders omit it), and re-encodes without the section.
+func ParseEventBatch(flags Flags, payload []byte) (EventBatchView, error) {
+	if err := flags.CheckLayout(LayoutEventBatch); err != nil {
+		return EventBatchView{}, err
+	}
+	c := cursor{b: payload, layout: layoutEvent}
+	v := EventBatchView{Flags: flags}
+	if flags.Has(FlagBinaryEventBatch) {
+		v.SubscriptionID = c.u64("subscription_id")
+	}
+	if flags.Has(FlagEventBatchOffsets) {
+		v.BaseOffset = c.u64("base_offset")
+	}
+	if flags.Has(FlagEventBatchSkipped) {
+		v.SkippedBefore = c.u64("skipped_before")
+	}
+	if flags.Has(FlagEventBatchPublisher) {
+		v.Publisher = c.str8("publisher")
+	}
+	cOff := c.off
+	count := c.u32("count")
+	if c.err != nil {
+		return EventBatchView{}, c.err
+	}
+	prefix := 0
+	if flags.Has(FlagEventBatchTimestamps) {
+		prefix = 8
+	}
+	v.body, v.count = walkCount(&c, count, cOff, prefix)
+	c.end()
+	if c.err != nil {
+		return EventBatchView{}, c.err
+	}
+	return v, nil
+}
+
+// DecodeEventBatch is ParseEventBatch followed by an owned copy
+// (EventBatchView.Batch): the result does not alias payload.
+func DecodeEventBatch(flags Flags, payload []byte) (EventBatch, error) {
+	v, err := ParseEventBatch(flags, payload)
+	if err != nil {
+		return EventBatch{}, err
+	}
+	return v.Batch(), nil
+}
+
+// SharedEventBatch encodes one shared event batch (0x0004) for many
+// subscribers. A broker builds it once per published batch and asks it, for
+// each subscriber, for the frame matching that subscriber's negotiated flags
+// (auth.client_flags): the batch is encoded at most once per distinct set of
+// modifier bits actually written (at most 12 sets), and every subscriber of
+// a set gets the same bytes. The cost of a batch is thus independent of the
+// fanout: N subscribers cost N cache look-ups plus one encoding per distinct
+// set.
+//
+//	s := felix.NewSharedEventBatch(&batch)
+//	for _, sub := range subs {
+//		frame, err := s.Frame(sub.ClientFlags)
+//		... sub.enqueue(frame) // the same bytes for every subscriber of a set
+//	}
+//
+// The returned frames are read-only and shared (capacity capped, so an
+// append copies); they stay valid until Reset. The batch must not change
+// while the SharedEventBatch is in use. A SharedEventBatch is not safe for
+// concurrent use.
+type SharedEventBatch struct {
+	b      *EventBatch
+	frames [16][]byte
+	errs   [16]error
+	built  uint16
+	n      int
+}
+
+// NewSharedEventBatch returns a SharedEventBatch for b. b must be a shared
+// batch (Legacy false): legacy batches are per subscriber.
+func NewSharedEventBatch(b *EventBatch) *SharedEventBatch {
+	s := new(SharedEventBatch)
+	s.Reset(b)
+	return s
+}
+
+// Reset points s at a new batch, forgetting the previous encodings but
+// keeping their buffers for reuse, so a broker that recycles one
+// SharedEventBatch encodes without allocating once the buffers are large
+// enough. Call it only when no subscriber still holds a frame from the
+// previous batch (otherwise use a new SharedEventBatch).
+func (s *SharedEventBatch) Reset(b *EventBatch) {
+	s.b = b
+	s.built = 0
+	s.n = 0
+	clear(s.errs[:])
+}
+
+// Encodings returns how many distinct encodings s has built so far.
+func (s *SharedEventBatch) Encodings() int { return s.n }
+
+// sharedKey packs the four modifier bits of an event batch flag word into 0..15.
+func sharedKey(f Flags) int {
+	return int(f>>5&1 | f>>10&2 | f>>11&4 | f>>11&8)
+}
+
+// Frame returns the whole frame for a subscriber that accepted the modifier
+// bits in accepted, encoding it on first use of its modifier set.
+func (s *SharedEventBatch) Frame(accepted Flags) ([]byte, error) {
+	if s.b == nil || s.b.Legacy {
+		return nil, encErr(ErrInvalidValue, layoutEvent, "flags", "a shared batch needs a non-legacy EventBatch")
+	}
+	k := sharedKey(s.b.FlagsFor(accepted))
+	if s.built&(1<<k) == 0 {
+		fr, err := AppendEventBatch(s.frames[k][:0], s.b, accepted)
+		s.frames[k], s.errs[k] = fr, err
+		s.built |= 1 << k
+		if err == nil {
+			s.n++
+		}
+	}
+	if s.errs[k] != nil {
+		return nil, s.errs[k]
+	}
+	fr := s.frames[k]
+	return fr[:len(fr):len(fr)], nil
+}

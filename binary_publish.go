@@ -1,0 +1,401 @@
+package felix
+
+import (
+	"encoding/binary"
+	"iter"
+	"strconv"
+)
+
+// PublishBatch is a binary publish batch (spec binary.md §1–§5) as an owned
+// value: what a client encodes with AppendPublishBatch, and what
+// DecodePublishBatch returns. The flag word follows from the value (see
+// Flags): the six legal words are 0x0001, 0x0009, 0x0041, 0x0049, 0x0109 and
+// 0x0149.
+type PublishBatch struct {
+	// AckMode selects the acked prefix (0x0008): AckPerMessage or
+	// AckPerBatch. AckNone, the zero value, is the plain unacknowledged
+	// form; binary has no encoding of ack mode "none".
+	AckMode AckMode
+	// RequestID is the request id of an acked batch (0x0008).
+	RequestID uint64
+	// Idempotent adds the producer id and sequence (0x0100). It needs an
+	// acked batch; upstream encoders always use AckPerBatch with it, and a
+	// broker answers it in JSON rather than with a binary ack.
+	Idempotent bool
+	// ProducerID is the idempotent producer's id (with Idempotent).
+	ProducerID uint64
+	// Sequence is the idempotent producer's sequence (with Idempotent).
+	Sequence uint64
+	// HasKey adds the routing-key prefix (0x0040). An empty key is a real
+	// key, distinct from no key.
+	HasKey bool
+	// Key is the routing key shared by every record (opaque bytes, at most
+	// 65,535), meaningful only with HasKey.
+	Key []byte
+	// TenantID, Namespace and Stream name the target stream (UTF-8, at
+	// most 65,535 bytes each).
+	TenantID, Namespace, Stream string
+	// Payloads are the records (opaque bytes).
+	Payloads [][]byte
+}
+
+const (
+	layoutPublish      = "binary_publish_batch"
+	layoutAckedPublish = "binary_acked_publish_batch"
+)
+
+// Flags returns the flag word AppendPublishBatch writes for b.
+func (b *PublishBatch) Flags() Flags {
+	f := FlagBinaryPublishBatch
+	if b.AckMode != AckNone {
+		f |= FlagBinaryPublishAcked
+	}
+	if b.Idempotent {
+		f |= FlagBinaryPublishIdempotent
+	}
+	if b.HasKey {
+		f |= FlagBinaryPublishKeyed
+	}
+	return f
+}
+
+// FrameLen returns the exact number of bytes AppendPublishBatch appends for
+// b: the 12-byte header plus the payload.
+func (b *PublishBatch) FrameLen() int {
+	n := HeaderLen + 6 + len(b.TenantID) + len(b.Namespace) + len(b.Stream) + 4 + 4*len(b.Payloads)
+	if b.AckMode != AckNone {
+		n += 9
+	}
+	if b.Idempotent {
+		n += 16
+	}
+	if b.HasKey {
+		n += 2 + len(b.Key)
+	}
+	for _, p := range b.Payloads {
+		n += len(p)
+	}
+	return n
+}
+
+func (b *PublishBatch) layout() string {
+	if b.AckMode != AckNone {
+		return layoutAckedPublish
+	}
+	return layoutPublish
+}
+
+// check validates b for encoding.
+func (b *PublishBatch) check() error {
+	l := b.layout()
+	if b.AckMode > AckPerBatch {
+		return encErr(ErrInvalidValue, l, "ack_mode", "ack mode "+strconv.Itoa(int(b.AckMode)))
+	}
+	if b.Idempotent && b.AckMode == AckNone {
+		return &Error{Class: ErrBadFlagCombination, Layout: l, Field: "flags", Offset: -1, Flags: FlagBinaryPublishIdempotent,
+			Detail: "an idempotent publish must be acked"}
+	}
+	if b.HasKey && len(b.Key) > 0xFFFF {
+		return encErr(ErrFrameTooLarge, l, "key", strconv.Itoa(len(b.Key))+" bytes > 65535")
+	}
+	if err := checkStr16(l, "tenant_id", b.TenantID, true); err != nil {
+		return err
+	}
+	if err := checkStr16(l, "namespace", b.Namespace, true); err != nil {
+		return err
+	}
+	if err := checkStr16(l, "stream", b.Stream, true); err != nil {
+		return err
+	}
+	if uint64(len(b.Payloads)) > MaxPayloadLen {
+		return encErr(ErrFrameTooLarge, l, "count", "too many payloads")
+	}
+	for _, p := range b.Payloads {
+		if uint64(len(p)) > MaxPayloadLen {
+			return encErr(ErrFrameTooLarge, l, "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
+		}
+	}
+	return nil
+}
+
+// AppendPublishBatch appends b as a whole frame (header and payload) to dst
+// in the fixed section order of spec §5. It allocates only when dst lacks
+// the room for b.FrameLen() bytes (then it grows dst once). On error dst is
+// returned unchanged: a string or key over 65,535 bytes or a payload over
+// 2^32-1 bytes is ErrFrameTooLarge, non-UTF-8 tenant/namespace/stream is
+// ErrInvalidUTF8, an ack mode above AckPerBatch is ErrInvalidValue and
+// Idempotent without an ack mode is ErrBadFlagCombination.
+func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
+	if err := b.check(); err != nil {
+		return dst, err
+	}
+	n := b.FrameLen()
+	if err := checkFrameSize(b.layout(), n); err != nil {
+		return dst, err
+	}
+	dst = grow(dst, n)
+	start := len(dst)
+	dst = BeginFrame(dst, b.Flags())
+	if b.AckMode != AckNone {
+		dst = binary.BigEndian.AppendUint64(dst, b.RequestID)
+		dst = append(dst, byte(b.AckMode))
+		if b.Idempotent {
+			dst = binary.BigEndian.AppendUint64(dst, b.ProducerID)
+			dst = binary.BigEndian.AppendUint64(dst, b.Sequence)
+		}
+	}
+	if b.HasKey {
+		dst = appendBytes16(dst, b.Key)
+	}
+	dst = appendStr16(dst, b.TenantID)
+	dst = appendStr16(dst, b.Namespace)
+	dst = appendStr16(dst, b.Stream)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Payloads)))
+	for _, p := range b.Payloads {
+		dst = appendBytes32(dst, p)
+	}
+	return FinishFrame(dst, start)
+}
+
+// PublishBatchView is a validated publish batch whose byte fields alias the
+// payload it was parsed from (capacity capped at their length, so appending
+// to one never overwrites the input). It is valid only as long as that
+// payload is: a Reader's payload, for example, is reused by the next
+// ReadFrame. Use Batch for an owned copy.
+type PublishBatchView struct {
+	// Flags is the frame's flag word.
+	Flags Flags
+	// AckMode is the ack mode of an acked batch, AckNone otherwise.
+	AckMode AckMode
+	// RequestID is the request id of an acked batch.
+	RequestID uint64
+	// ProducerID and Sequence are set on an idempotent batch.
+	ProducerID, Sequence uint64
+	// Key is the routing key when Flags has 0x0040 (possibly empty), else nil.
+	Key []byte
+	// TenantID, Namespace and Stream are validated UTF-8.
+	TenantID, Namespace, Stream []byte
+
+	count int
+	body  []byte // count × (u32 len, bytes), validated
+}
+
+// Acked reports whether the batch carries the acked prefix (0x0008).
+func (v *PublishBatchView) Acked() bool { return v.Flags.Has(FlagBinaryPublishAcked) }
+
+// Idempotent reports whether the batch carries a producer id and sequence (0x0100).
+func (v *PublishBatchView) Idempotent() bool { return v.Flags.Has(FlagBinaryPublishIdempotent) }
+
+// HasKey reports whether the batch carries a routing key (0x0040).
+func (v *PublishBatchView) HasKey() bool { return v.Flags.Has(FlagBinaryPublishKeyed) }
+
+// Len returns the number of payloads.
+func (v *PublishBatchView) Len() int { return v.count }
+
+// Payloads iterates over the payloads in order. Each slice aliases the
+// parsed input with its capacity capped. The walk does no checking and no
+// allocation: the whole frame was validated by ParsePublishBatch.
+func (v *PublishBatchView) Payloads() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		b := v.body
+		for range v.count {
+			n := int(binary.BigEndian.Uint32(b))
+			p := b[4 : 4+n : 4+n]
+			b = b[4+n:]
+			if !yield(p) {
+				return
+			}
+		}
+	}
+}
+
+// Batch returns an owned deep copy of the batch: strings are copied and the
+// key and payloads share one new backing array.
+func (v *PublishBatchView) Batch() PublishBatch {
+	b := PublishBatch{
+		AckMode:    v.AckMode,
+		RequestID:  v.RequestID,
+		Idempotent: v.Idempotent(),
+		ProducerID: v.ProducerID,
+		Sequence:   v.Sequence,
+		HasKey:     v.HasKey(),
+		TenantID:   string(v.TenantID),
+		Namespace:  string(v.Namespace),
+		Stream:     string(v.Stream),
+		Payloads:   make([][]byte, 0, v.count),
+	}
+	arena := make([]byte, 0, len(v.Key)+len(v.body)-4*v.count)
+	if b.HasKey {
+		arena = append(arena, v.Key...)
+		b.Key = capped(arena, 0, len(arena))
+	}
+	walkPayloads(v.body, v.count, 0, func(p []byte) bool {
+		s := len(arena)
+		arena = append(arena, p...)
+		b.Payloads = append(b.Payloads, capped(arena, s, len(arena)))
+		return true
+	})
+	return b
+}
+
+// AckedPrefix is the prefix of an acked publish batch, readable without
+// decoding the body (see PeekAckedPrefix).
+type AckedPrefix struct {
+	// RequestID is the id the answer must carry.
+	RequestID uint64
+	// AckMode is AckPerMessage or AckPerBatch.
+	AckMode AckMode
+	// Idempotent reports whether the frame has 0x0100 (answered in JSON).
+	Idempotent bool
+	// HasProducer reports whether ProducerID and Sequence could be read
+	// (Idempotent and the 16 bytes present).
+	HasProducer bool
+	// ProducerID and Sequence of an idempotent frame, when HasProducer.
+	ProducerID, Sequence uint64
+}
+
+// PeekAckedPrefix reads only the acked prefix of an acked publish batch
+// payload: request_id and ack_mode, plus producer id and sequence when the
+// frame is idempotent and they are present. It does not look at the body, so
+// a broker can answer a malformed body with an error ack (or JSON
+// publish_error for an idempotent frame) carrying the request id. An error
+// means the prefix itself is unusable (flags not of an acked publish batch,
+// fewer than 9 bytes, or an ack mode other than 1 and 2): the spec treats
+// that as a protocol violation that ends the stream.
+func PeekAckedPrefix(flags Flags, payload []byte) (AckedPrefix, error) {
+	if err := flags.CheckLayout(LayoutAckedPublishBatch); err != nil {
+		return AckedPrefix{}, err
+	}
+	c := cursor{b: payload, layout: layoutAckedPublish}
+	var p AckedPrefix
+	p.RequestID, p.AckMode = readAckedPrefix(&c)
+	if c.err != nil {
+		return AckedPrefix{}, c.err
+	}
+	if flags.Has(FlagBinaryPublishIdempotent) {
+		p.Idempotent = true
+		if c.rest() >= 16 {
+			p.HasProducer = true
+			p.ProducerID = c.u64("producer_id")
+			p.Sequence = c.u64("sequence")
+		}
+	}
+	return p, nil
+}
+
+func readAckedPrefix(c *cursor) (uint64, AckMode) {
+	id := c.u64("request_id")
+	off := c.off
+	m := c.u8("ack_mode")
+	if c.err == nil && m != byte(AckPerMessage) && m != byte(AckPerBatch) {
+		c.fail(ErrInvalidValue, "ack_mode", off, "ack mode byte "+strconv.Itoa(int(m))+" (want 1 or 2)")
+	}
+	return id, AckMode(m)
+}
+
+// ParsePublishBatch validates a publish batch payload (any of the six legal
+// flag words; plain and acked alike) and returns a view over it. It checks
+// the flag word with Flags.CheckLayout, then reads the sections in the order
+// of spec §5, bounds every length and the count against the remaining bytes
+// before looping (a count of 2^32-1 in a short payload fails at once),
+// checks that tenant, namespace and stream are UTF-8, and walks every
+// payload length once. It allocates nothing unless it fails.
+//
+// Trailing bytes after the last payload are rejected with ErrTrailingBytes.
+// Upstream ignores them; this package is deliberately stricter. Error
+// offsets are relative to the payload.
+func ParsePublishBatch(flags Flags, payload []byte) (PublishBatchView, error) {
+	l := LayoutPublishBatch
+	if flags.Has(FlagBinaryPublishAcked) {
+		l = LayoutAckedPublishBatch
+	}
+	if err := flags.CheckLayout(l); err != nil {
+		return PublishBatchView{}, err
+	}
+	c := cursor{b: payload, layout: l.String()}
+	v := PublishBatchView{Flags: flags}
+	if l == LayoutAckedPublishBatch {
+		v.RequestID, v.AckMode = readAckedPrefix(&c)
+		if flags.Has(FlagBinaryPublishIdempotent) {
+			v.ProducerID = c.u64("producer_id")
+			v.Sequence = c.u64("sequence")
+		}
+	}
+	if flags.Has(FlagBinaryPublishKeyed) {
+		v.Key = c.str16("key")
+	}
+	tOff := c.off + 2
+	v.TenantID = c.str16("tenant_id")
+	nOff := c.off + 2
+	v.Namespace = c.str16("namespace")
+	sOff := c.off + 2
+	v.Stream = c.str16("stream")
+	cOff := c.off
+	count := c.u32("count")
+	c.text(v.TenantID, "tenant_id", tOff)
+	c.text(v.Namespace, "namespace", nOff)
+	c.text(v.Stream, "stream", sOff)
+	if c.err != nil {
+		return PublishBatchView{}, c.err
+	}
+	v.body, v.count = walkCount(&c, count, cOff, 0)
+	c.end()
+	if c.err != nil {
+		return PublishBatchView{}, c.err
+	}
+	return v, nil
+}
+
+// DecodePublishBatch is ParsePublishBatch followed by an owned copy
+// (PublishBatchView.Batch): the result does not alias payload.
+func DecodePublishBatch(flags Flags, payload []byte) (PublishBatch, error) {
+	v, err := ParsePublishBatch(flags, payload)
+	if err != nil {
+		return PublishBatch{}, err
+	}
+	return v.Batch(), nil
+}
+
+// walkCount validates count entries of (prefix bytes, u32 len, len bytes)
+// from the cursor's position and returns them as one slice. The count is
+// first bounded by the remaining bytes (each entry needs prefix+4), so a
+// hostile count costs nothing.
+func walkCount(c *cursor, count uint32, countOff, prefix int) ([]byte, int) {
+	b := c.b[c.off:]
+	if uint64(count) > uint64(len(b)/(prefix+4)) {
+		c.fail(ErrTruncated, "count", countOff, "count "+strconv.FormatUint(uint64(count), 10)+" exceeds the "+
+			strconv.Itoa(len(b))+" remaining bytes")
+		return nil, 0
+	}
+	hdr := prefix + 4
+	rem := b
+	for i := range int(count) {
+		if len(rem) < hdr {
+			c.fail(ErrTruncated, "payload", c.off+len(b)-len(rem), "entry "+strconv.Itoa(i)+" needs "+strconv.Itoa(hdr)+" bytes")
+			return nil, 0
+		}
+		n := uint64(binary.BigEndian.Uint32(rem[prefix:]))
+		if uint64(len(rem)-hdr) < n {
+			c.fail(ErrTruncated, "payload", c.off+len(b)-len(rem)+hdr, "payload "+strconv.Itoa(i)+" of "+
+				strconv.FormatUint(n, 10)+" bytes, "+strconv.Itoa(len(rem)-hdr)+" remain")
+			return nil, 0
+		}
+		rem = rem[hdr+int(n):]
+	}
+	p := len(b) - len(rem)
+	body := b[:p:p]
+	c.off += p
+	return body, int(count)
+}
+
+// walkPayloads yields the payloads of a body validated by walkCount.
+func walkPayloads(b []byte, count, prefix int, yield func([]byte) bool) {
+	for ; count > 0; count-- {
+		n := int(binary.BigEndian.Uint32(b[prefix:]))
+		end := prefix + 4 + n
+		if !yield(b[prefix+4 : end : end]) {
+			return
+		}
+		b = b[end:]
+	}
+}

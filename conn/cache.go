@@ -1,0 +1,398 @@
+package conn
+
+import (
+	"context"
+	"io"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/flxproto/felix"
+)
+
+// CacheRef names a cache.
+type CacheRef struct {
+	TenantID, Namespace, Cache string
+}
+
+// CacheEvent is one change delivered on a cache watch.
+type CacheEvent struct {
+	Key string
+	// Value is the new value; Deleted reports a delete (Value nil).
+	Value   []byte
+	Deleted bool
+	// Offset is the cache-log offset of the change.
+	Offset uint64
+	// ExpiresAt is the entry's expiry, zero for none (and for deletes).
+	ExpiresAt time.Time
+}
+
+func cacheEventFrom(m *felix.CacheEvent) CacheEvent {
+	ev := CacheEvent{Key: m.Key, Value: m.Value.V, Deleted: !m.Value.Set, Offset: m.Offset}
+	if m.ExpiresAtMillis != 0 && m.ExpiresAtMillis <= 1<<62 {
+		ev.ExpiresAt = time.UnixMilli(int64(m.ExpiresAtMillis))
+	}
+	return ev
+}
+
+// CachePut writes key = value with an optional TTL (0 = no expiry). It
+// waits for the broker's cache_ok.
+func (c *Client) CachePut(ctx context.Context, ref CacheRef, key string, value []byte, ttl time.Duration) error {
+	m := &felix.CachePut{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Value: value}
+	if ttl > 0 {
+		ms := uint64(ttl / time.Millisecond)
+		if ms == 0 {
+			ms = 1
+		}
+		m.TTLMs = felix.Some(ms)
+	}
+	ans, err := c.cacheRequest(ctx, "cache_put", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
+	if err != nil {
+		return err
+	}
+	if _, ok := ans.(*felix.CacheOK); !ok {
+		return answerError(ans, m.RequestID.V)
+	}
+	return nil
+}
+
+// CacheGet reads key. A miss (or an expired entry) is found == false with a
+// nil error.
+func (c *Client) CacheGet(ctx context.Context, ref CacheRef, key string) (value []byte, found bool, err error) {
+	m := &felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
+	ans, err := c.cacheRequest(ctx, "cache_get", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
+	if err != nil {
+		return nil, false, err
+	}
+	cv, ok := ans.(*felix.CacheValue)
+	if !ok {
+		return nil, false, answerError(ans, m.RequestID.V)
+	}
+	return cv.Value.V, cv.Value.Set, nil
+}
+
+// CacheDelete removes key and returns the value it held (found == false
+// when there was none). It needs FeatureCacheDelete (ErrNotAdvertised).
+func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old []byte, found bool, err error) {
+	m := &felix.CacheDelete{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
+	ans, err := c.cacheRequest(ctx, "cache_delete", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
+	if err != nil {
+		return nil, false, err
+	}
+	cv, ok := ans.(*felix.CacheValue)
+	if !ok {
+		return nil, false, answerError(ans, m.RequestID.V)
+	}
+	return cv.Value.V, cv.Value.Set, nil
+}
+
+// CounterAdd adds delta to a counter and returns the broker's answer
+// value (found false when the broker reported none). Counters need
+// FeatureCounters; adds are at-least-once.
+func (c *Client) CounterAdd(ctx context.Context, ref CacheRef, key string, delta int64) (value int64, found bool, err error) {
+	m := &felix.CounterAdd{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Delta: delta}
+	ans, err := c.cacheRequest(ctx, "counter_add", func(id uint64) felix.Message { m.RequestID = id; return m })
+	if err != nil {
+		return 0, false, err
+	}
+	cv, ok := ans.(*felix.CounterValue)
+	if !ok {
+		return 0, false, answerError(ans, m.RequestID)
+	}
+	return cv.Value.V, cv.Value.Set, nil
+}
+
+// CounterGet reads a counter; found is false when it was never written.
+func (c *Client) CounterGet(ctx context.Context, ref CacheRef, key string) (value int64, found bool, err error) {
+	m := &felix.CounterGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
+	ans, err := c.cacheRequest(ctx, "counter_get", func(id uint64) felix.Message { m.RequestID = id; return m })
+	if err != nil {
+		return 0, false, err
+	}
+	cv, ok := ans.(*felix.CounterValue)
+	if !ok {
+		return 0, false, answerError(ans, m.RequestID)
+	}
+	return cv.Value.V, cv.Value.Set, nil
+}
+
+// cacheRequest sends a request of type typ over the cache stream pool and
+// waits for its answer. ErrNotAdvertised when the stream's broker did not
+// advertise the request's feature.
+func (c *Client) cacheRequest(ctx context.Context, typ string, mk func(id uint64) felix.Message) (felix.Message, error) {
+	cs, err := c.cacheStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !cs.caps.CanRequest(typ) {
+		return nil, notAdvertised(typ)
+	}
+	return cs.request(ctx, mk)
+}
+
+// cacheStream picks a pooled cache stream round-robin, opening or replacing
+// it as needed.
+func (c *Client) cacheStream(ctx context.Context) (*cacheStream, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	i := int(c.cacheNext.Add(1)) % c.cfg.CacheStreams
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	if i < len(c.caches) && !c.caches[i].dead() {
+		return c.caches[i], nil
+	}
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &cacheStream{c: c, cs: cs, caps: cs.caps, pending: make(map[uint64]chan answer), done: make(chan struct{})}
+	c.wg.Add(1)
+	go s.readLoop()
+	if i < len(c.caches) {
+		c.caches[i] = s
+	} else {
+		c.caches = append(c.caches, s)
+	}
+	return s, nil
+}
+
+// cacheStream is a pooled stream carrying cache and counter requests;
+// answers are matched by request_id, and an error without request_id is
+// attributed to the oldest outstanding request (brokers answer a stream's
+// requests in order).
+type cacheStream struct {
+	c    *Client
+	cs   *clientStream
+	caps felix.Capabilities
+
+	mu      sync.Mutex
+	pending map[uint64]chan answer
+	order   []uint64
+	err     error
+	done    chan struct{}
+}
+
+func (s *cacheStream) dead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+func (s *cacheStream) request(ctx context.Context, mk func(id uint64) felix.Message) (felix.Message, error) {
+	rid := s.c.reqID.Add(1)
+	ch := make(chan answer, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil, s.err
+	}
+	s.pending[rid] = ch
+	s.order = append(s.order, rid)
+	s.mu.Unlock()
+	m := mk(rid)
+	if err := writeCtx(ctx, s.cs.s, func() error { return s.cs.w.writeMessage(m) }); err != nil {
+		s.take(rid)
+		if ctx.Err() != nil {
+			s.fail(err)
+		}
+		return nil, err
+	}
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// take removes and returns the waiter of rid (nil when unknown).
+func (s *cacheStream) take(rid uint64) chan answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.pending[rid]
+	delete(s.pending, rid)
+	for i, id := range s.order {
+		if id == rid {
+			s.order = append(s.order[:i], s.order[i+1:]...)
+			break
+		}
+	}
+	return ch
+}
+
+// oldest returns the oldest outstanding request id.
+func (s *cacheStream) oldest() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.order) == 0 {
+		return 0, false
+	}
+	return s.order[0], true
+}
+
+func (s *cacheStream) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	pend := s.pending
+	s.pending = make(map[uint64]chan answer)
+	s.order = nil
+	s.mu.Unlock()
+	for _, ch := range pend {
+		ch <- answer{err: err}
+	}
+	s.cs.abort()
+}
+
+func (s *cacheStream) readLoop() {
+	defer s.c.wg.Done()
+	defer close(s.done)
+	for {
+		f, err := s.cs.r.ReadFrame()
+		if err != nil {
+			if err == io.EOF {
+				s.fail(protocolErr("cache stream ended before the answer"))
+				s.cs.s.Close()
+				return
+			}
+			s.fail(transportErr("read cache answer", err))
+			return
+		}
+		if f.Flags != 0 {
+			s.fail(protocolErr("binary frame %s on a cache stream", f.Flags))
+			return
+		}
+		m, err := felix.DecodeMessage(f.Payload)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		rid, ok := answerRequestID(m)
+		if !ok {
+			// error without request_id: the oldest request's answer.
+			rid, ok = s.oldest()
+			if !ok {
+				s.fail(answerError(m, 0))
+				return
+			}
+			if ch := s.take(rid); ch != nil {
+				ch <- answer{err: answerError(m, rid)}
+			}
+			continue
+		}
+		ch := s.take(rid)
+		if ch == nil {
+			s.fail(protocolErr("%s for unknown request %d", m.MessageType(), rid))
+			return
+		}
+		ch <- answer{msg: m}
+	}
+}
+
+// WatchOptions selects what a cache watch follows: exactly one of Key and
+// Prefix must be set.
+type WatchOptions struct {
+	// Key watches one key.
+	Key felix.Opt[string]
+	// Prefix watches every key with the prefix ("" = every key of the shard).
+	Prefix felix.Opt[string]
+	// Shard selects the shard of a prefix watch (absent = 0).
+	Shard felix.Opt[uint32]
+	// FromOffset resumes from a cache-log offset (absent = live only).
+	FromOffset felix.Opt[uint64]
+	// Retained first replays the current values (FeatureCacheWatchRetained;
+	// not together with FromOffset).
+	Retained bool
+}
+
+// Watch delivers the changes of one cache watch. Next and All are not safe
+// for concurrent use; Close may be called from any goroutine.
+type Watch struct {
+	es   *eventSub
+	info *felix.CacheWatchStarted
+}
+
+// Info returns the broker's cache_watch_started answer.
+func (w *Watch) Info() *felix.CacheWatchStarted { return w.info }
+
+// Next returns the next change: io.EOF at a clean end, *LaggedError
+// (cache_watch_lagged), *ShardMovedError or *BrokerError for terminal
+// frames, ErrClosed after Close.
+func (w *Watch) Next(ctx context.Context) (CacheEvent, error) {
+	for {
+		if len(w.es.cevents) > 0 {
+			ev := w.es.cevents[0]
+			w.es.cevents = w.es.cevents[1:]
+			return ev, nil
+		}
+		if err := w.es.fill(ctx); err != nil {
+			return CacheEvent{}, err
+		}
+	}
+}
+
+// All iterates over the changes like Subscription.All.
+func (w *Watch) All(ctx context.Context) iter.Seq2[CacheEvent, error] {
+	return func(yield func(CacheEvent, error) bool) {
+		for {
+			ev, err := w.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(CacheEvent{}, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Close ends the watch; it is idempotent.
+func (w *Watch) Close() error {
+	w.es.close()
+	return nil
+}
+
+// CacheWatch starts a watch (FeatureCacheWatch; Retained also needs
+// FeatureCacheWatchRetained) on a stream of its own: auth, cache_watch,
+// FIN, then cache_watch_started and the event stream matched by its hello.
+func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (*Watch, error) {
+	if o.Key.Set == o.Prefix.Set {
+		return nil, &felix.Error{Class: felix.ErrInvalidValue, Layout: "cache_watch", Field: "key", Offset: -1, Detail: "exactly one of Key and Prefix"}
+	}
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !cs.caps.CanRequest("cache_watch") {
+		cs.abort()
+		return nil, notAdvertised("cache_watch (FEATURE_CACHE_WATCH)")
+	}
+	if o.Retained && !cs.caps.CanRetained() {
+		cs.abort()
+		return nil, notAdvertised("cache_watch retained (FEATURE_CACHE_WATCH_RETAINED)")
+	}
+	m := &felix.CacheWatch{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: o.Key, Prefix: o.Prefix,
+		Shard: o.Shard, FromOffset: o.FromOffset, Retained: o.Retained}
+	ans, err := cs.oneShot(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	started, ok := ans.(*felix.CacheWatchStarted)
+	if !ok {
+		return nil, answerError(ans, 0)
+	}
+	es, err := c.router.claim(ctx, started.SubscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	return &Watch{es: c.startEventSub(es, true), info: started}, nil
+}

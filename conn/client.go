@@ -1,0 +1,278 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+)
+
+// closeGrace bounds how long Close waits for the broker to finish the
+// publish and cache streams after the client finished them, so that frames
+// already written are delivered before the connection closes.
+const closeGrace = 2 * time.Second
+
+// Client is a connection to a Felix broker. It is safe for concurrent use.
+type Client struct {
+	qc    *quic.Conn
+	tr    *quic.Transport
+	udp   *net.UDPConn
+	cfg   Config
+	offer felix.ClientOffer
+	log   *slog.Logger
+	caps  felix.Capabilities
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	closed atomic.Bool
+
+	reqID atomic.Uint64
+
+	pubMu   sync.Mutex
+	pubs    []*pubStream
+	pubNext atomic.Uint32
+	window  chan struct{} // connection-wide publish window, nil when per stream
+
+	cacheMu   sync.Mutex
+	caches    []*cacheStream
+	cacheNext atomic.Uint32
+
+	router *eventRouter
+
+	subMu sync.Mutex
+	subs  map[*eventSub]struct{}
+}
+
+// Dial connects to the broker at addr (host:port), authenticates a first
+// stream and returns the client. Its Capabilities are what the broker
+// advertised on that stream.
+func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	c := &Client{cfg: *cfg, log: logger(cfg.Logger), subs: make(map[*eventSub]struct{})}
+	c.offer = c.cfg.clientOffer()
+	if c.cfg.MaxFrameBytes == 0 {
+		c.cfg.MaxFrameBytes = felix.DefaultMaxFrameBytes
+	}
+	if c.cfg.PublishStreams <= 0 {
+		c.cfg.PublishStreams = 1
+	}
+	if c.cfg.CacheStreams <= 0 {
+		c.cfg.CacheStreams = 2
+	}
+	if c.cfg.SubscriptionBuffer <= 0 {
+		c.cfg.SubscriptionBuffer = 16
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, &TransportError{Op: "dial", Err: err}
+	}
+	udp, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return nil, &TransportError{Op: "dial", Err: err}
+	}
+	// The client owns its transport so that Close stops every goroutine.
+	c.tr, c.udp = &quic.Transport{Conn: udp}, udp
+	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, cfg.ServerName, cfg.OfferALPN), quicConfig(cfg.QUIC, false))
+	if err != nil {
+		c.tr.Close()
+		udp.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &TransportError{Op: "dial", Err: err}
+	}
+	c.qc = qc
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.router = newEventRouter(c)
+	ps, err := c.openPubStream(ctx)
+	if err != nil {
+		c.cancel()
+		qc.CloseWithError(CloseShuttingDown, "client closing")
+		c.wg.Wait()
+		c.tr.Close()
+		udp.Close()
+		return nil, err
+	}
+	c.caps = ps.caps
+	if !ps.caps.PerStreamWindow() && ps.caps.PublishWindow > 0 {
+		c.window = make(chan struct{}, ps.caps.PublishWindow)
+		ps.window = c.window
+	}
+	c.pubs = append(c.pubs, ps)
+	c.wg.Add(1)
+	go c.router.run()
+	c.log.Debug("connected", "addr", addr, "flags", c.caps.Flags, "features", c.caps.Features, "window", c.caps.PublishWindow)
+	return c, nil
+}
+
+// Capabilities returns what the broker advertised on the client's first
+// stream (every stream decides its encodings from its own answer).
+func (c *Client) Capabilities() felix.Capabilities { return c.caps }
+
+// NegotiatedALPN returns the ALPN id of the connection ("" when none).
+func (c *Client) NegotiatedALPN() string { return c.qc.ConnectionState().TLS.NegotiatedProtocol }
+
+// LocalAddr returns the client's UDP address.
+func (c *Client) LocalAddr() net.Addr { return c.qc.LocalAddr() }
+
+// Context is cancelled when the client is closed or its connection is lost.
+func (c *Client) Context() context.Context { return c.qc.Context() }
+
+// Close ends every subscription and watch, finishes the publish and cache
+// streams (waiting briefly for the broker to finish its side, so written
+// frames are delivered), closes the connection with CloseShuttingDown and
+// waits for every goroutine the client started. It is idempotent.
+func (c *Client) Close() error {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		c.subMu.Lock()
+		subs := make([]*eventSub, 0, len(c.subs))
+		for s := range c.subs {
+			subs = append(subs, s)
+		}
+		c.subMu.Unlock()
+		for _, s := range subs {
+			s.close()
+		}
+		c.pubMu.Lock()
+		pubs := append([]*pubStream(nil), c.pubs...)
+		c.pubMu.Unlock()
+		c.cacheMu.Lock()
+		caches := append([]*cacheStream(nil), c.caches...)
+		c.cacheMu.Unlock()
+		for _, p := range pubs {
+			p.cs.s.Close()
+		}
+		for _, cs := range caches {
+			cs.cs.s.Close()
+		}
+		timer := time.NewTimer(closeGrace)
+		for _, p := range pubs {
+			select {
+			case <-p.done:
+			case <-timer.C:
+			}
+		}
+		for _, cs := range caches {
+			select {
+			case <-cs.done:
+			case <-timer.C:
+			}
+		}
+		timer.Stop()
+		c.cancel()
+		c.qc.CloseWithError(CloseShuttingDown, "client closing")
+		c.wg.Wait()
+		c.tr.Close()
+		c.udp.Close()
+	})
+	return nil
+}
+
+// checkOpen returns ErrClosed after Close.
+func (c *Client) checkOpen() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// clientStream is an authenticated client-opened bidirectional stream.
+type clientStream struct {
+	s    *quic.Stream
+	r    *felix.Reader
+	w    *frameWriter
+	caps felix.Capabilities
+}
+
+// openStream opens a bidirectional stream, writes auth at once (quic-go does
+// not tell the peer about a stream until data is sent) and reads the answer.
+func (c *Client) openStream(ctx context.Context) (*clientStream, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	s, err := c.qc.OpenStreamSync(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, transportErr("open stream", err)
+	}
+	cs := &clientStream{s: s, r: felix.NewReader(s), w: &frameWriter{w: s}}
+	cs.r.SetMaxPayload(c.cfg.MaxFrameBytes)
+	caps, err := c.authenticate(ctx, cs.s, cs.r, cs.w)
+	if err != nil {
+		s.CancelWrite(0)
+		s.CancelRead(0)
+		return nil, err
+	}
+	cs.caps = caps
+	return cs, nil
+}
+
+// authenticate writes the auth frame and reads the broker's answer.
+func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Reader, w *frameWriter) (felix.Capabilities, error) {
+	if err := writeCtx(ctx, s, func() error { return w.writeMessage(offerAuth(c.offer)) }); err != nil {
+		return felix.Capabilities{}, err
+	}
+	f, _, err := readFrameCtx(ctx, r, s)
+	if err != nil {
+		if err == io.EOF {
+			return felix.Capabilities{}, protocolErr("stream ended before the auth answer")
+		}
+		return felix.Capabilities{}, transportErr("read auth answer", err)
+	}
+	if f.Flags != 0 {
+		return felix.Capabilities{}, protocolErr("binary frame %s in answer to auth", f.Flags)
+	}
+	m, err := felix.DecodeMessage(f.Payload)
+	if err != nil {
+		return felix.Capabilities{}, err
+	}
+	if em, ok := m.(*felix.ErrorMessage); ok {
+		be := brokerErrorFrom(em)
+		be.Auth = true
+		return felix.Capabilities{}, be
+	}
+	caps, err := capsFromAnswer(m)
+	if err != nil {
+		return felix.Capabilities{}, protocolErr("answer to auth: %v", err)
+	}
+	return caps, nil
+}
+
+// writeCtx runs write (one whole frame) on s honouring ctx. If ctx
+// interrupts the write, the stream may hold a partial frame: it is reset and
+// ctx's error returned.
+func writeCtx(ctx context.Context, s writeDeadliner, write func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := ctxGuard(ctx, s.SetWriteDeadline)
+	err := write()
+	if done() && err != nil {
+		if cw, ok := s.(interface{ CancelWrite(quic.StreamErrorCode) }); ok {
+			cw.CancelWrite(0)
+		}
+		return ctx.Err()
+	}
+	if err != nil {
+		var fe *felix.Error
+		if errors.As(err, &fe) {
+			return err
+		}
+		return transportErr("write", err)
+	}
+	return nil
+}

@@ -1,0 +1,357 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// leakCheck registers a goroutine leak check that runs after every other
+// cleanup of the test (brokers and clients are closed by then).
+func leakCheck(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var topic = Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+
+func nextN(t *testing.T, ctx context.Context, sub *Subscription, n int) []Event {
+	t.Helper()
+	var out []Event
+	for len(out) < n {
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err)
+		out = append(out, ev)
+	}
+	return out
+}
+
+func payloads(evs []Event) []string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, string(e.Payload))
+	}
+	return s
+}
+
+func TestPublishSubscribeBinary(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), ackOffsets: true})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	caps := c.Capabilities()
+	require.False(t, caps.Legacy)
+	require.Equal(t, felix.KnownFlags, caps.Flags)
+	require.EqualValues(t, 64, caps.PublishWindow)
+
+	res, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	require.True(t, res.HasOffset)
+	require.EqualValues(t, 0, res.Offset)
+	res, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{Ack: felix.AckPerMessage})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Offset)
+	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{Key: []byte("k"), Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("e"), PublishOptions{}) // fire-and-forget
+	require.NoError(t, err)
+
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	require.NoError(t, err)
+	evs := nextN(t, ctx, sub, 5)
+	require.Equal(t, []string{"a", "b", "c", "d", "e"}, payloads(evs))
+	for i, e := range evs {
+		require.True(t, e.HasOffset)
+		require.EqualValues(t, i, e.Offset)
+		// Publisher and timestamps were not offered by default.
+		require.Nil(t, e.Publisher)
+		require.False(t, e.HasTimestamp)
+	}
+	require.Equal(t, []felix.Flags{0x0009, 0x0009, 0x0049, 0x0001}, b.seenFlags())
+	require.Empty(t, b.seenTypes()[1:]) // only the subscribe was JSON
+
+	// Live delivery after the history.
+	_, err = c.Publish(ctx, topic, []byte("f"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "f", string(ev.Payload))
+	require.EqualValues(t, 5, ev.Offset)
+	require.NoError(t, sub.Close())
+	require.NoError(t, sub.Close())
+	_, err = sub.Next(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close())
+	_, err = c.Publish(ctx, topic, []byte("x"), PublishOptions{})
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestPublisherAndTimestampsWhenOffered(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, func(c *Config) { c.Flags = felix.KnownFlags })
+	ctx := testCtx(t)
+	_, err := c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(0)})
+	require.NoError(t, err)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "pub", string(ev.Publisher))
+	require.True(t, ev.HasTimestamp)
+	require.EqualValues(t, 1_700_000_000_000_000, ev.TimestampMicros)
+}
+
+func TestSubscribeHelloEitherOrder(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("helloLate=%v", late), func(t *testing.T) {
+			leakCheck(t)
+			b := startBroker(t, brokerOpts{offer: fullOffer(), helloLate: late})
+			c := b.dial(t, nil)
+			ctx := testCtx(t)
+			sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+			require.NoError(t, err)
+			require.NotZero(t, sub.ID())
+			_, err = c.Publish(ctx, topic, []byte("x"), PublishOptions{Ack: felix.AckPerBatch})
+			require.NoError(t, err)
+			ev, err := sub.Next(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "x", string(ev.Payload))
+		})
+	}
+}
+
+func TestLegacyBrokerFallsBackToJSON(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), legacy: true})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	caps := c.Capabilities()
+	require.True(t, caps.Legacy)
+	require.Equal(t, felix.OriginalV1Flags, caps.Flags)
+
+	_, err := c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerMessage})
+	require.NoError(t, err)
+	_, err = c.PublishBatch(ctx, topic, [][]byte{[]byte("b"), []byte("c")}, PublishOptions{Ack: felix.AckPerBatch, Key: []byte("k")})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{}) // unacked: binary 0x0001 is original v1
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("e"), PublishOptions{Key: []byte("k")}) // keyed unacked: JSON
+	require.NoError(t, err)
+	// Start positions and feature requests are refused locally.
+	_, err = c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	require.ErrorIs(t, err, ErrNotAdvertised)
+	_, _, err = c.CacheDelete(ctx, CacheRef{"t1", "ns", "c"}, "k")
+	require.ErrorIs(t, err, ErrNotAdvertised)
+	_, err = c.NewProducer(ctx)
+	require.ErrorIs(t, err, ErrNotAdvertised)
+
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("f"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "f", string(ev.Payload))
+	require.False(t, ev.HasOffset) // the broker treats the client as v1: no offsets
+
+	require.Equal(t, []felix.Flags{0x0001}, b.seenFlags())
+	require.Equal(t, []string{"publish", "publish_batch", "publish", "subscribe", "publish"}, b.seenTypes())
+}
+
+func TestForceJSON(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), ackOffsets: true})
+	c := b.dial(t, func(c *Config) { c.ForceJSON = true })
+	ctx := testCtx(t)
+	res, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	require.True(t, res.HasOffset)
+	_, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{})
+	require.NoError(t, err)
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	_, err = p.PublishBatch(ctx, topic, [][]byte{[]byte("d")}, nil)
+	require.NoError(t, err)
+	require.Empty(t, b.seenFlags())
+	require.Equal(t, []string{"publish_batch", "publish", "producer_init", "publish_idempotent"}, b.seenTypes())
+}
+
+func TestIdempotentProducerBinary(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), ackOffsets: true})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	p, err := c.NewProducer(ctx)
+	require.NoError(t, err)
+	require.NotZero(t, p.ID())
+	res, err := p.PublishBatch(ctx, topic, [][]byte{[]byte("a")}, []byte("k"))
+	require.NoError(t, err)
+	require.True(t, res.HasOffset)
+	require.Equal(t, []felix.Flags{0x0149}, b.seenFlags())
+}
+
+func TestPublishErrors(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	ctx := testCtx(t)
+	missing := Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}
+	for _, force := range []bool{false, true} {
+		c := b.dial(t, func(c *Config) { c.ForceJSON = force })
+		_, err := c.Publish(ctx, missing, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+		var be *BrokerError
+		require.ErrorAs(t, err, &be)
+		require.Equal(t, felix.CodeNotFound, be.Code)
+		require.Equal(t, felix.RetryAfter, be.RetryClass())
+		require.NotZero(t, be.RequestID)
+		// The stream stays usable.
+		_, err = c.Publish(ctx, topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	// Without FeatureErrorCodes (JSON) or the ack code flag (binary) the
+	// broker's answer is shaped to carry no code.
+	for _, force := range []bool{false, true} {
+		c := b.dial(t, func(c *Config) {
+			c.NoFeatures = true
+			c.Flags = felix.DefaultClientFlags() &^ (felix.FlagBinaryPublishAckCode | felix.FlagBinaryPublishAckDetail)
+			c.ForceJSON = force
+		})
+		_, err := c.Publish(ctx, missing, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+		var be *BrokerError
+		require.ErrorAs(t, err, &be)
+		require.Equal(t, felix.ErrorCode(""), be.Code)
+		require.Equal(t, felix.RetryFatal, be.RetryClass())
+		require.Equal(t, "stream not found", be.Message)
+	}
+}
+
+func TestSubscribeErrors(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	_, err := c.Subscribe(ctx, Topic{"t1", "ns", "missing"}, SubscribeOptions{})
+	var be *BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeNotFound, be.Code)
+	_, err = c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(99)})
+	var ce *CursorError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "in_future", ce.Reason)
+	require.EqualValues(t, 99, ce.Requested)
+	// queue_capacity where advertised.
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{QueueCapacity: 8})
+	require.NoError(t, err)
+	require.Equal(t, felix.Some[uint32](8), sub.Info().QueueCapacity)
+	// ... and refused where not.
+	b2 := startBroker(t, brokerOpts{offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
+	c2 := b2.dial(t, nil)
+	_, err = c2.Subscribe(ctx, topic, SubscribeOptions{QueueCapacity: 8})
+	require.ErrorIs(t, err, ErrNotAdvertised)
+}
+
+func TestTerminalFrames(t *testing.T) {
+	cases := []struct {
+		name  string
+		msg   func(id uint64) felix.Message
+		check func(t *testing.T, err error)
+	}{
+		{"shard_moved", func(id uint64) felix.Message {
+			return &felix.ShardMoved{SubscriptionID: id, ResumeFrom: felix.Some[uint64](7), NodeID: felix.Some("b2"), Generation: 3}
+		}, func(t *testing.T, err error) {
+			var e *ShardMovedError
+			require.ErrorAs(t, err, &e)
+			require.True(t, e.HasResumeFrom)
+			require.EqualValues(t, 7, e.ResumeFrom)
+			require.Equal(t, "b2", e.NodeID)
+		}},
+		{"subscription_lagged", func(id uint64) felix.Message {
+			return &felix.SubscriptionLagged{SubscriptionID: id, ResumeFrom: 9}
+		}, func(t *testing.T, err error) {
+			var e *LaggedError
+			require.ErrorAs(t, err, &e)
+			require.EqualValues(t, 9, e.ResumeFrom)
+		}},
+		{"stream_deleted", func(id uint64) felix.Message {
+			return &felix.StreamDeleted{SubscriptionID: id}
+		}, func(t *testing.T, err error) {
+			var e *StreamDeletedError
+			require.ErrorAs(t, err, &e)
+		}},
+		{"error", func(id uint64) felix.Message {
+			return &felix.ErrorMessage{Message: "revoked", Code: felix.Some(felix.CodeRevoked)}
+		}, func(t *testing.T, err error) {
+			var e *BrokerError
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, felix.CodeRevoked, e.Code)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			leakCheck(t)
+			b := startBroker(t, brokerOpts{offer: fullOffer()})
+			c := b.dial(t, nil)
+			ctx := testCtx(t)
+			sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return b.subscribers(topicKey("t1", "ns", "s")) == 1 }, 5*time.Second, time.Millisecond)
+			b.terminate(topicKey("t1", "ns", "s"), tc.msg)
+			_, err = sub.Next(ctx)
+			tc.check(t, err)
+			_, err2 := sub.Next(ctx)
+			require.Equal(t, err, err2) // sticky
+			var n int
+			for _, err := range sub.All(ctx) {
+				require.Equal(t, err, err2)
+				n++
+			}
+			require.Equal(t, 1, n)
+		})
+	}
+}
+
+func TestSubscriptionCleanEnd(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	b.close() // broker finishes every event stream (FIN) before closing
+	var got []string
+	var last error
+	for ev, err := range sub.All(ctx) {
+		if err != nil {
+			last = err
+			break
+		}
+		got = append(got, string(ev.Payload))
+	}
+	require.Equal(t, []string{"a"}, got)
+	if last != nil {
+		// The connection close may overtake the FIN.
+		var te *TransportError
+		require.ErrorAs(t, last, &te)
+	}
+	_, err = sub.Next(ctx)
+	require.Error(t, err)
+	if !errors.Is(err, io.EOF) {
+		var te *TransportError
+		require.ErrorAs(t, err, &te)
+	}
+}

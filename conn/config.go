@@ -1,0 +1,176 @@
+package conn
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+)
+
+// Defaults used when a Config or ServerConfig leaves a field zero.
+const (
+	// DefaultKeepAlive is the QUIC keep-alive period. A quiet subscription
+	// sends nothing in either direction; without keep-alives QUIC's idle
+	// timeout would drop it.
+	DefaultKeepAlive = 10 * time.Second
+	// DefaultIdleTimeout is the QUIC idle timeout.
+	DefaultIdleTimeout = 30 * time.Second
+	// DefaultMaxStreams is the number of concurrent incoming streams of
+	// each kind a peer may open (quic-go's own default is 100, too few for
+	// one uni stream per subscription).
+	DefaultMaxStreams = 16384
+	// DefaultAuthTimeout is how long a connection may go without any
+	// authenticated stream before the server closes it with CloseAuthTimeout.
+	DefaultAuthTimeout = 10 * time.Second
+	// DefaultPreAuthStreams is how many unauthenticated streams per
+	// connection the server reads at once.
+	DefaultPreAuthStreams = 16
+	// DefaultPipelineDepth bounds unanswered acked publishes per stream when
+	// the broker granted no publish_window.
+	DefaultPipelineDepth = 256
+)
+
+// Config configures a client (Dial). The zero value of every field but
+// TenantID and Token is usable.
+type Config struct {
+	// TLS is the base TLS configuration (RootCAs, certificates). It is
+	// cloned; MinVersion is forced to TLS 1.3 and NextProtos is set from
+	// OfferALPN. Nil uses the system roots.
+	TLS *tls.Config
+	// ServerName overrides TLS.ServerName; when both are empty "localhost"
+	// is used (the name of a development broker's certificate).
+	ServerName string
+	// OfferALPN offers the "felix/1" ALPN id. Off by default: an older
+	// broker configures no ALPN and refuses any client that offers one.
+	OfferALPN bool
+
+	// TenantID and Token are sent in the auth frame of every stream.
+	TenantID string
+	Token    string
+	// Flags is the client_flags offer: the modifier bits the broker may set
+	// on frames to this client. 0 means felix.DefaultClientFlags(). Only
+	// offer bits this package decodes (every felix.KnownFlags bit).
+	Flags felix.Flags
+	// Features is the client_features offer; 0 means
+	// felix.DefaultClientFeatures(). Use NoFeatures to offer none.
+	Features felix.Features
+	// NoFeatures offers an empty feature set (Features is ignored).
+	NoFeatures bool
+	// Legacy makes the client authenticate like a pre-negotiation client:
+	// no client_flags and no features, answered with a plain ok.
+	Legacy bool
+	// ForceJSON sends publishes in their JSON forms even when the broker
+	// advertised the binary bits (for debugging).
+	ForceJSON bool
+
+	// MaxFrameBytes bounds the payload of frames read after a stream
+	// authenticated (0: felix.DefaultMaxFrameBytes, 16 MiB).
+	MaxFrameBytes uint32
+	// PublishStreams is the number of publish streams (default 1). Publishes
+	// are spread over them round-robin.
+	PublishStreams int
+	// CacheStreams is the number of pooled cache/counter streams (default 2).
+	CacheStreams int
+	// SubscriptionBuffer is how many event frames a subscription buffers
+	// ahead of its reader (default 16). When it is full the client stops
+	// reading the event stream and QUIC flow control slows the broker;
+	// no event is dropped by the client.
+	SubscriptionBuffer int
+	// QUIC overrides the QUIC configuration. Nil uses the package defaults
+	// (keep-alive DefaultKeepAlive, idle DefaultIdleTimeout, DefaultMaxStreams
+	// incoming uni streams, large flow-control windows). When set it is
+	// cloned, and KeepAlivePeriod and MaxIncomingUniStreams are raised to
+	// the defaults if left zero.
+	QUIC *quic.Config
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// ServerConfig configures a Listener.
+type ServerConfig struct {
+	// TLS carries the server certificate (required). It is cloned; the ALPN
+	// policy (see RequireALPN) is applied per ClientHello.
+	TLS *tls.Config
+	// RequireALPN refuses clients that offer no ALPN (FELIX_TLS_REQUIRE_ALPN).
+	RequireALPN bool
+	// Offer is the broker's own capability set, answered in auth_ok.
+	Offer felix.BrokerOffer
+	// LegacyAuth makes the listener behave like a pre-negotiation broker:
+	// every auth is answered with a plain ok and every client is treated as
+	// an original v1 client (for testing clients' fallbacks).
+	LegacyAuth bool
+	// Authenticate checks every auth frame. Nil accepts every token.
+	Authenticate Authenticator
+	// AuthTimeout closes a connection with CloseAuthTimeout when no stream
+	// authenticated within it. 0 means DefaultAuthTimeout; negative disables.
+	AuthTimeout time.Duration
+	// PreAuthMaxFrameBytes bounds frames before a stream authenticated
+	// (0: felix.PreAuthMaxFrameBytes, 64 KiB).
+	PreAuthMaxFrameBytes uint32
+	// MaxFrameBytes bounds frames after authentication (0: 16 MiB).
+	MaxFrameBytes uint32
+	// PreAuthStreams is how many unauthenticated streams of one connection
+	// are read at once (0: DefaultPreAuthStreams); others wait.
+	PreAuthStreams int
+	// QUIC overrides the QUIC configuration, as for Config.QUIC; the
+	// incoming bidi and uni stream limits default to DefaultMaxStreams.
+	QUIC *quic.Config
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// quicConfig returns the QUIC configuration for one side: a clone of base
+// (or a new one) with keep-alive on, many incoming streams and windows big
+// enough for 16 MiB frames.
+func quicConfig(base *quic.Config, server bool) *quic.Config {
+	var q *quic.Config
+	if base != nil {
+		q = base.Clone()
+	} else {
+		q = &quic.Config{
+			MaxIdleTimeout:                 DefaultIdleTimeout,
+			InitialStreamReceiveWindow:     1 << 20,
+			MaxStreamReceiveWindow:         64 << 20,
+			InitialConnectionReceiveWindow: 4 << 20,
+			MaxConnectionReceiveWindow:     256 << 20,
+		}
+	}
+	if q.KeepAlivePeriod == 0 {
+		q.KeepAlivePeriod = DefaultKeepAlive
+	}
+	if q.MaxIncomingUniStreams == 0 {
+		q.MaxIncomingUniStreams = DefaultMaxStreams
+	}
+	if q.MaxIncomingStreams == 0 {
+		if server {
+			q.MaxIncomingStreams = DefaultMaxStreams
+		} else {
+			q.MaxIncomingStreams = -1 // a broker opens no bidi streams
+		}
+	}
+	return q
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// clientOffer returns the felix.ClientOffer of c.
+func (c *Config) clientOffer() felix.ClientOffer {
+	o := felix.ClientOffer{TenantID: c.TenantID, Token: c.Token, Flags: c.Flags, Features: c.Features, Legacy: c.Legacy}
+	if o.Flags == 0 {
+		o.Flags = felix.DefaultClientFlags()
+	}
+	if c.NoFeatures {
+		o.Features = 0
+	} else if o.Features == 0 {
+		o.Features = felix.DefaultClientFeatures()
+	}
+	return o
+}

@@ -1,0 +1,225 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+)
+
+// Application close codes on client connections (spec transport.md).
+const (
+	// CloseShuttingDown (0) closes a connection because its owner is going
+	// away (broker shutting down, client closing).
+	CloseShuttingDown quic.ApplicationErrorCode = 0
+	// CloseAuthTimeout (1) closes a connection on which no stream
+	// authenticated within the auth timeout.
+	CloseAuthTimeout quic.ApplicationErrorCode = 1
+)
+
+// Sentinel errors.
+var (
+	// ErrNotAdvertised: the request, field or encoding needs a flag or
+	// feature bit the peer did not advertise (client side) or offer
+	// (server side) on the stream it would travel on. Nothing was sent.
+	ErrNotAdvertised = errors.New("conn: not advertised by the peer")
+	// ErrClosed: the Client, Subscription, Listener or stream was closed by
+	// this side.
+	ErrClosed = errors.New("conn: closed")
+	// ErrAuthRejected: the broker refused the auth of a stream. The error
+	// that wraps it is a *BrokerError carrying the broker's answer.
+	ErrAuthRejected = errors.New("conn: authentication rejected")
+	// ErrProtocol: the peer sent something the protocol does not allow at
+	// that point (an unexpected message type, an answer to an unknown
+	// request id, a malformed frame). The stream it came on is abandoned.
+	ErrProtocol = errors.New("conn: protocol violation")
+)
+
+// BrokerError is an error answered by the broker: an error message, a
+// publish_error, a failed binary ack, or the error that ends an event stream.
+// Code, Retry and the detail fields are set only when the client offered
+// FeatureErrorCodes (or the ack code flag) and the broker sent them.
+type BrokerError struct {
+	// Type is the message that carried the error: "error",
+	// "publish_error" or "publish_ack" (binary ack).
+	Type string
+	// RequestID is the request the error answers, 0 when none.
+	RequestID uint64
+	// Message is the broker's prose.
+	Message string
+	// Code is the error code, "" when not sent.
+	Code felix.ErrorCode
+	// Retry is the retry class; 0 when not sent (use RetryClass).
+	Retry felix.RetryClass
+	// Reason is detail.reason, "" when not sent.
+	Reason string
+	// RetryAfter is detail.retry_after_ms, 0 when not sent.
+	RetryAfter time.Duration
+	// Auth is set when the error answered an auth (see ErrAuthRejected).
+	Auth bool
+}
+
+// Error formats the error.
+func (e *BrokerError) Error() string {
+	s := "conn: broker " + e.Type
+	if e.RequestID != 0 {
+		s += " (request " + strconv.FormatUint(e.RequestID, 10) + ")"
+	}
+	s += ": " + e.Message
+	if e.Code != "" {
+		s += " [" + string(e.Code)
+		if e.Retry != 0 {
+			s += ", " + e.Retry.String()
+		}
+		s += "]"
+	}
+	if e.Reason != "" {
+		s += " reason " + e.Reason
+	}
+	return s
+}
+
+// RetryClass returns the retry class the broker sent, or the code's default
+// when it sent none (RetryFatal when there is no code either).
+func (e *BrokerError) RetryClass() felix.RetryClass {
+	if e.Retry != 0 {
+		return e.Retry
+	}
+	if e.Code != "" {
+		return e.Code.DefaultRetry()
+	}
+	return felix.RetryFatal
+}
+
+// Is makes errors.Is(err, ErrAuthRejected) true for a refused auth.
+func (e *BrokerError) Is(target error) bool { return target == ErrAuthRejected && e.Auth }
+
+// NotLeaderError is a not_leader answer: the request must go to the shard
+// owner named here.
+type NotLeaderError struct {
+	NodeID     string
+	Addr       string // "" when not published
+	Generation uint64
+}
+
+// Error formats the error.
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("conn: not leader; owner %q at %q (generation %d)", e.NodeID, e.Addr, e.Generation)
+}
+
+// CursorError is a subscribe_cursor_error: the start position of a
+// subscription or watch cannot be served.
+type CursorError struct {
+	// Reason is "too_old" or "in_future".
+	Reason    string
+	Requested uint64
+	Available uint64
+}
+
+// Error formats the error.
+func (e *CursorError) Error() string {
+	return fmt.Sprintf("conn: subscribe cursor %s: requested %d, available %d", e.Reason, e.Requested, e.Available)
+}
+
+// PublishRefusedError is a publish_refused answer (idempotent or conditional
+// publishes).
+type PublishRefusedError struct {
+	RequestID uint64
+	// Reason is the refusal reason's word: "unknown_producer",
+	// "sequence_expired", "sequence_reused", "sequence_gap",
+	// "offset_mismatch" or "not_leader".
+	Reason  string
+	Message string
+	// Refusal is the decoded publish_refused message.
+	Refusal *felix.PublishRefused
+}
+
+// Error formats the error.
+func (e *PublishRefusedError) Error() string {
+	return "conn: publish " + strconv.FormatUint(e.RequestID, 10) + " refused (" + e.Reason + "): " + e.Message
+}
+
+// ShardMovedError ends an event stream whose shard moved to another broker.
+type ShardMovedError struct {
+	SubscriptionID uint64
+	// ResumeFrom is the first offset not offered (HasResumeFrom false on
+	// in-memory streams).
+	ResumeFrom    uint64
+	HasResumeFrom bool
+	NodeID, Addr  string
+	Generation    uint64
+}
+
+// Error formats the error.
+func (e *ShardMovedError) Error() string {
+	return fmt.Sprintf("conn: subscription %d: shard moved to %q at %q (generation %d)", e.SubscriptionID, e.NodeID, e.Addr, e.Generation)
+}
+
+// LaggedError ends a subscription (subscription_lagged) or cache watch
+// (cache_watch_lagged) that fell too far behind; resume from ResumeFrom.
+type LaggedError struct {
+	SubscriptionID uint64 // 0 for a cache watch
+	ResumeFrom     uint64
+	Watch          bool
+}
+
+// Error formats the error.
+func (e *LaggedError) Error() string {
+	if e.Watch {
+		return fmt.Sprintf("conn: cache watch lagged; resume from %d", e.ResumeFrom)
+	}
+	return fmt.Sprintf("conn: subscription %d lagged; resume from %d", e.SubscriptionID, e.ResumeFrom)
+}
+
+// StreamDeletedError ends a subscription whose stream was deleted.
+type StreamDeletedError struct {
+	SubscriptionID uint64
+}
+
+// Error formats the error.
+func (e *StreamDeletedError) Error() string {
+	return fmt.Sprintf("conn: subscription %d: stream deleted", e.SubscriptionID)
+}
+
+// TransportError wraps an error of the QUIC layer (connection closed, idle
+// timeout, stream reset, ...). Unwrap reaches the quic-go error, e.g.
+// *quic.ApplicationError with ErrorCode CloseShuttingDown when the broker
+// went away.
+type TransportError struct {
+	Op  string
+	Err error
+}
+
+// Error formats the error.
+func (e *TransportError) Error() string { return "conn: " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// transportErr wraps err in a *TransportError unless it already is one or
+// is one of this package's or the codec's typed errors.
+func transportErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var te *TransportError
+	var fe *felix.Error
+	var be *BrokerError
+	if errors.As(err, &te) || errors.As(err, &fe) || errors.As(err, &be) || errors.Is(err, ErrClosed) || errors.Is(err, ErrProtocol) {
+		return err
+	}
+	return &TransportError{Op: op, Err: err}
+}
+
+// protocolErr builds an ErrProtocol error with a detail.
+func protocolErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
+}
+
+// notAdvertised builds an ErrNotAdvertised error naming what was missing.
+func notAdvertised(what string) error {
+	return fmt.Errorf("%w: %s", ErrNotAdvertised, what)
+}

@@ -1,0 +1,462 @@
+package conn
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/flxproto/felix"
+)
+
+// Topic names a stream.
+type Topic struct {
+	TenantID, Namespace, Stream string
+}
+
+// PublishOptions selects how a publish is sent and answered.
+type PublishOptions struct {
+	// Ack selects fire-and-forget (felix.AckNone, the zero value) or an
+	// acknowledged publish (felix.AckPerMessage / felix.AckPerBatch: one
+	// answer per request either way).
+	Ack felix.AckMode
+	// Key is the routing key shared by every record; nil means unkeyed
+	// (shard 0). An empty non-nil key is a real key. Keyed publishes need
+	// flag 0x0040 for the binary form and fall back to JSON otherwise.
+	Key []byte
+}
+
+// PublishResult is the broker's answer to an acked publish.
+type PublishResult struct {
+	// Offset is the offset of the batch's first record (record i is at
+	// Offset+i), valid when HasOffset: the broker acked after the write and
+	// the client offered flag 0x1000.
+	Offset    uint64
+	HasOffset bool
+}
+
+// Publish publishes one record; see PublishBatch.
+func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o PublishOptions) (PublishResult, error) {
+	p := [1][]byte{payload}
+	return c.PublishBatch(ctx, t, p[:], o)
+}
+
+// PublishBatch publishes records as one batch. A fire-and-forget publish
+// returns once the frame is written. An acked publish waits for the
+// broker's answer: nil and the result on success, a *BrokerError for a
+// publish_error or failed ack. Acked publishes are pipelined: up to the
+// granted publish_window (DefaultPipelineDepth without a grant) may be
+// unanswered on a stream at once, and answers are matched by request_id.
+//
+// The encoding follows what the broker advertised on the publish stream:
+// binary batches when it advertised the needed bits (0x0008 acked, 0x0040
+// keyed), else the JSON publish / publish_batch forms (always with Config.
+// ForceJSON). Cancelling ctx abandons the wait; a frame already written
+// stays written and its answer is discarded.
+func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+	if o.Ack > felix.AckPerBatch {
+		return PublishResult{}, &felix.Error{Class: felix.ErrInvalidValue, Layout: "publish", Field: "ack", Offset: -1, Detail: "unknown ack mode"}
+	}
+	ps, err := c.pubStream(ctx)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	return ps.publish(ctx, t, payloads, o, nil)
+}
+
+// Producer is an idempotent producer (FeatureIdempotentProducer, or binary
+// flag 0x0100): every batch carries the producer id and the next sequence, so
+// the broker can refuse duplicates (a *PublishRefusedError). Its methods are
+// safe for concurrent use; sequences are assigned in call order.
+type Producer struct {
+	c  *Client
+	ps *pubStream
+	id uint64
+	mu sync.Mutex
+	nx uint64
+}
+
+// NewProducer asks the broker for a producer id (producer_init). It needs
+// FeatureIdempotentProducer; without it ErrNotAdvertised is returned.
+func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
+	ps, err := c.pubStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ps.caps.CanRequest("producer_init") {
+		return nil, notAdvertised("producer_init (FEATURE_IDEMPOTENT_PRODUCER)")
+	}
+	ans, err := ps.request(ctx, func(id uint64) felix.Message { return producerInit(id) })
+	if err != nil {
+		return nil, err
+	}
+	pid, ok := producerID(ans)
+	if !ok {
+		return nil, protocolErr("unexpected answer %q to producer_init", ans.MessageType())
+	}
+	return &Producer{c: c, ps: ps, id: pid}, nil
+}
+
+// ID returns the broker-assigned producer id.
+func (p *Producer) ID() uint64 { return p.id }
+
+// PublishBatch publishes records with the producer's next sequence (always
+// acked per batch). Binary flag 0x0100 is used when advertised, else JSON
+// publish_idempotent.
+func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, key []byte) (PublishResult, error) {
+	p.mu.Lock()
+	seq := p.nx
+	p.nx++
+	p.mu.Unlock()
+	return p.ps.publish(ctx, t, payloads, PublishOptions{Ack: felix.AckPerBatch, Key: key}, &idem{producer: p.id, seq: seq})
+}
+
+type idem struct{ producer, seq uint64 }
+
+// pubStream returns a live publish stream, round-robin, replacing one that
+// ended.
+func (c *Client) pubStream(ctx context.Context) (*pubStream, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	i := int(c.pubNext.Add(1)) % c.cfg.PublishStreams
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if i < len(c.pubs) && !c.pubs[i].dead() {
+		return c.pubs[i], nil
+	}
+	ps, err := c.openPubStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.window != nil && !ps.caps.PerStreamWindow() && ps.caps.PublishWindow > 0 {
+		ps.window = c.window
+	}
+	if i < len(c.pubs) {
+		c.pubs[i] = ps
+	} else {
+		c.pubs = append(c.pubs, ps)
+	}
+	return ps, nil
+}
+
+// pubStream is a long-lived publish stream with its answer reader.
+type pubStream struct {
+	c      *Client
+	cs     *clientStream
+	caps   felix.Capabilities
+	window chan struct{}
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingAnswer
+	err     error // sticky: set when the stream ended
+	done    chan struct{}
+}
+
+// pendingAnswer is an outstanding request on a stream.
+type pendingAnswer struct {
+	ch      chan answer // capacity 1
+	slot    bool        // holds a publish window slot
+	release chan struct{}
+}
+
+// answer is a decoded answer or the error that replaced it.
+type answer struct {
+	msg felix.Message
+	ack felix.PublishAck
+	bin bool
+	err error
+}
+
+func (c *Client) openPubStream(ctx context.Context) (*pubStream, error) {
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps := &pubStream{c: c, cs: cs, caps: cs.caps, pending: make(map[uint64]*pendingAnswer), done: make(chan struct{})}
+	depth := uint32(DefaultPipelineDepth)
+	if cs.caps.PublishWindow > 0 {
+		depth = cs.caps.PublishWindow
+	}
+	ps.window = make(chan struct{}, depth)
+	c.wg.Add(1)
+	go ps.readLoop()
+	return ps, nil
+}
+
+func (ps *pubStream) dead() bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.err != nil
+}
+
+// publish sends one batch on ps and, when acked, waits for its answer.
+func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, id *idem) (PublishResult, error) {
+	acked := o.Ack != felix.AckNone || id != nil
+	keyed := o.Key != nil
+	flags, enc := ps.caps.PublishFlags(acked, keyed, id != nil)
+	if ps.c.cfg.ForceJSON && enc == felix.PublishBinary {
+		if id != nil {
+			if !ps.caps.CanFeature(felix.FeatureIdempotentProducer) {
+				return PublishResult{}, notAdvertised("publish_idempotent (FEATURE_IDEMPOTENT_PRODUCER)")
+			}
+			enc = felix.PublishJSONIdempotent
+		} else {
+			enc = felix.PublishJSON
+		}
+	}
+	switch enc {
+	case felix.PublishUnavailable:
+		return PublishResult{}, notAdvertised("idempotent publish (flag 0x0100 or FEATURE_IDEMPOTENT_PRODUCER)")
+	}
+	b := felix.PublishBatch{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads,
+		HasKey: keyed, Key: o.Key}
+	if !acked {
+		if enc == felix.PublishBinary {
+			return PublishResult{}, writeCtx(ctx, ps.cs.s, func() error {
+				return ps.cs.w.encode(func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+			})
+		}
+		m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
+		return PublishResult{}, writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+	}
+	// Acked: take a window slot, register, write, wait.
+	select {
+	case ps.window <- struct{}{}:
+	case <-ctx.Done():
+		return PublishResult{}, ctx.Err()
+	case <-ps.done:
+		return PublishResult{}, ps.stickyErr()
+	}
+	rid := ps.c.reqID.Add(1)
+	pa := &pendingAnswer{ch: make(chan answer, 1), slot: true, release: ps.window}
+	if err := ps.register(rid, pa); err != nil {
+		<-ps.window
+		return PublishResult{}, err
+	}
+	var werr error
+	switch enc {
+	case felix.PublishBinary:
+		b.AckMode = o.Ack
+		if b.AckMode == felix.AckNone {
+			b.AckMode = felix.AckPerBatch
+		}
+		b.RequestID = rid
+		if id != nil {
+			b.Idempotent, b.ProducerID, b.Sequence = true, id.producer, id.seq
+			b.AckMode = felix.AckPerBatch
+		}
+		_ = flags
+		werr = writeCtx(ctx, ps.cs.s, func() error {
+			return ps.cs.w.encode(func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+		})
+	case felix.PublishJSONIdempotent:
+		m := jsonPublishIdempotent(t, payloads, o.Key, rid, id.producer, id.seq)
+		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+	default:
+		ack := o.Ack
+		if ack == felix.AckNone {
+			ack = felix.AckPerBatch
+		}
+		m := jsonPublish(t, payloads, o.Key, ack, rid)
+		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+	}
+	if werr != nil {
+		ps.unregister(rid)
+		if ctx.Err() != nil {
+			// The write was interrupted and the stream reset: fail it.
+			ps.fail(werr)
+		}
+		return PublishResult{}, werr
+	}
+	select {
+	case a := <-pa.ch:
+		return publishResult(rid, a)
+	case <-ctx.Done():
+		return PublishResult{}, ctx.Err()
+	}
+}
+
+// request sends a JSON request carrying a fresh request_id (built by mk) on
+// ps and waits for its answer, outside the publish window.
+func (ps *pubStream) request(ctx context.Context, mk func(id uint64) felix.Message) (felix.Message, error) {
+	rid := ps.c.reqID.Add(1)
+	pa := &pendingAnswer{ch: make(chan answer, 1)}
+	if err := ps.register(rid, pa); err != nil {
+		return nil, err
+	}
+	m := mk(rid)
+	if err := writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) }); err != nil {
+		ps.unregister(rid)
+		if ctx.Err() != nil {
+			ps.fail(err)
+		}
+		return nil, err
+	}
+	select {
+	case a := <-pa.ch:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (ps *pubStream) register(rid uint64, pa *pendingAnswer) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.err != nil {
+		return ps.err
+	}
+	ps.pending[rid] = pa
+	return nil
+}
+
+func (ps *pubStream) unregister(rid uint64) {
+	ps.mu.Lock()
+	pa := ps.pending[rid]
+	delete(ps.pending, rid)
+	ps.mu.Unlock()
+	if pa != nil && pa.slot {
+		<-pa.release
+	}
+}
+
+func (ps *pubStream) stickyErr() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.err == nil {
+		return ErrClosed
+	}
+	return ps.err
+}
+
+// deliver hands an answer to the request rid. An answer for an unknown id
+// is a protocol violation unless the id was abandoned... ids are removed only
+// on answer, so unknown means the broker invented it.
+func (ps *pubStream) deliver(rid uint64, a answer) bool {
+	ps.mu.Lock()
+	pa := ps.pending[rid]
+	delete(ps.pending, rid)
+	ps.mu.Unlock()
+	if pa == nil {
+		return false
+	}
+	if pa.slot {
+		<-pa.release
+	}
+	pa.ch <- a
+	return true
+}
+
+// fail ends ps: every outstanding request gets err, later ones the sticky
+// error.
+func (ps *pubStream) fail(err error) {
+	ps.mu.Lock()
+	if ps.err == nil {
+		ps.err = err
+	}
+	pend := ps.pending
+	ps.pending = make(map[uint64]*pendingAnswer)
+	ps.mu.Unlock()
+	for _, pa := range pend {
+		if pa.slot {
+			<-pa.release
+		}
+		pa.ch <- answer{err: err}
+	}
+	ps.cs.s.CancelWrite(0)
+	ps.cs.s.CancelRead(0)
+}
+
+// readLoop reads the answers of ps until the broker ends the stream.
+func (ps *pubStream) readLoop() {
+	defer ps.c.wg.Done()
+	defer close(ps.done)
+	for {
+		f, err := ps.cs.r.ReadFrame()
+		if err != nil {
+			if err == io.EOF {
+				ps.finish(ErrClosed)
+				return
+			}
+			ps.fail(transportErr("read publish answer", err))
+			return
+		}
+		if err := ps.handle(f); err != nil {
+			ps.c.log.Debug("publish stream failed", "err", err)
+			ps.fail(err)
+			return
+		}
+	}
+}
+
+// finish marks ps ended after the broker's FIN: outstanding requests fail
+// and the write side is finished so QUIC returns the stream credit.
+func (ps *pubStream) finish(err error) {
+	ps.mu.Lock()
+	if ps.err == nil {
+		ps.err = err
+	}
+	pend := ps.pending
+	ps.pending = make(map[uint64]*pendingAnswer)
+	ps.mu.Unlock()
+	for _, pa := range pend {
+		if pa.slot {
+			<-pa.release
+		}
+		pa.ch <- answer{err: protocolErr("publish stream ended before the answer")}
+	}
+	ps.cs.s.Close()
+}
+
+// handle dispatches one answer frame.
+func (ps *pubStream) handle(f felix.Frame) error {
+	if f.Flags != 0 {
+		if f.Flags.Layout() != felix.LayoutPublishAck {
+			return protocolErr("unexpected frame %s on a publish stream", f.Flags)
+		}
+		ack, err := felix.DecodePublishAck(f.Flags, f.Payload)
+		if err != nil {
+			return err
+		}
+		if !ps.deliver(ack.RequestID, answer{ack: ack, bin: true}) {
+			return protocolErr("ack for unknown request %d", ack.RequestID)
+		}
+		return nil
+	}
+	m, err := felix.DecodeMessage(f.Payload)
+	if err != nil {
+		return err
+	}
+	rid, ok := answerRequestID(m)
+	if !ok {
+		// An answer without request_id (error, not_leader) ends the
+		// stream: it fails every outstanding request.
+		return answerError(m, 0)
+	}
+	if !ps.deliver(rid, answer{msg: m}) {
+		return protocolErr("%s for unknown request %d", m.MessageType(), rid)
+	}
+	return nil
+}
+
+// publishResult converts the answer of an acked publish.
+func publishResult(rid uint64, a answer) (PublishResult, error) {
+	if a.err != nil {
+		return PublishResult{}, a.err
+	}
+	if a.bin {
+		if a.ack.Status != felix.AckOK {
+			be := &BrokerError{Type: "publish_ack", RequestID: rid, Message: a.ack.Message, Code: a.ack.Code, Reason: a.ack.Reason}
+			if a.ack.Code != "" {
+				be.Retry = a.ack.Retry
+			}
+			be.RetryAfter = msDuration(a.ack.RetryAfterMs)
+			return PublishResult{}, be
+		}
+		return PublishResult{Offset: a.ack.Offset, HasOffset: a.ack.HasOffset}, nil
+	}
+	return publishResultJSON(rid, a.msg)
+}

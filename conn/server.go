@@ -1,0 +1,348 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+)
+
+// Authenticator decides whether an auth frame is accepted. It returns an
+// identity (anything; available as Stream.Identity) or an error. A returned
+// *BrokerError is answered as it is (its Code/Retry only to clients that
+// offered FeatureErrorCodes); any other error is answered as
+// "auth failed" with code unauthenticated. The context is the connection's.
+type Authenticator func(ctx context.Context, a *felix.Auth) (identity any, err error)
+
+// Listener accepts Felix client connections (see Listen).
+type Listener struct {
+	ql     *quic.Listener
+	tr     *quic.Transport
+	udp    *net.UDPConn
+	cfg    ServerConfig
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conns  map[*ServerConn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Listen listens for Felix clients on the UDP address addr (for example
+// "127.0.0.1:0"). Connections are handed out by Accept.
+func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
+	if cfg == nil {
+		return nil, errNoTLS
+	}
+	c := *cfg
+	tc, err := serverTLS(c.TLS, c.RequireALPN)
+	if err != nil {
+		return nil, err
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = DefaultAuthTimeout
+	}
+	if c.PreAuthMaxFrameBytes == 0 {
+		c.PreAuthMaxFrameBytes = felix.PreAuthMaxFrameBytes
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = felix.DefaultMaxFrameBytes
+	}
+	if c.PreAuthStreams <= 0 {
+		c.PreAuthStreams = DefaultPreAuthStreams
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, &TransportError{Op: "listen", Err: err}
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, &TransportError{Op: "listen", Err: err}
+	}
+	// The listener owns its transport so that Close can stop every
+	// goroutine at once (a quic.ListenAddr transport lingers while closed
+	// connections drain).
+	tr := &quic.Transport{Conn: udp}
+	ql, err := tr.Listen(tc, quicConfig(c.QUIC, true))
+	if err != nil {
+		tr.Close()
+		udp.Close()
+		return nil, &TransportError{Op: "listen", Err: err}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Listener{ql: ql, tr: tr, udp: udp, cfg: c, log: logger(c.Logger), ctx: ctx, cancel: cancel,
+		conns: make(map[*ServerConn]struct{})}, nil
+}
+
+// Addr returns the listener's UDP address.
+func (l *Listener) Addr() net.Addr { return l.ql.Addr() }
+
+// Accept waits for the next client connection. Its streams are
+// authenticated in the background; take them with ServerConn.AcceptStream.
+func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
+	qc, err := l.ql.Accept(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		l.mu.Lock()
+		closed := l.closed
+		l.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		return nil, transportErr("accept", err)
+	}
+	sc := newServerConn(l, qc)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		qc.CloseWithError(CloseShuttingDown, "broker shutting down")
+		return nil, ErrClosed
+	}
+	l.conns[sc] = struct{}{}
+	l.mu.Unlock()
+	sc.start()
+	return sc, nil
+}
+
+// Close stops accepting, closes every accepted connection with
+// CloseShuttingDown ("broker shutting down") and waits for the goroutines
+// of the listener and its connections. It is idempotent.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.wg.Wait()
+		return nil
+	}
+	l.closed = true
+	conns := make([]*ServerConn, 0, len(l.conns))
+	for sc := range l.conns {
+		conns = append(conns, sc)
+	}
+	l.mu.Unlock()
+	l.cancel()
+	err := l.ql.Close()
+	for _, sc := range conns {
+		sc.CloseWithError(CloseShuttingDown, "broker shutting down")
+	}
+	l.wg.Wait()
+	l.tr.Close()
+	l.udp.Close()
+	return err
+}
+
+func (l *Listener) forget(sc *ServerConn) {
+	l.mu.Lock()
+	delete(l.conns, sc)
+	l.mu.Unlock()
+}
+
+// ServerConn is one accepted client connection.
+type ServerConn struct {
+	l       *Listener
+	qc      *quic.Conn
+	log     *slog.Logger
+	streams chan *Stream
+	preauth chan struct{}
+	authed  atomic.Bool
+	timer   *time.Timer
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
+	return &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
+		streams: make(chan *Stream), preauth: make(chan struct{}, l.cfg.PreAuthStreams)}
+}
+
+func (c *ServerConn) start() {
+	if c.l.cfg.AuthTimeout > 0 {
+		c.timer = time.AfterFunc(c.l.cfg.AuthTimeout, func() {
+			if !c.authed.Load() {
+				c.log.Debug("auth timeout")
+				c.qc.CloseWithError(CloseAuthTimeout, "authentication timeout")
+			}
+		})
+	}
+	c.l.wg.Add(1)
+	go func() {
+		defer c.l.wg.Done()
+		c.wg.Add(2)
+		go c.acceptLoop(false)
+		go c.acceptLoop(true)
+		<-c.qc.Context().Done()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.wg.Wait()
+		c.l.forget(c)
+	}()
+}
+
+// acceptLoop accepts client streams of one kind and authenticates each in
+// its own goroutine, with at most PreAuthStreams unauthenticated streams
+// being read at once.
+func (c *ServerConn) acceptLoop(uni bool) {
+	defer c.wg.Done()
+	ctx := c.qc.Context()
+	for {
+		select {
+		case c.preauth <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		var st *Stream
+		if uni {
+			rs, err := c.qc.AcceptUniStream(ctx)
+			if err != nil {
+				<-c.preauth
+				return
+			}
+			st = c.newStream(rs, nil)
+		} else {
+			bs, err := c.qc.AcceptStream(ctx)
+			if err != nil {
+				<-c.preauth
+				return
+			}
+			st = c.newStream(bs, bs)
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ok := c.handshake(st)
+			<-c.preauth
+			if !ok {
+				return
+			}
+			select {
+			case c.streams <- st:
+			case <-ctx.Done():
+				st.Abort()
+			}
+		}()
+	}
+}
+
+// AcceptStream returns the next authenticated client stream: a
+// bidirectional control stream or a unidirectional publish stream
+// (Stream.Unidirectional). Streams whose auth failed are answered and ended
+// by the connection and never returned.
+func (c *ServerConn) AcceptStream(ctx context.Context) (*Stream, error) {
+	select {
+	case st := <-c.streams:
+		return st, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.qc.Context().Done():
+		return nil, transportErr("accept stream", context.Cause(c.qc.Context()))
+	}
+}
+
+// Context is cancelled when the connection closes; its cause is the
+// connection's close error.
+func (c *ServerConn) Context() context.Context { return c.qc.Context() }
+
+// RemoteAddr returns the client's address.
+func (c *ServerConn) RemoteAddr() net.Addr { return c.qc.RemoteAddr() }
+
+// NegotiatedALPN returns the ALPN id the client got ("felix/1"), or "" when
+// it offered none.
+func (c *ServerConn) NegotiatedALPN() string { return c.qc.ConnectionState().TLS.NegotiatedProtocol }
+
+// Authenticated reports whether a stream of the connection authenticated.
+func (c *ServerConn) Authenticated() bool { return c.authed.Load() }
+
+// CloseWithError closes the connection with an application code
+// (CloseShuttingDown or CloseAuthTimeout) and reason.
+func (c *ServerConn) CloseWithError(code quic.ApplicationErrorCode, reason string) error {
+	return c.qc.CloseWithError(code, reason)
+}
+
+// Wait blocks until the connection has closed and every goroutine this
+// package runs for it has returned.
+func (c *ServerConn) Wait() {
+	<-c.qc.Context().Done()
+	c.wg.Wait()
+}
+
+// handshake reads and answers the auth frame of st. It returns true when st
+// authenticated; otherwise it has answered (bidi) and ended st.
+func (c *ServerConn) handshake(st *Stream) bool {
+	cfg := &c.l.cfg
+	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
+	st.r.SetLenientFlags(true)
+	if cfg.AuthTimeout > 0 {
+		st.recv.SetReadDeadline(time.Now().Add(cfg.AuthTimeout))
+	}
+	f, err := st.r.ReadFrame()
+	if cfg.AuthTimeout > 0 {
+		st.recv.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			c.log.Debug("auth frame unreadable", "err", err)
+		}
+		st.Abort()
+		return false
+	}
+	var a *felix.Auth
+	if f.Flags == 0 {
+		m, derr := felix.DecodeMessage(f.Payload)
+		if derr != nil {
+			c.log.Debug("auth frame undecodable", "err", derr)
+			st.Abort()
+			return false
+		}
+		a, _ = m.(*felix.Auth)
+	}
+	if a == nil {
+		// Until a stream authenticates the client is assumed to be an
+		// original v1 client: no codes.
+		st.refuse(&BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
+		return false
+	}
+	answer, peer := brokerAnswer(cfg.Offer, a)
+	if cfg.LegacyAuth {
+		answer, peer = &felix.OK{}, felix.UnauthenticatedPeer()
+		peer.Legacy = true
+	}
+	st.peer = peer
+	var ident any
+	if cfg.Authenticate != nil {
+		ident, err = cfg.Authenticate(c.qc.Context(), a)
+	}
+	if err != nil {
+		var be *BrokerError
+		if !errors.As(err, &be) {
+			be = &BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
+		}
+		c.log.Debug("auth rejected", "tenant", a.TenantID, "err", err)
+		st.refuse(be)
+		return false
+	}
+	if st.w != nil {
+		if err := st.w.writeMessage(answer); err != nil {
+			st.Abort()
+			return false
+		}
+	}
+	st.auth = a
+	st.identity = ident
+	st.r.SetMaxPayload(cfg.MaxFrameBytes)
+	if !c.authed.Swap(true) && c.timer != nil {
+		c.timer.Stop()
+	}
+	return true
+}

@@ -1,0 +1,323 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+)
+
+// receiver is the read half of a client stream (bidi or uni).
+type receiver interface {
+	io.Reader
+	CancelRead(quic.StreamErrorCode)
+	SetReadDeadline(time.Time) error
+}
+
+// sender is the write half of a stream.
+type sender interface {
+	io.Writer
+	Close() error
+	CancelWrite(quic.StreamErrorCode)
+	Context() context.Context
+}
+
+// Stream is an authenticated client-opened stream on the server side: a
+// bidirectional control stream (requests and answers) or a unidirectional
+// publish stream (requests only). Reads are not safe for concurrent use;
+// writes are (each frame is written whole under a lock).
+type Stream struct {
+	c        *ServerConn
+	recv     receiver
+	send     sender // nil on a uni stream
+	r        *felix.Reader
+	w        *frameWriter // nil on a uni stream
+	peer     felix.PeerCapabilities
+	auth     *felix.Auth
+	identity any
+	eof      bool
+	endOnce  sync.Once
+}
+
+func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
+	st := &Stream{c: c, recv: recv, r: felix.NewReader(recv), peer: felix.UnauthenticatedPeer()}
+	if send != nil {
+		st.send = send
+		st.w = &frameWriter{w: send}
+	}
+	return st
+}
+
+// Request is one frame read from a client stream. Payload aliases the
+// stream's read buffer and is valid until the next ReadRequest.
+type Request struct {
+	// Flags is the frame's flag word (0 for JSON).
+	Flags felix.Flags
+	// Payload is the frame payload.
+	Payload []byte
+	// Message is the decoded JSON message when Flags is 0 (possibly a
+	// *felix.UnknownMessage for an unknown type); nil for binary frames.
+	Message felix.Message
+}
+
+// Unidirectional reports whether the stream is a uni publish stream (no
+// answers can be written).
+func (s *Stream) Unidirectional() bool { return s.w == nil }
+
+// Peer returns what the client offered in its auth: the frames and fields
+// it can parse. Every write on the stream is checked against it.
+func (s *Stream) Peer() felix.PeerCapabilities { return s.peer }
+
+// Auth returns the auth message the stream authenticated with.
+func (s *Stream) Auth() *felix.Auth { return s.auth }
+
+// Identity returns what the Authenticator returned for the stream.
+func (s *Stream) Identity() any { return s.identity }
+
+// Conn returns the connection the stream belongs to.
+func (s *Stream) Conn() *ServerConn { return s.c }
+
+// Context is cancelled when the stream's write side ends (after Close,
+// Abort, or the client stopping its reads) or the connection closes.
+func (s *Stream) Context() context.Context {
+	if s.send != nil {
+		return s.send.Context()
+	}
+	return s.c.qc.Context()
+}
+
+// ReadRequest reads the next request frame. It returns io.EOF when the
+// client finished its side. Some frames are handled here and never
+// returned: a frame with unknown flag bits is answered with an error
+// "unsupported frame flags" and skipped (the stream stays usable); a second
+// auth is answered with invalid_request and ends the stream. An oversize
+// frame ends the stream (no answer is possible once off a frame boundary).
+// A JSON payload that fails to decode is returned as an error; the caller
+// should then end the stream (Abort).
+func (s *Stream) ReadRequest() (Request, error) {
+	for {
+		f, err := s.r.ReadFrame()
+		if err != nil {
+			if err == io.EOF {
+				s.eof = true
+				return Request{}, io.EOF
+			}
+			if errors.Is(err, felix.ErrFrameTooLarge) || errors.Is(err, felix.ErrBadMagic) || errors.Is(err, felix.ErrBadVersion) {
+				s.Abort()
+				return Request{}, err
+			}
+			return Request{}, transportErr("read request", err)
+		}
+		if f.Flags.Unknown() != 0 {
+			if s.w == nil {
+				s.Abort()
+				return Request{}, f.Flags.CheckKnown()
+			}
+			be := &BrokerError{Type: "error", Message: "unsupported frame flags", Code: felix.CodeInvalidRequest}
+			if err := s.WriteError(be); err != nil {
+				return Request{}, err
+			}
+			continue
+		}
+		req := Request{Flags: f.Flags, Payload: f.Payload}
+		if f.Flags != 0 {
+			return req, nil
+		}
+		m, err := felix.DecodeMessage(f.Payload)
+		if err != nil {
+			return req, err
+		}
+		if _, again := m.(*felix.Auth); again {
+			s.refuse(&BrokerError{Type: "error", Message: "auth already established", Code: felix.CodeInvalidRequest})
+			return Request{}, protocolErr("second auth on an authenticated stream")
+		}
+		req.Message = m
+		return req, nil
+	}
+}
+
+// WriteMessage writes a JSON answer. The message is shaped to the client's
+// offer first (code/retry/detail dropped from error and publish_error
+// without FeatureErrorCodes; offset dropped from publish_ok without flag
+// 0x1000; version dropped from cache_value without
+// FeatureCacheConditional), and a message the client cannot parse at all
+// (shard_moved, subscription_lagged, stream_deleted, unsupported,
+// not_leader without the matching offer) is refused with ErrNotAdvertised.
+func (s *Stream) WriteMessage(m felix.Message) error {
+	if s.w == nil {
+		return errUniWrite
+	}
+	m, err := shapeMessage(m, s.peer)
+	if err != nil {
+		return err
+	}
+	return transportErr("write", s.w.writeMessage(m))
+}
+
+// WriteFrame writes a binary answer frame. Flag bits the client did not
+// offer are refused with ErrNotAdvertised.
+func (s *Stream) WriteFrame(flags felix.Flags, payload []byte) error {
+	if s.w == nil {
+		return errUniWrite
+	}
+	if err := checkFlags(flags, s.peer); err != nil {
+		return err
+	}
+	return transportErr("write", s.w.writeFrame(flags, payload))
+}
+
+// WriteEncoded writes an already encoded whole frame (header and payload)
+// with one Write; its flag bits are checked like WriteFrame's.
+func (s *Stream) WriteEncoded(frame []byte) error {
+	if s.w == nil {
+		return errUniWrite
+	}
+	if err := checkEncoded(frame, s.peer); err != nil {
+		return err
+	}
+	return transportErr("write", s.w.writeEncoded(frame))
+}
+
+// WriteError writes an error message built from e, shaped to the client's
+// offer (code, retry and detail only with FeatureErrorCodes).
+func (s *Stream) WriteError(e *BrokerError) error {
+	return s.WriteMessage(errorMessage(e))
+}
+
+// Close ends the stream gracefully: it finishes the write side (FIN) and,
+// if the client's side was not read to its end, stops reading it, so QUIC
+// returns the stream credit. Call it after the last answer.
+func (s *Stream) Close() error {
+	var err error
+	s.endOnce.Do(func() {
+		if s.send != nil {
+			err = s.send.Close()
+		}
+		if !s.eof {
+			s.recv.CancelRead(0)
+		}
+	})
+	return err
+}
+
+// Abort tears the stream down in both directions (RESET_STREAM and
+// STOP_SENDING with code 0), as after a fatal framing error.
+func (s *Stream) Abort() {
+	s.endOnce.Do(func() {
+		if s.send != nil {
+			s.send.CancelWrite(0)
+		}
+		s.recv.CancelRead(0)
+	})
+}
+
+// refuse answers an error (bidi streams) and ends the stream.
+func (s *Stream) refuse(e *BrokerError) {
+	if s.w != nil {
+		m, err := shapeMessage(errorMessage(e), s.peer)
+		if err == nil {
+			_ = s.w.writeMessage(m)
+		}
+	}
+	s.Close()
+}
+
+var errUniWrite = errors.New("conn: cannot write on a unidirectional client stream")
+
+// checkFlags refuses flag bits outside the client's offer: the client must
+// be able to decode every frame it is sent. The base bits of binary acks
+// and events the client offered are in its flag set too.
+func checkFlags(flags felix.Flags, peer felix.PeerCapabilities) error {
+	if extra := flags &^ peer.Flags; extra != 0 {
+		return notAdvertised("frame flags " + extra.String() + " not offered by the client")
+	}
+	return nil
+}
+
+func checkEncoded(frame []byte, peer felix.PeerCapabilities) error {
+	h, err := felix.ParseHeaderLenient(frame)
+	if err != nil {
+		return err
+	}
+	return checkFlags(h.Flags, peer)
+}
+
+// OpenEventStream opens the unidirectional event stream of a subscription
+// or cache watch requested on s, and writes its event_stream_hello first.
+// The frames written on it are checked against s's peer offer. Open it
+// before answering subscribed / cache_watch_started on s (the client
+// accepts either order) and write history only after that answer.
+func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*EventStream, error) {
+	ss, err := s.c.qc.OpenUniStreamSync(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, transportErr("open event stream", err)
+	}
+	es := &EventStream{s: ss, w: &frameWriter{w: ss}, peer: s.peer, id: subscriptionID}
+	if err := es.w.writeMessage(&felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
+		ss.CancelWrite(0)
+		return nil, transportErr("write event_stream_hello", err)
+	}
+	return es, nil
+}
+
+// EventStream is a broker-opened event stream (one subscription or cache
+// watch). Writes are safe for concurrent use.
+type EventStream struct {
+	s    *quic.SendStream
+	w    *frameWriter
+	peer felix.PeerCapabilities
+	id   uint64
+}
+
+// SubscriptionID returns the id written in the stream's hello.
+func (e *EventStream) SubscriptionID() uint64 { return e.id }
+
+// Peer returns the offer of the client the stream goes to.
+func (e *EventStream) Peer() felix.PeerCapabilities { return e.peer }
+
+// Context is cancelled when the stream's write side ends: after Close or
+// Abort, or when the client stops reading (it unsubscribed).
+func (e *EventStream) Context() context.Context { return e.s.Context() }
+
+// WriteFrame writes an event batch frame; flag bits the client did not
+// offer are refused with ErrNotAdvertised.
+func (e *EventStream) WriteFrame(flags felix.Flags, payload []byte) error {
+	if err := checkFlags(flags, e.peer); err != nil {
+		return err
+	}
+	return transportErr("write event", e.w.writeFrame(flags, payload))
+}
+
+// WriteEncoded writes an already encoded whole frame, checked like
+// WriteFrame.
+func (e *EventStream) WriteEncoded(frame []byte) error {
+	if err := checkEncoded(frame, e.peer); err != nil {
+		return err
+	}
+	return transportErr("write event", e.w.writeEncoded(frame))
+}
+
+// WriteMessage writes a JSON frame (cache_event, or a terminal frame:
+// shard_moved, subscription_lagged, stream_deleted, cache_watch_lagged,
+// error), shaped and checked as Stream.WriteMessage does. After a terminal
+// frame, Close the stream.
+func (e *EventStream) WriteMessage(m felix.Message) error {
+	m, err := shapeMessage(m, e.peer)
+	if err != nil {
+		return err
+	}
+	return transportErr("write event", e.w.writeMessage(m))
+}
+
+// Close finishes the stream (FIN); the client sees a clean end.
+func (e *EventStream) Close() error { return e.s.Close() }
+
+// Abort resets the stream.
+func (e *EventStream) Abort() { e.s.CancelWrite(0) }

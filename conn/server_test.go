@@ -1,0 +1,353 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+)
+
+// rawConn dials the broker with quic-go directly, for tests that need to
+// send what the Client never would.
+func rawConn(t *testing.T, b *testBroker, alpn []string) (*quic.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qc, err := quic.DialAddr(ctx, b.addr(), &tls.Config{RootCAs: b.pool, ServerName: "localhost", NextProtos: alpn}, nil)
+	if err == nil {
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+	}
+	return qc, err
+}
+
+type rawStream struct {
+	t *testing.T
+	s *quic.Stream
+	r *felix.Reader
+}
+
+func openRaw(t *testing.T, qc *quic.Conn) *rawStream {
+	s, err := qc.OpenStreamSync(testCtx(t))
+	require.NoError(t, err)
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawStream{t: t, s: s, r: felix.NewReader(s)}
+}
+
+func (r *rawStream) send(m felix.Message) {
+	fr, err := felix.AppendMessageFrame(nil, m)
+	require.NoError(r.t, err)
+	_, err = r.s.Write(fr)
+	require.NoError(r.t, err)
+}
+
+func (r *rawStream) sendFrame(flags felix.Flags, payload []byte) {
+	fr := felix.AppendHeader(nil, felix.Header{Flags: flags, Length: uint32(len(payload))})
+	_, err := r.s.Write(append(fr, payload...))
+	require.NoError(r.t, err)
+}
+
+func (r *rawStream) recv() felix.Message {
+	f, err := r.r.ReadFrame()
+	require.NoError(r.t, err)
+	require.Zero(r.t, f.Flags)
+	m, err := felix.DecodeMessage(f.Payload)
+	require.NoError(r.t, err)
+	return m
+}
+
+func (r *rawStream) recvRaw() string {
+	f, err := r.r.ReadFrame()
+	require.NoError(r.t, err)
+	return string(f.Payload)
+}
+
+func (r *rawStream) expectEnd() error {
+	_, err := r.r.ReadFrame()
+	require.Error(r.t, err)
+	return err
+}
+
+func TestALPN(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, nil)
+	require.Equal(t, "", c.NegotiatedALPN())
+	c2 := b.dial(t, func(c *Config) { c.OfferALPN = true })
+	require.Equal(t, ALPN, c2.NegotiatedALPN())
+	// Other protocol ids are refused during the handshake.
+	_, err := rawConn(t, b, []string{"felix-internal/1"})
+	require.Error(t, err)
+	qc, err := rawConn(t, b, []string{"h3", ALPN})
+	require.NoError(t, err)
+	require.Equal(t, ALPN, qc.ConnectionState().TLS.NegotiatedProtocol)
+
+	// RequireALPN refuses clients without ALPN.
+	b2 := startBroker(t, brokerOpts{offer: fullOffer(), requireALPN: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, b2.addr(), b2.clientConfig())
+	var te *TransportError
+	require.ErrorAs(t, err, &te)
+	b2.dial(t, func(c *Config) { c.OfferALPN = true })
+}
+
+func TestAuthRejected(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: func(ctx context.Context, a *felix.Auth) (any, error) {
+		switch a.Token {
+		case "good":
+			return "user", nil
+		case "forbidden":
+			return nil, &BrokerError{Message: "tenant mismatch", Code: felix.CodeForbidden}
+		}
+		return nil, errors.New("bad token")
+	}})
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		token, msg string
+		code       felix.ErrorCode
+		noFeatures bool
+	}{
+		{"bad", "auth failed", felix.CodeUnauthenticated, false},
+		{"forbidden", "tenant mismatch", felix.CodeForbidden, false},
+		{"bad", "auth failed", "", true}, // no FeatureErrorCodes: no code
+	} {
+		cfg := b.clientConfig()
+		cfg.Token, cfg.NoFeatures = tc.token, tc.noFeatures
+		_, err := Dial(ctx, b.addr(), cfg)
+		require.ErrorIs(t, err, ErrAuthRejected)
+		var be *BrokerError
+		require.ErrorAs(t, err, &be)
+		require.Equal(t, tc.msg, be.Message)
+		require.Equal(t, tc.code, be.Code)
+	}
+	b.dial(t, func(c *Config) { c.Token = "good" })
+}
+
+func TestLegacyClientGetsOK(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), ackOffsets: true})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	rs := openRaw(t, qc)
+	rs.send(&felix.Auth{TenantID: "t1", Token: "x"})
+	require.Equal(t, `{"type":"ok"}`, rs.recvRaw())
+	// A JSON publish gets a publish_ok without offset (flag 0x1000 not
+	// offered) and an error gets no code (no client_flags: legacy).
+	rs.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("a"), RequestID: felix.Some[uint64](1), Ack: felix.Some(felix.AckPerMessage)})
+	require.Equal(t, `{"type":"publish_ok","request_id":1}`, rs.recvRaw())
+	rs.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "missing", Payload: []byte("a"), RequestID: felix.Some[uint64](2), Ack: felix.Some(felix.AckPerMessage)})
+	require.Equal(t, `{"type":"publish_error","request_id":2,"message":"stream not found"}`, rs.recvRaw())
+
+	// The same through the Client with Legacy set: events arrive without
+	// offsets because the broker must not set 0x0020.
+	c := b.dial(t, func(c *Config) { c.Legacy = true })
+	require.True(t, c.Capabilities().Legacy) // a legacy auth is answered with ok
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.False(t, ev.HasOffset)
+	require.Nil(t, ev.Publisher)
+}
+
+// TestServerRefusesUnparsableFrames drives the server API directly: to a
+// legacy client it refuses modifier bits, feature-gated messages and auth_ok,
+// and shapes optional fields away.
+func TestServerRefusesUnparsableFrames(t *testing.T) {
+	leakCheck(t)
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(t, err)
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: fullOffer()})
+	require.NoError(t, err)
+	defer ln.Close()
+	ctx := testCtx(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			sc, err := ln.Accept(ctx)
+			if err != nil {
+				return err
+			}
+			st, err := sc.AcceptStream(ctx)
+			if err != nil {
+				return err
+			}
+			if !st.Peer().Legacy || st.Peer().Flags != felix.OriginalV1Flags {
+				return errors.New("peer not legacy")
+			}
+			for _, f := range []felix.Flags{0x0024, 0x0010, 0x2004} {
+				if err := st.WriteFrame(f, nil); !errors.Is(err, ErrNotAdvertised) {
+					return errors.New("flags " + f.String() + " not refused")
+				}
+			}
+			for _, m := range []felix.Message{&felix.ShardMoved{}, &felix.SubscriptionLagged{}, &felix.StreamDeleted{},
+				&felix.Unsupported{}, &felix.NotLeader{}, &felix.AuthOK{}, &felix.CacheEvent{}} {
+				if err := st.WriteMessage(m); !errors.Is(err, ErrNotAdvertised) {
+					return errors.New(m.MessageType() + " not refused")
+				}
+			}
+			es, err := st.OpenEventStream(ctx, 5)
+			if err != nil {
+				return err
+			}
+			if err := es.WriteFrame(0x0024, make([]byte, 12)); !errors.Is(err, ErrNotAdvertised) {
+				return errors.New("event flags not refused")
+			}
+			if err := es.WriteFrame(0x0004, make([]byte, 4)); err != nil {
+				return err
+			}
+			es.Close()
+			if err := st.WriteError(&BrokerError{Message: "boom", Code: felix.CodeInternal, Reason: "x"}); err != nil {
+				return err
+			}
+			if err := st.WriteMessage(&felix.PublishOK{RequestID: 1, Offset: felix.Some[uint64](3)}); err != nil {
+				return err
+			}
+			st.Close()
+			<-sc.Context().Done()
+			return nil
+		}()
+	}()
+	qc, err := quic.DialAddr(ctx, ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost"}, &quic.Config{MaxIncomingUniStreams: 10})
+	require.NoError(t, err)
+	rs := openRaw(t, qc)
+	rs.send(&felix.Auth{TenantID: "t1", Token: "x"})
+	require.Equal(t, `{"type":"ok"}`, rs.recvRaw())
+	us, err := qc.AcceptUniStream(ctx)
+	require.NoError(t, err)
+	ur := felix.NewReader(us)
+	f, err := ur.ReadFrame()
+	require.NoError(t, err)
+	require.Equal(t, `{"type":"event_stream_hello","subscription_id":5}`, string(f.Payload))
+	f, err = ur.ReadFrame()
+	require.NoError(t, err)
+	require.Equal(t, felix.Flags(0x0004), f.Flags)
+	_, err = ur.ReadFrame()
+	require.Equal(t, io.EOF, err)
+	require.Equal(t, `{"type":"error","message":"boom"}`, rs.recvRaw())
+	require.Equal(t, `{"type":"publish_ok","request_id":1}`, rs.recvRaw())
+	rs.s.Close()
+	require.Equal(t, io.EOF, rs.expectEnd())
+	qc.CloseWithError(0, "")
+	require.NoError(t, <-done)
+}
+
+func TestPreAuthRules(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+
+	// A request before auth: error "auth required", then the stream ends.
+	rs := openRaw(t, qc)
+	rs.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("a")})
+	require.Equal(t, `{"type":"error","message":"auth required"}`, rs.recvRaw())
+	require.Equal(t, io.EOF, rs.expectEnd())
+
+	// A binary frame before auth: the same.
+	rs = openRaw(t, qc)
+	rs.sendFrame(0x0001, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	require.Equal(t, `{"type":"error","message":"auth required"}`, rs.recvRaw())
+
+	// A frame above the 64 KiB pre-auth limit tears the stream down
+	// before its payload is read.
+	rs = openRaw(t, qc)
+	hdr := felix.AppendHeader(nil, felix.Header{Length: felix.PreAuthMaxFrameBytes + 1})
+	rs.s.Write(append(hdr, make([]byte, felix.PreAuthMaxFrameBytes+1)...)) // may fail: the broker stops reading
+	err = rs.expectEnd()
+	var se *quic.StreamError
+	require.ErrorAs(t, err, &se)
+
+	// A second auth on an authenticated stream: invalid_request, end.
+	rs = openRaw(t, qc)
+	rs.send(&felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](0x7), ClientFeatures: felix.Some[uint32](0x800)})
+	_, ok := rs.recv().(*felix.AuthOK)
+	require.True(t, ok)
+	rs.send(&felix.Auth{TenantID: "t1", Token: "x"})
+	require.Equal(t, `{"type":"error","message":"auth already established","code":"invalid_request","retry":"fatal"}`, rs.recvRaw())
+	require.Equal(t, io.EOF, rs.expectEnd())
+}
+
+func TestUnknownFlagBitKeepsStream(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	rs := openRaw(t, qc)
+	rs.send(&felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](0x7)})
+	_, ok := rs.recv().(*felix.AuthOK)
+	require.True(t, ok)
+	rs.sendFrame(0x8001, []byte("xyz"))
+	require.Equal(t, `{"type":"error","message":"unsupported frame flags"}`, rs.recvRaw())
+	rs.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("a"), RequestID: felix.Some[uint64](4), Ack: felix.Some(felix.AckPerMessage)})
+	require.Equal(t, `{"type":"publish_ok","request_id":4}`, rs.recvRaw())
+}
+
+func TestOversizeFrameAfterAuth(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), maxFrame: 4096})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	_, err := c.Publish(ctx, topic, make([]byte, 8192), PublishOptions{Ack: felix.AckPerBatch})
+	var te *TransportError
+	require.ErrorAs(t, err, &te)
+	// The dead publish stream is replaced on the next call.
+	_, err = c.Publish(ctx, topic, make([]byte, 100), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+
+	// The client enforces its own limit on what it reads.
+	c2 := b.dial(t, func(c *Config) { c.MaxFrameBytes = 1024 })
+	sub, err := c2.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(0)})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, make([]byte, 2048), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	_, err = sub.Next(ctx)
+	require.NoError(t, err) // the 100-byte record
+	_, err = sub.Next(ctx)
+	require.ErrorIs(t, err, felix.ErrFrameTooLarge)
+}
+
+func TestAuthTimeout(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 300 * time.Millisecond})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection not closed")
+	}
+	var ae *quic.ApplicationError
+	require.ErrorAs(t, context.Cause(qc.Context()), &ae)
+	require.Equal(t, CloseAuthTimeout, ae.ErrorCode)
+	require.Equal(t, "authentication timeout", ae.ErrorMessage)
+
+	// An authenticated connection outlives the timeout.
+	c := b.dial(t, nil)
+	time.Sleep(600 * time.Millisecond)
+	_, err = c.Publish(testCtx(t), topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}
+
+func TestBrokerShutdownCloseCode(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, nil)
+	b.close()
+	<-c.Context().Done()
+	var ae *quic.ApplicationError
+	require.ErrorAs(t, context.Cause(c.Context()), &ae)
+	require.Equal(t, CloseShuttingDown, ae.ErrorCode)
+	require.True(t, ae.Remote)
+	_, err := c.Publish(testCtx(t), topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	require.Error(t, err)
+}

@@ -1,0 +1,321 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flxproto/felix"
+)
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultQueueCapacity      = 512  // published batches per subscriber
+	DefaultMaxQueueCapacity   = 4096 // largest queue_capacity a subscriber may ask for
+	DefaultProducerWindow     = 64   // sequences remembered per producer and shard
+	DefaultCacheLogRetain     = 100_000
+	DefaultWatchQueueCapacity = 1024 // cache events per watch
+	DefaultHistoryBatch       = 64   // records per history page
+	DefaultHistoryBatchBytes  = 64 << 10
+)
+
+// StreamConfig describes a stream.
+type StreamConfig struct {
+	// Durable streams keep an in-memory log with offsets; ephemeral streams
+	// keep no history and deliver no offsets.
+	Durable bool
+	// Shards is the number of shards (0 means 1). Keyed publishes are
+	// routed by FNV-1a-64(key) mod Shards; unkeyed ones go to shard 0.
+	Shards uint32
+	// RetainRecords bounds each shard's log by record count (0 = no bound).
+	RetainRecords int
+	// RetainBytes bounds each shard's log by payload bytes (0 = no bound).
+	// The newest record is always kept.
+	RetainBytes int64
+}
+
+func (c StreamConfig) shards() uint32 { return max(c.Shards, 1) }
+
+// Topic names a stream.
+type Topic struct {
+	Tenant, Namespace, Stream string
+}
+
+// CacheRef names a cache.
+type CacheRef struct {
+	Tenant, Namespace, Cache string
+}
+
+// Config configures an Engine. The zero value is usable: streams and caches
+// are created on first use, streams as DefaultStream.
+type Config struct {
+	// DefaultStream is the configuration of auto-created streams.
+	DefaultStream StreamConfig
+	// NoAutoCreateStreams makes unknown streams an error (not_found)
+	// instead of creating them with DefaultStream on first use.
+	NoAutoCreateStreams bool
+	// NoAutoCreateCaches makes unknown caches an error (not_found).
+	NoAutoCreateCaches bool
+	// DefaultQueueCapacity is a subscriber's queue capacity when it asks
+	// for none (0 = DefaultQueueCapacity).
+	DefaultQueueCapacity int
+	// MaxQueueCapacity caps queue_capacity (0 = DefaultMaxQueueCapacity).
+	MaxQueueCapacity int
+	// ProducerWindow is how many sequences per producer are remembered for
+	// duplicate detection (0 = DefaultProducerWindow).
+	ProducerWindow int
+	// CacheLogRetain is how many cache events per cache are kept for watch
+	// resume (0 = DefaultCacheLogRetain).
+	CacheLogRetain int
+	// WatchQueueCapacity is a watch's live queue capacity in events
+	// (0 = DefaultWatchQueueCapacity).
+	WatchQueueCapacity int
+	// Now is the clock (nil = time.Now). Tests use it to expire TTLs.
+	Now func() time.Time
+}
+
+// Engine is the broker core. Create it with New; Close ends every
+// subscription and watch.
+type Engine struct {
+	cfg Config
+
+	mu      sync.Mutex
+	streams map[Topic]*stream
+	caches  map[CacheRef]*cacheScope
+	subs    map[*Subscription]struct{}
+	watches map[*Watch]struct{}
+	closed  bool
+
+	nextID atomic.Uint64
+	st     counters
+}
+
+// New returns an Engine with cfg (zero fields take their defaults).
+func New(cfg Config) *Engine {
+	if cfg.DefaultQueueCapacity <= 0 {
+		cfg.DefaultQueueCapacity = DefaultQueueCapacity
+	}
+	if cfg.MaxQueueCapacity <= 0 {
+		cfg.MaxQueueCapacity = DefaultMaxQueueCapacity
+	}
+	if cfg.ProducerWindow <= 0 {
+		cfg.ProducerWindow = DefaultProducerWindow
+	}
+	if cfg.CacheLogRetain <= 0 {
+		cfg.CacheLogRetain = DefaultCacheLogRetain
+	}
+	if cfg.WatchQueueCapacity <= 0 {
+		cfg.WatchQueueCapacity = DefaultWatchQueueCapacity
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Engine{
+		cfg:     cfg,
+		streams: make(map[Topic]*stream),
+		caches:  make(map[CacheRef]*cacheScope),
+		subs:    make(map[*Subscription]struct{}),
+		watches: make(map[*Watch]struct{}),
+	}
+}
+
+// Config returns the engine's effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// newID returns a fresh subscription / watch id (never 0).
+func (e *Engine) newID() uint64 { return e.nextID.Add(1) }
+
+// CreateStream registers a stream with its configuration. It fails with
+// invalid_request if the stream exists with a different configuration.
+func (e *Engine) CreateStream(t Topic, c StreamConfig) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.streams[t]; ok {
+		if s.cfg != c {
+			return errorf(felix.CodeInvalidRequest, "stream exists with another configuration: "+topicString(t))
+		}
+		return nil
+	}
+	e.streams[t] = newStream(e, t, c)
+	return nil
+}
+
+// CreateCache registers a cache (useful with NoAutoCreateCaches).
+func (e *Engine) CreateCache(r CacheRef) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.caches[r]; !ok {
+		e.caches[r] = newCacheScope(e)
+	}
+}
+
+// StreamInfo returns a stream's configuration, creating it first when
+// auto-creation is on. ok is false for an unknown stream.
+func (e *Engine) StreamInfo(t Topic) (c StreamConfig, ok bool) {
+	s, err := e.stream(t)
+	if err != nil {
+		return StreamConfig{}, false
+	}
+	return s.cfg, true
+}
+
+func (e *Engine) stream(t Topic) (*stream, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.streams[t]; ok {
+		return s, nil
+	}
+	if e.cfg.NoAutoCreateStreams {
+		return nil, errorf(felix.CodeNotFound, "stream not found: "+topicString(t))
+	}
+	s := newStream(e, t, e.cfg.DefaultStream)
+	e.streams[t] = s
+	return s, nil
+}
+
+func (e *Engine) cache(r CacheRef) (*cacheScope, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c, ok := e.caches[r]; ok {
+		return c, nil
+	}
+	if e.cfg.NoAutoCreateCaches {
+		return nil, errorf(felix.CodeNotFound, "cache scope not found: "+r.Tenant+"/"+r.Namespace+"/"+r.Cache)
+	}
+	c := newCacheScope(e)
+	e.caches[r] = c
+	return c, nil
+}
+
+// ProducerInit returns a fresh random 64-bit producer id (producer_init).
+func (e *Engine) ProducerInit() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			e.st.producers.Add(1)
+			return id
+		}
+	}
+}
+
+// Close ends every subscription and watch (their Next returns ErrClosed)
+// and refuses new ones. It is idempotent.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	subs := make([]*Subscription, 0, len(e.subs))
+	for s := range e.subs {
+		subs = append(subs, s)
+	}
+	watches := make([]*Watch, 0, len(e.watches))
+	for w := range e.watches {
+		watches = append(watches, w)
+	}
+	e.mu.Unlock()
+	for _, s := range subs {
+		s.Close()
+	}
+	for _, w := range watches {
+		w.Close()
+	}
+}
+
+func (e *Engine) register(s *Subscription) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.subs[s] = struct{}{}
+	return true
+}
+
+func (e *Engine) unregister(s *Subscription) {
+	e.mu.Lock()
+	delete(e.subs, s)
+	e.mu.Unlock()
+}
+
+func (e *Engine) registerWatch(w *Watch) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.watches[w] = struct{}{}
+	return true
+}
+
+func (e *Engine) unregisterWatch(w *Watch) {
+	e.mu.Lock()
+	delete(e.watches, w)
+	e.mu.Unlock()
+}
+
+func (e *Engine) nowMicros() uint64 { return uint64(e.cfg.Now().UnixMicro()) }
+func (e *Engine) nowMillis() uint64 { return uint64(e.cfg.Now().UnixMilli()) }
+
+func topicString(t Topic) string {
+	return "tenant=" + t.Tenant + " namespace=" + t.Namespace + " stream=" + t.Stream
+}
+
+// Stats is a snapshot of the engine's counters.
+type Stats struct {
+	PublishedBatches    uint64 // batches appended (duplicates excluded)
+	PublishedRecords    uint64 // records appended
+	DuplicateBatches    uint64 // idempotent batches recognised as already written
+	RefusedBatches      uint64 // idempotent batches refused
+	Producers           uint64 // producer ids handed out
+	EventEncodes        uint64 // event frames encoded (one per batch and modifier set)
+	DeliveredBatches    uint64 // event frames handed to subscribers
+	DeliveredRecords    uint64 // records handed to subscribers
+	DroppedBatches      uint64 // batches dropped at full subscriber queues
+	DroppedRecords      uint64 // records in those batches
+	LaggedSubscriptions uint64 // subscriptions ended with a lag report
+	ActiveSubscriptions uint64 // open subscriptions
+	TotalSubscriptions  uint64 // subscriptions ever opened
+	CachePuts           uint64 // cache writes (put and applied put_if)
+	CacheGets           uint64 // cache reads
+	CacheHits           uint64 // reads that found a live value
+	CacheDeletes        uint64 // deletes that removed a value
+	CacheExpired        uint64 // entries found expired on access
+	ConditionFailures   uint64 // put_if / delete_if not applied
+	CounterAdds         uint64 // counter_add calls
+	ActiveWatches       uint64 // open cache watches
+	WatchEvents         uint64 // cache events handed to watchers
+	LaggedWatches       uint64 // watches ended with cache_watch_lagged
+}
+
+type counters struct {
+	publishedBatches, publishedRecords, duplicateBatches, refusedBatches, producers  atomic.Uint64
+	eventEncodes, deliveredBatches, deliveredRecords, droppedBatches, droppedRecords atomic.Uint64
+	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
+	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
+	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+}
+
+// Stats returns a snapshot of the engine's counters.
+func (e *Engine) Stats() Stats {
+	c := &e.st
+	return Stats{
+		PublishedBatches: c.publishedBatches.Load(), PublishedRecords: c.publishedRecords.Load(),
+		DuplicateBatches: c.duplicateBatches.Load(), RefusedBatches: c.refusedBatches.Load(),
+		Producers: c.producers.Load(), EventEncodes: c.eventEncodes.Load(),
+		DeliveredBatches: c.deliveredBatches.Load(), DeliveredRecords: c.deliveredRecords.Load(),
+		DroppedBatches: c.droppedBatches.Load(), DroppedRecords: c.droppedRecords.Load(),
+		LaggedSubscriptions: c.laggedSubs.Load(), ActiveSubscriptions: c.activeSubs.Load(),
+		TotalSubscriptions: c.totalSubs.Load(),
+		CachePuts:          c.cachePuts.Load(), CacheGets: c.cacheGets.Load(), CacheHits: c.cacheHits.Load(),
+		CacheDeletes: c.cacheDeletes.Load(), CacheExpired: c.cacheExpired.Load(),
+		ConditionFailures: c.condFailures.Load(), CounterAdds: c.counterAdds.Load(),
+		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(),
+		LaggedWatches: c.laggedWatches.Load(),
+	}
+}

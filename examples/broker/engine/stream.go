@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"hash/crc64"
+	"hash/fnv"
+	"strconv"
+	"sync"
+
+	"github.com/flxproto/felix"
+)
+
+type stream struct {
+	e      *Engine
+	topic  Topic
+	cfg    StreamConfig
+	shards []*shard
+}
+
+func newStream(e *Engine, t Topic, c StreamConfig) *stream {
+	s := &stream{e: e, topic: t, cfg: c}
+	s.shards = make([]*shard, c.shards())
+	for i := range s.shards {
+		s.shards[i] = &shard{st: s, index: uint32(i), subs: make(map[*Subscription]struct{}), producers: make(map[uint64]*producer)}
+	}
+	return s
+}
+
+// ShardForKey returns the shard a keyed publish goes to on a stream with n
+// shards: FNV-1a-64(key) mod n (the "modulo" routing of
+// stream_shards_view).
+func ShardForKey(key []byte, n uint32) uint32 {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(key)
+	return uint32(h.Sum64() % uint64(n))
+}
+
+type record struct {
+	payload   []byte
+	publisher string
+	ts        uint64
+}
+
+// shard is one ordered log (durable) or one fan-out point (ephemeral).
+type shard struct {
+	st    *stream
+	index uint32
+
+	mu    sync.Mutex
+	recs  []record // recs[head:] are retained, recs[head] has offset base
+	head  int
+	base  uint64
+	next  uint64 // tail: offset of the next record
+	bytes int64
+	subs  map[*Subscription]struct{}
+
+	producers map[uint64]*producer
+}
+
+// producer is the idempotence state of one producer id on one shard.
+type producer struct {
+	next   uint64 // next expected sequence
+	recent []seqEntry
+}
+
+type seqEntry struct {
+	seq    uint64
+	valid  bool
+	digest uint64
+	offset uint64
+	shard  uint32
+}
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+func digest(key []byte, keyed bool, payloads [][]byte) uint64 {
+	var n [4]byte
+	c := uint64(0)
+	if keyed {
+		c = crc64.Update(c, crcTable, []byte{1})
+		c = crc64.Update(c, crcTable, key)
+	}
+	for _, p := range payloads {
+		l := len(p)
+		n[0], n[1], n[2], n[3] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
+		c = crc64.Update(c, crcTable, n[:])
+		c = crc64.Update(c, crcTable, p)
+	}
+	return c
+}
+
+// PublishRequest is one publish of any form (binary or JSON, plain, acked,
+// keyed or idempotent).
+type PublishRequest struct {
+	Topic
+	// Payloads are the records. The engine copies them, so the caller may
+	// reuse the memory after Publish returns.
+	Payloads [][]byte
+	// Keyed says Key routes the batch (a zero-length key is a real key).
+	Keyed bool
+	Key   []byte
+	// Publisher is the principal the batch was accepted from.
+	Publisher string
+	// Idempotent marks a publish_idempotent / 0x0100 publish.
+	Idempotent bool
+	ProducerID uint64
+	Sequence   uint64
+}
+
+// PublishResult is the outcome of an applied (or duplicate) publish.
+type PublishResult struct {
+	// Shard is the shard the batch went to.
+	Shard uint32
+	// Offset is the offset of the batch's first record (durable streams;
+	// for an empty batch, the tail). HasOffset is false on ephemeral
+	// streams.
+	Offset    uint64
+	HasOffset bool
+	// Duplicate is true when an idempotent batch had already been written
+	// with the same sequence and content: nothing was written again and
+	// Offset is the original one.
+	Duplicate bool
+}
+
+// Publish appends a batch to its shard and fans it out to the shard's
+// subscribers. It never blocks on a subscriber. Idempotent publishes may
+// fail with *Refusal; unknown streams (without auto-creation) with *Error.
+func (e *Engine) Publish(req PublishRequest) (PublishResult, error) {
+	s, err := e.stream(req.Topic)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	idx := uint32(0)
+	if req.Keyed {
+		idx = ShardForKey(req.Key, uint32(len(s.shards)))
+	}
+	return s.shards[idx].publish(req)
+}
+
+func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
+	e := sh.st.e
+	durable := sh.st.cfg.Durable
+	// Copy the payloads into one allocation before taking the lock.
+	total := 0
+	for _, p := range req.Payloads {
+		total += len(p)
+	}
+	buf := make([]byte, 0, total)
+	payloads := make([][]byte, len(req.Payloads))
+	for i, p := range req.Payloads {
+		buf = append(buf, p...)
+		payloads[i] = buf[len(buf)-len(p) : len(buf) : len(buf)]
+	}
+	var dg uint64
+	if req.Idempotent {
+		dg = digest(req.Key, req.Keyed, payloads)
+	}
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	res := PublishResult{Shard: sh.index, Offset: sh.next, HasOffset: durable}
+	var prod *producer
+	if req.Idempotent {
+		var dup *seqEntry
+		var err error
+		prod, dup, err = sh.checkSequence(req.ProducerID, req.Sequence, dg)
+		if err != nil {
+			e.st.refusedBatches.Add(1)
+			return PublishResult{}, err
+		}
+		if dup != nil {
+			e.st.duplicateBatches.Add(1)
+			return PublishResult{Shard: sh.index, Offset: dup.offset, HasOffset: durable, Duplicate: true}, nil
+		}
+	}
+	if prod != nil {
+		w := len(prod.recent)
+		prod.recent[req.Sequence%uint64(w)] = seqEntry{seq: req.Sequence, valid: true, digest: dg, offset: sh.next, shard: sh.index}
+		prod.next = req.Sequence + 1
+	}
+	if len(payloads) == 0 {
+		return res, nil
+	}
+	b := &Batch{Shard: sh.index, BaseOffset: sh.next, HasOffsets: durable, Payloads: payloads,
+		Publisher: req.Publisher, encodes: &e.st.eventEncodes}
+	if durable {
+		ts := e.nowMicros()
+		b.Timestamps = make([]uint64, len(payloads))
+		for i, p := range payloads {
+			b.Timestamps[i] = ts
+			sh.recs = append(sh.recs, record{payload: p, publisher: req.Publisher, ts: ts})
+			sh.bytes += int64(len(p))
+		}
+		sh.next += uint64(len(payloads))
+		sh.retain()
+	} else {
+		sh.next += uint64(len(payloads))
+	}
+	e.st.publishedBatches.Add(1)
+	e.st.publishedRecords.Add(uint64(len(payloads)))
+	for s := range sh.subs {
+		s.offer(b)
+	}
+	return res, nil
+}
+
+// checkSequence applies the idempotent producer rules (errors.md
+// publish_refused). It returns the producer state to update, or the
+// remembered entry of a duplicate, or a *Refusal.
+func (sh *shard) checkSequence(id, seq, dg uint64) (*producer, *seqEntry, error) {
+	w := sh.st.e.cfg.ProducerWindow
+	p := sh.producers[id]
+	if p == nil {
+		if seq != 0 {
+			return nil, nil, &Refusal{Reason: RefusedUnknownProducer,
+				Message: "unknown producer " + strconv.FormatUint(id, 10) + " on this shard (sequence " + strconv.FormatUint(seq, 10) + " is not 0)"}
+		}
+		p = &producer{recent: make([]seqEntry, w)}
+		sh.producers[id] = p
+		return p, nil, nil
+	}
+	switch {
+	case seq == p.next:
+		return p, nil, nil
+	case seq > p.next:
+		return nil, nil, &Refusal{Reason: RefusedSequenceGap, Expected: p.next,
+			Message: "sequence gap: got " + strconv.FormatUint(seq, 10) + ", expected " + strconv.FormatUint(p.next, 10)}
+	}
+	if p.next-seq > uint64(w) {
+		return nil, nil, &Refusal{Reason: RefusedSequenceExpired,
+			Message: "sequence " + strconv.FormatUint(seq, 10) + " is older than the remembered window"}
+	}
+	ent := &p.recent[seq%uint64(w)]
+	if !ent.valid || ent.seq != seq {
+		return nil, nil, &Refusal{Reason: RefusedSequenceExpired,
+			Message: "sequence " + strconv.FormatUint(seq, 10) + " is no longer remembered"}
+	}
+	if ent.digest != dg {
+		return nil, nil, &Refusal{Reason: RefusedSequenceReused,
+			Message: "sequence " + strconv.FormatUint(seq, 10) + " was used for different payloads"}
+	}
+	cp := *ent
+	return nil, &cp, nil
+}
+
+// retain drops the oldest records beyond the retention bounds (keeping at
+// least the newest record) and compacts the slice now and then.
+func (sh *shard) retain() {
+	c := sh.st.cfg
+	for n := len(sh.recs) - sh.head; n > 1; n-- {
+		over := (c.RetainRecords > 0 && n > c.RetainRecords) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes)
+		if !over {
+			break
+		}
+		sh.bytes -= int64(len(sh.recs[sh.head].payload))
+		sh.recs[sh.head] = record{}
+		sh.head++
+		sh.base++
+	}
+	if sh.head > 1024 && sh.head > len(sh.recs)/2 {
+		n := copy(sh.recs, sh.recs[sh.head:])
+		clear(sh.recs[n:])
+		sh.recs = sh.recs[:n]
+		sh.head = 0
+	}
+}
+
+// bounds returns the oldest retained offset and the tail.
+func (sh *shard) bounds() (oldest, tail uint64) { return sh.base, sh.next }
+
+// history returns up to DefaultHistoryBatch records from offset from
+// (at least one record unless the range is empty), stopping before end, at
+// a publisher change, or near DefaultHistoryBatchBytes. The caller holds
+// sh.mu. from must be ≥ sh.base.
+func (sh *shard) history(from, end uint64) *Batch {
+	if from >= end || from >= sh.next {
+		return nil
+	}
+	i := sh.head + int(from-sh.base)
+	first := sh.recs[i]
+	b := &Batch{Shard: sh.index, BaseOffset: from, HasOffsets: true, Publisher: first.publisher,
+		encodes: &sh.st.e.st.eventEncodes}
+	size := 0
+	for off := from; off < end && off < sh.next && len(b.Payloads) < DefaultHistoryBatch; off++ {
+		r := sh.recs[i]
+		if r.publisher != first.publisher || (len(b.Payloads) > 0 && size+len(r.payload) > DefaultHistoryBatchBytes) {
+			break
+		}
+		b.Payloads = append(b.Payloads, r.payload)
+		b.Timestamps = append(b.Timestamps, r.ts)
+		size += len(r.payload)
+		i++
+	}
+	return b
+}
+
+// ReadRecord is one record returned by Read.
+type ReadRecord struct {
+	Offset    uint64
+	Payload   []byte
+	Publisher string
+	Timestamp uint64 // µs since the epoch
+}
+
+// Read returns up to limit records of a durable shard from offset from
+// (stream_read), and the offset where the next page starts. A from below
+// the retained range is a *CursorError too_old; above the tail in_future.
+func (e *Engine) Read(t Topic, shardIdx uint32, from uint64, limit int) ([]ReadRecord, uint64, error) {
+	sh, err := e.shard(t, shardIdx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !sh.st.cfg.Durable {
+		return nil, 0, errorf(felix.CodeInvalidRequest, "stream has no history (ephemeral)")
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if from < sh.base {
+		return nil, 0, &CursorError{Reason: CursorTooOld, Requested: from, Available: sh.base}
+	}
+	if from > sh.next {
+		return nil, 0, &CursorError{Reason: CursorInFuture, Requested: from, Available: sh.next}
+	}
+	var out []ReadRecord
+	for off := from; off < sh.next && len(out) < limit; off++ {
+		r := sh.recs[sh.head+int(off-sh.base)]
+		out = append(out, ReadRecord{Offset: off, Payload: r.payload, Publisher: r.publisher, Timestamp: r.ts})
+	}
+	return out, from + uint64(len(out)), nil
+}
+
+// Tail returns the oldest retained offset and the tail of a shard.
+func (e *Engine) Tail(t Topic, shardIdx uint32) (oldest, tail uint64, err error) {
+	sh, err := e.shard(t, shardIdx)
+	if err != nil {
+		return 0, 0, err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	oldest, tail = sh.bounds()
+	return oldest, tail, nil
+}
+
+func (e *Engine) shard(t Topic, idx uint32) (*shard, error) {
+	s, err := e.stream(t)
+	if err != nil {
+		return nil, err
+	}
+	if int(idx) >= len(s.shards) {
+		return nil, errorf(felix.CodeInvalidRequest, "stream "+t.Stream+" has no shard "+strconv.FormatUint(uint64(idx), 10))
+	}
+	return s.shards[idx], nil
+}

@@ -1,0 +1,484 @@
+package engine
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/stretchr/testify/require"
+)
+
+var tp = Topic{Tenant: "t1", Namespace: "ns", Stream: "s"}
+
+const allMods = felix.FlagEventBatchOffsets | felix.FlagEventBatchSkipped | felix.FlagEventBatchPublisher | felix.FlagEventBatchTimestamps
+
+func TestDurablePublishSubscribeOffsets(t *testing.T) {
+	clk := newFakeClock()
+	e := New(Config{DefaultStream: durable, Now: clk.Now})
+	defer e.Close()
+	s, info, err := e.Subscribe(SubscribeRequest{Topic: tp, Mods: allMods})
+	require.NoError(t, err)
+	defer s.Close()
+	require.True(t, info.Durable)
+	require.Equal(t, uint64(0), info.StartOffset)
+	require.Equal(t, DefaultQueueCapacity, info.QueueCapacity)
+
+	r := pub(t, e, tp, "a", "bc")
+	require.Equal(t, PublishResult{Shard: 0, Offset: 0, HasOffset: true}, r)
+	r = pub(t, e, tp, "d")
+	require.Equal(t, uint64(2), r.Offset)
+
+	ev := decodeEvent(t, next(t, s).Frame)
+	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchOffsets|felix.FlagEventBatchPublisher|felix.FlagEventBatchTimestamps, ev.flags)
+	require.Equal(t, uint64(0), ev.base)
+	require.Equal(t, "alice", ev.publisher)
+	require.Equal(t, []string{"a", "bc"}, ev.payloads)
+	us := uint64(clk.Now().UnixMicro())
+	require.Equal(t, []uint64{us, us}, ev.ts)
+	ev = decodeEvent(t, next(t, s).Frame)
+	require.Equal(t, uint64(2), ev.base)
+	require.Equal(t, []string{"d"}, ev.payloads)
+	noDelivery(t, s)
+}
+
+func TestModifiersOnlyWhenOffered(t *testing.T) {
+	e := New(Config{DefaultStream: durable})
+	defer e.Close()
+	plain, _, err := e.Subscribe(SubscribeRequest{Topic: tp})
+	require.NoError(t, err)
+	offs, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	pub(t, e, tp, "x")
+	require.Equal(t, "464c5831000100040000000900000001000000017"+"8", hex.EncodeToString(next(t, plain).Frame))
+	ev := decodeEvent(t, next(t, offs).Frame)
+	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchOffsets, ev.flags)
+}
+
+// The 0x6824 example of binary.md section 8, built as a Batch.
+func TestBatchFrameSpecExample(t *testing.T) {
+	b := &Batch{BaseOffset: 100, HasOffsets: true, Skipped: 1, Publisher: "al",
+		Payloads: [][]byte{[]byte("a"), []byte("bc")}, Timestamps: []uint64{1700000000000000, 1700000000000001}}
+	const want = "464c583100016824000000320000000000000064000000000000000102616c0000000200060a24181e4000000000016100060a24181e4001000000026263"
+	require.Equal(t, want, hex.EncodeToString(b.Frame(allMods)))
+	// offsets only (0x0024) and plain (0x0004) examples
+	require.Equal(t, "464c583100010024000000170000000000000064000000020000000161000000026263",
+		hex.EncodeToString(b.Frame(felix.FlagEventBatchOffsets)))
+	require.Equal(t, "464c5831000100040000000f000000020000000161000000026263", hex.EncodeToString(b.Frame(0)))
+	// skipped without offsets is never set
+	require.Equal(t, felix.Flags(0), b.Mods(felix.FlagEventBatchSkipped))
+}
+
+func TestEncodedOncePerModifierSet(t *testing.T) {
+	e := New(Config{DefaultStream: durable})
+	defer e.Close()
+	mods := []felix.Flags{0, felix.FlagEventBatchOffsets, felix.FlagEventBatchOffsets | felix.FlagEventBatchTimestamps}
+	var subs []*Subscription
+	for i := range 30 {
+		s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Mods: mods[i%3]})
+		require.NoError(t, err)
+		subs = append(subs, s)
+	}
+	const batches = 10
+	for i := range batches {
+		pub(t, e, tp, "m"+strconv.Itoa(i))
+	}
+	frames := map[felix.Flags]map[int][]byte{}
+	for i, s := range subs {
+		for j := range batches {
+			d := next(t, s)
+			if frames[mods[i%3]] == nil {
+				frames[mods[i%3]] = map[int][]byte{}
+			}
+			if prev, ok := frames[mods[i%3]][j]; ok {
+				require.Same(t, &prev[0], &d.Frame[0], "subscribers with one modifier set share the bytes")
+			} else {
+				frames[mods[i%3]][j] = d.Frame
+			}
+		}
+		s.Close()
+	}
+	require.Equal(t, uint64(batches*3), e.Stats().EventEncodes)
+	require.Equal(t, uint64(batches*30), e.Stats().DeliveredBatches)
+}
+
+// 8 publishers x 10,000 single-record batches, 4 subscribers: every
+// subscriber gets every offset exactly once, in order, and each publisher's
+// records in its publishing order.
+func TestFanoutExactlyOnceInOrder(t *testing.T) {
+	const pubs, per, nsubs = 8, 10_000, 4
+	e := New(Config{DefaultStream: durable, DefaultQueueCapacity: pubs * per, MaxQueueCapacity: pubs * per})
+	defer e.Close()
+	var subs []*Subscription
+	for i := range nsubs {
+		start := Start{Kind: StartLatest}
+		if i%2 == 1 {
+			start = Start{Kind: StartEarliest}
+		}
+		s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: start, Mods: felix.FlagEventBatchOffsets})
+		require.NoError(t, err)
+		subs = append(subs, s)
+	}
+	errs := make(chan error, nsubs+pubs)
+	var wg sync.WaitGroup
+	for _, s := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Close()
+			errs <- checkSubscriber(t, s, pubs, per)
+		}()
+	}
+	var pwg sync.WaitGroup
+	for p := range pubs {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			last := int64(-1)
+			for n := range per {
+				r, err := e.Publish(PublishRequest{Topic: tp, Payloads: [][]byte{fmt.Appendf(nil, "%d-%d", p, n)}})
+				if err != nil || !r.HasOffset || int64(r.Offset) <= last {
+					errs <- fmt.Errorf("publisher %d: %+v %v", p, r, err)
+					return
+				}
+				last = int64(r.Offset)
+			}
+		}()
+	}
+	pwg.Wait()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, uint64(pubs*per), e.Stats().PublishedRecords)
+	require.Zero(t, e.Stats().DroppedBatches)
+}
+
+func checkSubscriber(t testing.TB, s *Subscription, pubs, per int) error {
+	want := uint64(0)
+	lastSeq := make([]int, pubs)
+	for i := range lastSeq {
+		lastSeq[i] = -1
+	}
+	for want < uint64(pubs*per) {
+		d, err := s.Next(ctxT(t))
+		if err != nil {
+			return fmt.Errorf("sub %d at %d: %w", s.ID(), want, err)
+		}
+		ev := decodeEvent(t, d.Frame)
+		if ev.base != want {
+			return fmt.Errorf("sub %d: got offset %d, want %d", s.ID(), ev.base, want)
+		}
+		for _, p := range ev.payloads {
+			var pi, n int
+			if _, err := fmt.Sscanf(p, "%d-%d", &pi, &n); err != nil {
+				return err
+			}
+			if n != lastSeq[pi]+1 {
+				return fmt.Errorf("publisher %d: %d after %d", pi, n, lastSeq[pi])
+			}
+			lastSeq[pi] = n
+			want++
+		}
+	}
+	return nil
+}
+
+func TestSubscribeFromEarliestWhilePublishing(t *testing.T) {
+	e := New(Config{DefaultStream: durable, DefaultQueueCapacity: 4096})
+	defer e.Close()
+	for i := range 500 {
+		pub(t, e, tp, strconv.Itoa(i))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 500; i < 1000; i++ {
+			pub(t, e, tp, strconv.Itoa(i))
+		}
+	}()
+	s, info, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 100}, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, uint64(100), info.StartOffset)
+	<-done
+	want := uint64(100)
+	for want < 1000 {
+		ev := decodeEvent(t, next(t, s).Frame)
+		require.Equal(t, want, ev.base)
+		for _, p := range ev.payloads {
+			require.Equal(t, strconv.FormatUint(want, 10), p)
+			want++
+		}
+	}
+	noDelivery(t, s)
+}
+
+func TestRetentionAndCursorErrors(t *testing.T) {
+	e := New(Config{})
+	defer e.Close()
+	cnt := Topic{"t1", "ns", "count"}
+	byt := Topic{"t1", "ns", "bytes"}
+	require.NoError(t, e.CreateStream(cnt, StreamConfig{Durable: true, RetainRecords: 10}))
+	require.NoError(t, e.CreateStream(byt, StreamConfig{Durable: true, RetainBytes: 100}))
+	for range 25 {
+		pub(t, e, cnt, "x")
+		pub(t, e, byt, strings.Repeat("y", 30))
+	}
+	old, tail, err := e.Tail(cnt, 0)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{15, 25}, [2]uint64{old, tail})
+	old, tail, err = e.Tail(byt, 0)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{22, 25}, [2]uint64{old, tail}, "3 x 30 bytes fit in 100")
+
+	_, _, err = e.Subscribe(SubscribeRequest{Topic: cnt, Start: Start{Kind: StartOffset, Offset: 14}})
+	var ce *CursorError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, CursorError{Reason: CursorTooOld, Requested: 14, Available: 15}, *ce)
+	_, _, err = e.Subscribe(SubscribeRequest{Topic: cnt, Start: Start{Kind: StartOffset, Offset: 26}})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, CursorError{Reason: CursorInFuture, Requested: 26, Available: 25}, *ce)
+	s, info, err := e.Subscribe(SubscribeRequest{Topic: cnt, Start: Start{Kind: StartOffset, Offset: 25}})
+	require.NoError(t, err)
+	require.Equal(t, uint64(25), info.StartOffset)
+	s.Close()
+	s, info, err = e.Subscribe(SubscribeRequest{Topic: cnt, Start: Start{Kind: StartEarliest}, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	require.Equal(t, uint64(15), info.StartOffset)
+	ev := decodeEvent(t, next(t, s).Frame)
+	require.Equal(t, uint64(15), ev.base)
+	require.Len(t, ev.payloads, 10)
+	s.Close()
+
+	recs, nxt, err := e.Read(cnt, 0, 20, 3)
+	require.NoError(t, err)
+	require.Equal(t, uint64(23), nxt)
+	require.Len(t, recs, 3)
+	require.Equal(t, uint64(20), recs[0].Offset)
+	_, _, err = e.Read(cnt, 0, 2, 3)
+	require.ErrorAs(t, err, &ce)
+}
+
+// A history reader overtaken by retention: a lag-reporting subscriber is
+// told where it stopped, another one sees a gap.
+func TestHistoryOvertakenByRetention(t *testing.T) {
+	e := New(Config{DefaultStream: StreamConfig{Durable: true, RetainRecords: 200}})
+	defer e.Close()
+	for range 200 {
+		pub(t, e, tp, "x")
+	}
+	lag, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest}, LagReport: true, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	gap, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest}, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	defer gap.Close()
+	require.Equal(t, uint64(0), decodeEvent(t, next(t, lag).Frame).base)
+	require.Equal(t, uint64(0), decodeEvent(t, next(t, gap).Frame).base)
+	for range 300 {
+		pub(t, e, tp, "x")
+	}
+	d := next(t, lag)
+	require.True(t, d.Lagged)
+	require.Equal(t, uint64(DefaultHistoryBatch), d.ResumeFrom)
+	_, err = lag.Next(ctxT(t))
+	require.ErrorIs(t, err, ErrClosed)
+	// history 64..199 was lost to retention; live batches from 200 were queued
+	require.Equal(t, uint64(200), decodeEvent(t, next(t, gap).Frame).base)
+}
+
+func TestSlowSubscriberLagged(t *testing.T) {
+	e := New(Config{DefaultStream: durable})
+	defer e.Close()
+	lagging, info, err := e.Subscribe(SubscribeRequest{Topic: tp, QueueCapacity: 4, LagReport: true, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	require.Equal(t, 4, info.QueueCapacity)
+	gapping, _, err := e.Subscribe(SubscribeRequest{Topic: tp, QueueCapacity: 4, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	defer gapping.Close()
+	fast, _, err := e.Subscribe(SubscribeRequest{Topic: tp, QueueCapacity: 4, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	defer fast.Close()
+
+	for i := range 100 {
+		pub(t, e, tp, strconv.Itoa(i)) // never blocks although two queues are full
+		require.Equal(t, uint64(i), decodeEvent(t, next(t, fast).Frame).base)
+	}
+	require.True(t, lagging.Dropped())
+	for i := range 4 {
+		require.Equal(t, uint64(i), decodeEvent(t, next(t, lagging).Frame).base)
+	}
+	d := next(t, lagging)
+	require.Equal(t, Delivery{Lagged: true, ResumeFrom: 4}, d)
+	_, err = lagging.Next(ctxT(t))
+	require.ErrorIs(t, err, ErrClosed)
+
+	for i := range 4 {
+		require.Equal(t, uint64(i), decodeEvent(t, next(t, gapping).Frame).base)
+	}
+	pub(t, e, tp, "after")
+	require.Equal(t, uint64(100), decodeEvent(t, next(t, gapping).Frame).base, "the drop shows as an offset gap")
+	st := e.Stats()
+	require.Equal(t, uint64(1), st.LaggedSubscriptions)
+	require.Equal(t, uint64(1+96), st.DroppedBatches, "the lagging one stops at its first drop")
+	require.Equal(t, uint64(2), st.ActiveSubscriptions)
+}
+
+func TestQueueCapacityClamped(t *testing.T) {
+	e := New(Config{MaxQueueCapacity: 8})
+	defer e.Close()
+	s, info, err := e.Subscribe(SubscribeRequest{Topic: tp, QueueCapacity: 100})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, 8, info.QueueCapacity)
+}
+
+func TestEphemeralStream(t *testing.T) {
+	e := New(Config{}) // auto-created streams are ephemeral by default
+	defer e.Close()
+	r := pub(t, e, tp, "before")
+	require.False(t, r.HasOffset)
+	_, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 0}})
+	var ee *Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, felix.CodeInvalidRequest, ee.Code)
+	s, info, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest}, Mods: allMods, LagReport: true, QueueCapacity: 1})
+	require.NoError(t, err)
+	defer s.Close()
+	require.False(t, info.Durable)
+	pub(t, e, tp, "a")
+	pub(t, e, tp, "dropped")
+	ev := decodeEvent(t, next(t, s).Frame)
+	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchPublisher, ev.flags, "no offsets, no timestamps on ephemeral streams")
+	require.Equal(t, []string{"a"}, ev.payloads)
+	noDelivery(t, s) // no history, no lag report without offsets
+	_, _, err = e.Read(tp, 0, 0, 1)
+	require.Error(t, err)
+}
+
+func TestKeyedShards(t *testing.T) {
+	e := New(Config{})
+	defer e.Close()
+	require.NoError(t, e.CreateStream(tp, StreamConfig{Durable: true, Shards: 4}))
+	require.Error(t, e.CreateStream(tp, StreamConfig{Durable: true, Shards: 2}))
+	var subs [4]*Subscription
+	for i := range subs {
+		s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Shard: uint32(i), Mods: felix.FlagEventBatchOffsets})
+		require.NoError(t, err)
+		defer s.Close()
+		subs[i] = s
+	}
+	_, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Shard: 4})
+	require.Error(t, err)
+	perShard := map[uint32]uint64{}
+	seen := map[uint32]bool{}
+	for i := range 40 {
+		key := []byte("key-" + strconv.Itoa(i))
+		r, err := e.Publish(PublishRequest{Topic: tp, Keyed: true, Key: key, Payloads: [][]byte{key}})
+		require.NoError(t, err)
+		require.Equal(t, ShardForKey(key, 4), r.Shard)
+		require.Equal(t, perShard[r.Shard], r.Offset, "offsets are per shard")
+		perShard[r.Shard]++
+		seen[r.Shard] = true
+		ev := decodeEvent(t, next(t, subs[r.Shard]).Frame)
+		require.Equal(t, []string{string(key)}, ev.payloads)
+	}
+	require.Len(t, seen, 4, "40 keys spread over all shards")
+	r, err := e.Publish(PublishRequest{Topic: tp, Payloads: [][]byte{[]byte("unkeyed")}})
+	require.NoError(t, err)
+	require.Equal(t, uint32(0), r.Shard)
+	require.Equal(t, ShardForKey([]byte("k"), 4), ShardForKey([]byte("k"), 4))
+}
+
+func TestIdempotentProducer(t *testing.T) {
+	e := New(Config{DefaultStream: durable, ProducerWindow: 4})
+	defer e.Close()
+	id := e.ProducerInit()
+	req := func(seq uint64, payload string) PublishRequest {
+		return PublishRequest{Topic: tp, Idempotent: true, ProducerID: id, Sequence: seq, Payloads: [][]byte{[]byte(payload)}}
+	}
+	refusal := func(err error) *Refusal {
+		t.Helper()
+		var r *Refusal
+		require.ErrorAs(t, err, &r)
+		return r
+	}
+	_, err := e.Publish(req(1, "x"))
+	require.Equal(t, RefusedUnknownProducer, refusal(err).Reason)
+	r, err := e.Publish(req(0, "a"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), r.Offset)
+	r, err = e.Publish(req(1, "b"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), r.Offset)
+	_, err = e.Publish(req(3, "d"))
+	rf := refusal(err)
+	require.Equal(t, RefusedSequenceGap, rf.Reason)
+	require.Equal(t, uint64(2), rf.Expected)
+	r, err = e.Publish(req(1, "b"))
+	require.NoError(t, err)
+	require.Equal(t, PublishResult{Offset: 1, HasOffset: true, Duplicate: true}, r)
+	_, err = e.Publish(req(1, "B"))
+	require.Equal(t, RefusedSequenceReused, refusal(err).Reason)
+	for seq := uint64(2); seq < 8; seq++ {
+		_, err = e.Publish(req(seq, "n"))
+		require.NoError(t, err)
+	}
+	_, err = e.Publish(req(1, "b"))
+	require.Equal(t, RefusedSequenceExpired, refusal(err).Reason)
+	_, err = e.Publish(req(4, "n"))
+	require.NoError(t, err, "still within the window of 4")
+	_, tail, _ := e.Tail(tp, 0)
+	require.Equal(t, uint64(8), tail, "duplicates and refusals wrote nothing")
+	st := e.Stats()
+	require.Equal(t, uint64(2), st.DuplicateBatches)
+	require.Equal(t, uint64(4), st.RefusedBatches)
+	require.NotEqual(t, id, e.ProducerInit())
+}
+
+func TestUnknownStreamWithoutAutoCreate(t *testing.T) {
+	e := New(Config{NoAutoCreateStreams: true})
+	defer e.Close()
+	_, err := e.Publish(PublishRequest{Topic: tp, Payloads: [][]byte{[]byte("x")}})
+	var ee *Error
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, felix.CodeNotFound, ee.Code)
+	_, _, err = e.Subscribe(SubscribeRequest{Topic: tp})
+	require.ErrorAs(t, err, &ee)
+	_, ok := e.StreamInfo(tp)
+	require.False(t, ok)
+}
+
+func TestCloseEndsSubscriptions(t *testing.T) {
+	e := New(Config{DefaultStream: durable})
+	s, _, err := e.Subscribe(SubscribeRequest{Topic: tp})
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Next(ctxT(t))
+		got <- err
+	}()
+	e.Close()
+	require.True(t, errors.Is(<-got, ErrClosed))
+	_, _, err = e.Subscribe(SubscribeRequest{Topic: tp})
+	require.Error(t, err)
+	require.Zero(t, e.Stats().ActiveSubscriptions)
+	e.Close()
+}
+
+func TestEmptyBatch(t *testing.T) {
+	e := New(Config{DefaultStream: durable})
+	defer e.Close()
+	s, _, err := e.Subscribe(SubscribeRequest{Topic: tp})
+	require.NoError(t, err)
+	defer s.Close()
+	r, err := e.Publish(PublishRequest{Topic: tp})
+	require.NoError(t, err)
+	require.Equal(t, uint64(0), r.Offset)
+	noDelivery(t, s)
+}

@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/flxproto/felix"
+)
+
+// StartKind says where a subscription starts.
+type StartKind uint8
+
+// Start kinds (StartPosition on the wire).
+const (
+	StartLatest StartKind = iota
+	StartEarliest
+	StartOffset
+)
+
+// Start is a subscription start position.
+type Start struct {
+	Kind   StartKind
+	Offset uint64 // for StartOffset
+}
+
+// SubscribeRequest opens a subscription on one shard of a stream.
+type SubscribeRequest struct {
+	Topic
+	// Shard selects the shard (0 when the request named none).
+	Shard uint32
+	// Start is where delivery starts (the zero value is latest).
+	Start Start
+	// QueueCapacity is the queue_capacity asked for, in published batches;
+	// 0 takes the default, larger values are clamped to the maximum.
+	QueueCapacity int
+	// Mods are the event-batch modifier flags the client offered; each
+	// delivered frame carries only those that apply.
+	Mods felix.Flags
+	// LagReport ends the subscription with a Lagged delivery at its first
+	// queue drop (the client negotiated subscription_lagged and offsets).
+	// It only has an effect on durable streams.
+	LagReport bool
+	// ID is a client-chosen subscription id; 0 lets the engine assign one.
+	ID uint64
+}
+
+// SubscribeInfo describes an opened subscription (the subscribed answer).
+type SubscribeInfo struct {
+	// ID is the subscription id.
+	ID uint64
+	// Durable is true when the stream has offsets.
+	Durable bool
+	// StartOffset is the first offset that will be delivered; LiveOffset is
+	// the tail when the subscription was opened (history ends there). Both
+	// are meaningful only on durable streams.
+	StartOffset, LiveOffset uint64
+	// QueueCapacity is the granted queue capacity.
+	QueueCapacity int
+}
+
+// Delivery is what Subscription.Next returns: a batch, or the terminal lag
+// report.
+type Delivery struct {
+	// Batch is the delivered batch (nil for a lag report). It is shared:
+	// do not modify it.
+	Batch *Batch
+	// Frame is Batch encoded as the 0x0004 event frame with this
+	// subscriber's modifiers, shared with other subscribers: do not modify.
+	Frame []byte
+	// Lagged is true for the terminal lag report; ResumeFrom is then the
+	// first offset the subscriber did not receive.
+	Lagged     bool
+	ResumeFrom uint64
+}
+
+// Subscription is one subscriber of one shard. Next must be called from a
+// single goroutine; Close may be called from any.
+type Subscription struct {
+	e         *Engine
+	sh        *shard
+	info      SubscribeInfo
+	mods      felix.Flags
+	lagReport bool
+
+	q      chan *Batch
+	lagged chan struct{}
+	done   chan struct{}
+	once   sync.Once
+
+	// guarded by sh.mu
+	stopped    bool
+	resumeFrom uint64
+
+	// consumer side (Next's goroutine only)
+	hist, histEnd uint64
+	terminal      bool
+}
+
+// Subscribe opens a subscription. Start positions outside a durable
+// shard's retained range fail with *CursorError; an explicit offset on an
+// ephemeral stream, an unknown shard or an unknown stream with *Error.
+func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, error) {
+	sh, err := e.shard(req.Topic, req.Shard)
+	if err != nil {
+		return nil, SubscribeInfo{}, err
+	}
+	durable := sh.st.cfg.Durable
+	if !durable && req.Start.Kind == StartOffset {
+		return nil, SubscribeInfo{}, errorf(felix.CodeInvalidRequest, "stream has no offsets (ephemeral): subscribe from latest")
+	}
+	capacity := req.QueueCapacity
+	if capacity <= 0 {
+		capacity = e.cfg.DefaultQueueCapacity
+	}
+	capacity = min(capacity, e.cfg.MaxQueueCapacity)
+	id := req.ID
+	if id == 0 {
+		id = e.newID()
+	}
+	s := &Subscription{
+		e: e, sh: sh, mods: req.Mods & felix.EventModifierMask, lagReport: req.LagReport && durable,
+		q: make(chan *Batch, capacity), lagged: make(chan struct{}), done: make(chan struct{}),
+	}
+	sh.mu.Lock()
+	oldest, tail := sh.bounds()
+	start := tail
+	if durable {
+		switch req.Start.Kind {
+		case StartEarliest:
+			start = oldest
+		case StartOffset:
+			start = req.Start.Offset
+			if start < oldest {
+				sh.mu.Unlock()
+				return nil, SubscribeInfo{}, &CursorError{Reason: CursorTooOld, Requested: start, Available: oldest}
+			}
+			if start > tail {
+				sh.mu.Unlock()
+				return nil, SubscribeInfo{}, &CursorError{Reason: CursorInFuture, Requested: start, Available: tail}
+			}
+		}
+	}
+	if !e.register(s) {
+		sh.mu.Unlock()
+		return nil, SubscribeInfo{}, errorf(felix.CodeDraining, "broker shutting down")
+	}
+	s.hist, s.histEnd = start, tail
+	s.info = SubscribeInfo{ID: id, Durable: durable, StartOffset: start, LiveOffset: tail, QueueCapacity: capacity}
+	sh.subs[s] = struct{}{}
+	sh.mu.Unlock()
+	e.st.activeSubs.Add(1)
+	e.st.totalSubs.Add(1)
+	return s, s.info, nil
+}
+
+// Info returns what Subscribe returned.
+func (s *Subscription) Info() SubscribeInfo { return s.info }
+
+// ID returns the subscription id.
+func (s *Subscription) ID() uint64 { return s.info.ID }
+
+// offer queues a live batch without blocking. The caller holds sh.mu.
+func (s *Subscription) offer(b *Batch) {
+	if s.stopped {
+		return
+	}
+	select {
+	case s.q <- b:
+		return
+	default:
+	}
+	s.e.st.droppedBatches.Add(1)
+	s.e.st.droppedRecords.Add(uint64(len(b.Payloads)))
+	if s.lagReport && b.HasOffsets {
+		s.stopLocked(b.BaseOffset)
+	}
+}
+
+// stopLocked ends live delivery with a lag report resuming at resume. The
+// caller holds sh.mu.
+func (s *Subscription) stopLocked(resume uint64) {
+	s.stopped = true
+	s.resumeFrom = resume
+	delete(s.sh.subs, s)
+	close(s.lagged)
+}
+
+// Next returns the next delivery: history first (for subscriptions that
+// started before the tail), then live batches in order. After a lag report
+// or Close it returns ErrClosed; it returns ctx.Err() if ctx ends first.
+func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
+	if s.terminal {
+		return Delivery{}, ErrClosed
+	}
+	select {
+	case <-s.done:
+		return Delivery{}, ErrClosed
+	default:
+	}
+	if s.hist < s.histEnd {
+		if d, ok := s.nextHistory(); ok {
+			return d, nil
+		}
+	}
+	for {
+		select {
+		case b := <-s.q:
+			return s.deliver(b), nil
+		default:
+		}
+		select {
+		case b := <-s.q:
+			return s.deliver(b), nil
+		case <-s.lagged:
+			select {
+			case b := <-s.q:
+				return s.deliver(b), nil
+			default:
+			}
+			return s.lagReportDelivery(), nil
+		case <-s.done:
+			return Delivery{}, ErrClosed
+		case <-ctx.Done():
+			return Delivery{}, ctx.Err()
+		}
+	}
+}
+
+func (s *Subscription) nextHistory() (Delivery, bool) {
+	sh := s.sh
+	sh.mu.Lock()
+	if s.hist < sh.base {
+		if s.lagReport {
+			if !s.stopped {
+				s.stopLocked(s.hist)
+			}
+			sh.mu.Unlock()
+			return s.lagReportDelivery(), true
+		}
+		s.hist = sh.base // retention overtook the reader: a gap
+	}
+	b := sh.history(s.hist, s.histEnd)
+	sh.mu.Unlock()
+	if b == nil {
+		s.hist = s.histEnd
+		return Delivery{}, false
+	}
+	s.hist = b.EndOffset()
+	return s.deliver(b), true
+}
+
+func (s *Subscription) lagReportDelivery() Delivery {
+	s.terminal = true
+	s.e.st.laggedSubs.Add(1)
+	s.sh.mu.Lock()
+	resume := s.resumeFrom
+	s.sh.mu.Unlock()
+	s.Close()
+	return Delivery{Lagged: true, ResumeFrom: resume}
+}
+
+func (s *Subscription) deliver(b *Batch) Delivery {
+	s.e.st.deliveredBatches.Add(1)
+	s.e.st.deliveredRecords.Add(uint64(len(b.Payloads)))
+	return Delivery{Batch: b, Frame: b.Frame(s.mods)}
+}
+
+// Close ends the subscription: it stops receiving batches and Next returns
+// ErrClosed. It is idempotent.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		close(s.done)
+		s.sh.mu.Lock()
+		s.stopped = true
+		delete(s.sh.subs, s)
+		s.sh.mu.Unlock()
+		s.e.unregister(s)
+		s.e.st.activeSubs.Add(^uint64(0))
+	})
+}
+
+// Done is closed when the subscription has been closed.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Dropped reports whether the subscription has stopped receiving live
+// batches because of a lag (its lag report is pending or delivered).
+func (s *Subscription) Dropped() bool {
+	select {
+	case <-s.lagged:
+		return true
+	default:
+		return false
+	}
+}

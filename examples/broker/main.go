@@ -1,0 +1,193 @@
+// Command broker is the Felix reference broker: a standalone, in-memory
+// broker over QUIC that any Felix client can use as a real test peer.
+//
+//	go run ./examples/broker [flags]
+//
+// It listens on UDP 127.0.0.1:7447 by default with a fresh self-signed
+// certificate for "localhost" (write it for clients with -cert-out), accepts
+// the tokens of -tokens (or FELIX_TOKENS; default t1:demo-token), creates
+// streams and caches on first use (durable streams by default; see
+// -stream to configure one), and stops gracefully on SIGINT or SIGTERM:
+// it stops accepting, finishes the answers in flight and closes every
+// connection with application code 0.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/examples/broker/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}
+
+// streamFlags collects repeated -stream flags.
+type streamFlags []string
+
+func (s *streamFlags) String() string     { return strings.Join(*s, ",") }
+func (s *streamFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	addr := fs.String("addr", server.DefaultAddr, "UDP address to listen on")
+	certFile := fs.String("cert", "", "PEM certificate file (default: a fresh self-signed certificate for localhost)")
+	keyFile := fs.String("key", "", "PEM private key file for -cert")
+	certOut := fs.String("cert-out", "", "write the server certificate (PEM) to this file for clients")
+	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
+		"comma-separated tenant:token[:principal] list (env FELIX_TOKENS)")
+	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (no history, no offsets) instead of durable")
+	shards := fs.Uint("shards", 1, "shards of auto-created streams")
+	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
+	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable streams (0 = unbounded)")
+	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
+	queue := fs.Int("queue", engine.DefaultQueueCapacity, "default subscriber queue capacity (published batches)")
+	queueMax := fs.Int("queue-max", engine.DefaultMaxQueueCapacity, "largest queue_capacity a subscriber may ask for")
+	window := fs.Uint("publish-window", server.DefaultPublishWindow, "publish window granted to pipelining clients (0 disables)")
+	drain := fs.Duration("drain", server.DefaultDrainTimeout, "graceful shutdown budget")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	var streams streamFlags
+	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:retain=N][:retain-bytes=N] (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	toks, err := server.ParseTokens(*tokens)
+	if err != nil {
+		return err
+	}
+	if len(toks) == 0 {
+		return errors.New("no tokens configured")
+	}
+	cfg := server.Config{
+		Addr:   *addr,
+		Tokens: toks,
+		Engine: engine.Config{
+			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards),
+				RetainRecords: *retain, RetainBytes: *retainBytes},
+			NoAutoCreateStreams:  *strict,
+			NoAutoCreateCaches:   *strict,
+			DefaultQueueCapacity: *queue,
+			MaxQueueCapacity:     *queueMax,
+		},
+		PublishWindow: uint32(*window),
+		NoPipeline:    *window == 0,
+		DrainTimeout:  *drain,
+		Logger:        log,
+	}
+	if *certFile != "" || *keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return fmt.Errorf("certificate: %w", err)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	srv, err := server.Listen(cfg)
+	if err != nil {
+		return err
+	}
+	for _, spec := range streams {
+		t, sc, err := ParseStreamSpec(spec, cfg.Engine.DefaultStream)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		if err := srv.Engine().CreateStream(t, sc); err != nil {
+			srv.Close()
+			return err
+		}
+		log.Info("stream declared", "tenant", t.Tenant, "namespace", t.Namespace, "stream", t.Stream,
+			"durable", sc.Durable, "shards", max(sc.Shards, 1))
+	}
+	if *certOut != "" {
+		if err := srv.WriteCertificate(*certOut); err != nil {
+			srv.Close()
+			return err
+		}
+		log.Info("certificate written", "path", *certOut)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	select {
+	case <-ctx.Done():
+		log.Info("signal received: shutting down")
+	case err := <-errc:
+		srv.Close()
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), *drain+time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	return <-errc
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// ParseStreamSpec parses a -stream value:
+// tenant/namespace/name[:durable|:ephemeral][:shards=N][:retain=N][:retain-bytes=N].
+// Unset options come from def.
+func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine.StreamConfig, error) {
+	parts := strings.Split(spec, ":")
+	names := strings.Split(parts[0], "/")
+	if len(names) != 3 || names[0] == "" || names[1] == "" || names[2] == "" {
+		return engine.Topic{}, def, fmt.Errorf("-stream %q: want tenant/namespace/name", spec)
+	}
+	t := engine.Topic{Tenant: names[0], Namespace: names[1], Stream: names[2]}
+	c := def
+	for _, opt := range parts[1:] {
+		k, v, hasV := strings.Cut(opt, "=")
+		var n int64
+		if hasV {
+			var err error
+			if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+				return t, c, fmt.Errorf("-stream %q: bad number in %q", spec, opt)
+			}
+		}
+		switch {
+		case k == "durable" && !hasV:
+			c.Durable = true
+		case k == "ephemeral" && !hasV:
+			c.Durable = false
+		case k == "shards" && hasV && n >= 1 && n <= 1<<16:
+			c.Shards = uint32(n)
+		case k == "retain" && hasV:
+			c.RetainRecords = int(n)
+		case k == "retain-bytes" && hasV:
+			c.RetainBytes = n
+		default:
+			return t, c, fmt.Errorf("-stream %q: unknown option %q", spec, opt)
+		}
+	}
+	return t, c, nil
+}

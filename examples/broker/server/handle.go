@@ -1,0 +1,232 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
+)
+
+// handler serves one authenticated client stream: it reads requests in
+// order and answers each before reading the next, so publish answers are
+// released in request order and at most one publish per stream is ever
+// unanswered (well within the granted publish window).
+type handler struct {
+	s    *Server
+	st   *conn.Stream
+	peer felix.PeerCapabilities
+	id   Identity
+	buf  []byte
+	pl   [][]byte // reused payload list
+}
+
+func (h *handler) serve() {
+	for {
+		req, err := h.st.ReadRequest()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				h.st.Close()
+				return
+			}
+			if felix.ErrorClass(err) != "" {
+				h.s.st.badFrames.Add(1)
+				h.s.log.Debug("bad frame: stream ended", "err", err)
+			}
+			h.st.Abort()
+			return
+		}
+		h.s.st.requests.Add(1)
+		h.s.inflight.Add(1)
+		more := h.handle(req)
+		h.s.inflight.Add(-1)
+		if !more {
+			return
+		}
+	}
+}
+
+// handle answers one request; it returns false when the stream has ended.
+func (h *handler) handle(req conn.Request) bool {
+	if req.Flags != 0 {
+		switch req.Flags.Layout() {
+		case felix.LayoutPublishBatch:
+			return h.plainPublish(req)
+		case felix.LayoutAckedPublishBatch:
+			return h.ackedPublish(req)
+		}
+		h.s.st.badFrames.Add(1)
+		return h.refuse(felix.CodeInvalidRequest, "unexpected frame "+req.Flags.String())
+	}
+	if h.st.Unidirectional() {
+		return h.uniMessage(req.Message)
+	}
+	switch m := req.Message.(type) {
+	case *felix.Publish:
+		var key []byte
+		if m.Key.Set {
+			key = m.Key.V
+		}
+		return h.jsonPublish(m.TenantID, m.Namespace, m.Stream, [][]byte{m.Payload}, m.Key.Set, key,
+			m.Ack.Or(felix.AckPerMessage), m.RequestID, m.Shard.Set)
+	case *felix.PublishBatchMessage:
+		return h.jsonPublish(m.TenantID, m.Namespace, m.Stream, m.Payloads, m.Key.Set, m.Key.V,
+			m.Ack.Or(felix.AckPerBatch), m.RequestID, m.Shard.Set)
+	case *felix.ProducerInit:
+		return h.write(&felix.ProducerInitOK{RequestID: m.RequestID, ProducerID: h.s.eng.ProducerInit()})
+	case *felix.PublishIdempotent:
+		if m.TenantID != h.id.Tenant {
+			h.write(&felix.PublishError{RequestID: m.RequestID, Message: "tenant mismatch", Code: felix.Some(felix.CodeForbidden), Retry: felix.Some(felix.RetryFatal)})
+			h.st.Close()
+			return false
+		}
+		res, err := h.s.eng.Publish(engine.PublishRequest{
+			Topic:    engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+			Payloads: m.Payloads, Keyed: m.Key.Set, Key: m.Key.V, Publisher: h.id.Principal,
+			Idempotent: true, ProducerID: m.ProducerID, Sequence: m.Sequence})
+		return h.write(h.idempotentAnswer(m.RequestID, res, err))
+	case *felix.Subscribe:
+		h.subscribe(m)
+		return false
+	case *felix.CacheWatch:
+		h.watch(m)
+		return false
+	case *felix.CachePut, *felix.CacheGet, *felix.CacheDelete, *felix.CachePutIf, *felix.CacheDeleteIf,
+		*felix.CounterAdd, *felix.CounterGet, *felix.CacheShards:
+		return h.cache(m)
+	case *felix.StreamShards:
+		if m.TenantID != h.id.Tenant {
+			return h.refuse(felix.CodeForbidden, "tenant mismatch")
+		}
+		var n uint32
+		if c, ok := h.s.eng.StreamInfo(engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}); ok {
+			n = max(c.Shards, 1)
+		}
+		return h.write(&felix.StreamShardsView{Shards: n, RequestID: m.RequestID})
+	case *felix.StreamRead:
+		return h.streamRead(m)
+	case *felix.UnknownMessage:
+		return h.unsupported(m.Type, "", m.RequestID())
+	case *felix.Extension:
+		return h.unsupported("extension", m.Name, m.RequestID)
+	case *felix.ErrorMessage:
+		h.st.Close() // a client-sent error ends the stream without an answer
+		return false
+	}
+	typ := req.Message.MessageType()
+	if clientRequests[typ] {
+		// A request this broker does not serve (and does not advertise).
+		return h.unsupported(typ, "", felix.Opt[uint64]{})
+	}
+	return h.refuse(felix.CodeInvalidRequest, "unexpected message type "+typ)
+}
+
+// clientRequests are the client→broker message types; every other type is
+// broker→client and refused as unexpected when a client sends it.
+var clientRequests = map[string]bool{
+	"auth": true, "extension": true, "topology": true, "stream_shards": true, "cache_shards": true,
+	"shard_owners": true, "shard_inspect": true, "subscriptions_list": true, "publish": true,
+	"publish_batch": true, "producer_init": true, "publish_idempotent": true, "publish_if": true,
+	"commit": true, "state_get": true, "subscribe": true, "offset_for_time": true, "stream_read": true,
+	"cache_put": true, "cache_get": true, "cache_delete": true, "cache_put_if": true,
+	"cache_delete_if": true, "cache_watch": true, "counter_add": true, "counter_get": true,
+	"group_poll": true, "group_ack": true, "group_nack": true, "group_extend": true,
+	"group_dead_letter": true, "group_dead_letters": true, "group_discard": true,
+	"group_redrive": true, "group_seek": true, "group_describe": true, "group_delete": true,
+}
+
+// unsupported answers a request the broker does not serve: unsupported
+// when both sides negotiated FeatureUnsupported (the stream stays open),
+// otherwise the stream ends.
+func (h *handler) unsupported(typ, ext string, rid felix.Opt[uint64]) bool {
+	if h.peer.Unsupported(h.s.offer.Features.Has(felix.FeatureUnsupported)) {
+		u := &felix.Unsupported{RequestType: typ, RequestID: rid}
+		if ext != "" {
+			u.Extension = felix.Some(ext)
+		}
+		return h.write(u)
+	}
+	h.s.log.Debug("unknown request type: stream ended", "type", typ)
+	h.st.Close()
+	return false
+}
+
+// uniMessage handles a JSON frame on a publish-only stream: publishes are
+// applied (never answered), anything else ends the stream.
+func (h *handler) uniMessage(m felix.Message) bool {
+	var pr engine.PublishRequest
+	switch m := m.(type) {
+	case *felix.Publish:
+		pr = engine.PublishRequest{Topic: engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+			Payloads: [][]byte{m.Payload}, Keyed: m.Key.Set, Key: m.Key.V}
+	case *felix.PublishBatchMessage:
+		pr = engine.PublishRequest{Topic: engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+			Payloads: m.Payloads, Keyed: m.Key.Set, Key: m.Key.V}
+	default:
+		h.st.Abort()
+		return false
+	}
+	if pr.Tenant != h.id.Tenant {
+		h.st.Abort()
+		return false
+	}
+	pr.Publisher = h.id.Principal
+	_, _ = h.s.eng.Publish(pr)
+	return true
+}
+
+// write sends a JSON answer; it returns false (stream ended) when the
+// write fails.
+func (h *handler) write(m felix.Message) bool {
+	if err := h.st.WriteMessage(m); err != nil {
+		h.s.log.Debug("write failed: stream ended", "type", m.MessageType(), "err", err)
+		h.st.Abort()
+		return false
+	}
+	return true
+}
+
+// refuse answers an error and ends the stream.
+func (h *handler) refuse(code felix.ErrorCode, msg string) bool {
+	_ = h.st.WriteError(&conn.BrokerError{Type: "error", Message: msg, Code: code})
+	h.st.Close()
+	return false
+}
+
+// fail answers an error and keeps the stream.
+func (h *handler) fail(err error) bool {
+	return h.write(errorMessage(err))
+}
+
+// errorMessage converts an engine error to an error message (conn drops
+// code, retry and detail for clients without FeatureErrorCodes).
+func errorMessage(err error) felix.Message {
+	var ce *engine.CursorError
+	if errors.As(err, &ce) {
+		return &felix.SubscribeCursorError{Reason: felix.CursorErrorReason(ce.Reason), Requested: ce.Requested, Available: ce.Available}
+	}
+	code, retry, msg, reason := codeOf(err)
+	m := &felix.ErrorMessage{Message: msg, Code: felix.Some(code), Retry: felix.Some(retry)}
+	if reason != "" {
+		m.Detail = felix.Some(felix.ErrorDetail{Reason: felix.Some(reason)})
+	}
+	return m
+}
+
+func codeOf(err error) (felix.ErrorCode, felix.RetryClass, string, string) {
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		return ee.Code, ee.Retry, ee.Message, ee.Reason
+	}
+	return felix.CodeInternal, felix.RetryRetry, err.Error(), ""
+}
+
+func ttlOf(ms felix.Opt[uint64]) *time.Duration {
+	if !ms.Set {
+		return nil
+	}
+	d := time.Duration(min(ms.V, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
+	return &d
+}

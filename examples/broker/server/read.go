@@ -1,0 +1,50 @@
+package server
+
+import (
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/examples/broker/engine"
+)
+
+// Stream read page limits.
+const (
+	maxReadRecords = 1000
+	maxReadBytes   = 4 << 20
+)
+
+// streamRead answers stream_read from a durable shard's log.
+func (h *handler) streamRead(m *felix.StreamRead) bool {
+	if m.TenantID != h.id.Tenant {
+		return h.refuse(felix.CodeForbidden, "tenant mismatch")
+	}
+	limit := maxReadRecords
+	if m.MaxRecords > 0 {
+		limit = min(limit, int(m.MaxRecords))
+	}
+	byteLimit := uint64(maxReadBytes)
+	if m.MaxBytes > 0 {
+		byteLimit = min(byteLimit, m.MaxBytes)
+	}
+	t := engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}
+	recs, _, err := h.s.eng.Read(t, m.Shard, m.From, limit)
+	if err != nil {
+		return h.write(errorMessage(err))
+	}
+	ans := &felix.StreamRecords{NextOffset: m.From, RequestID: m.RequestID}
+	size := uint64(0)
+	for _, r := range recs {
+		if m.End.Set && r.Offset >= m.End.V {
+			break
+		}
+		if len(ans.Records) > 0 && size+uint64(len(r.Payload)) > byteLimit {
+			break
+		}
+		size += uint64(len(r.Payload))
+		sr := felix.StreamRecord{Offset: r.Offset, Payload: r.Payload, TimestampMicros: r.Timestamp}
+		if r.Publisher != "" {
+			sr.Publisher = felix.Some(r.Publisher)
+		}
+		ans.Records = append(ans.Records, sr)
+		ans.NextOffset = r.Offset + 1
+	}
+	return h.write(ans)
+}

@@ -1,0 +1,335 @@
+// Package server is the QUIC side of the Felix reference broker: it accepts
+// client connections with package conn, authenticates every stream against a
+// token list, dispatches requests to an engine.Engine and writes the
+// answers, shaped to what each client offered.
+//
+// A Server serves exactly what its advertised flag and feature sets say
+// (see Flags and Features) and nothing else.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
+)
+
+// Defaults.
+const (
+	DefaultAddr          = "127.0.0.1:7447"
+	DefaultPublishWindow = 256
+	DefaultDrainTimeout  = 5 * time.Second
+	// DemoTenant and DemoToken are the credentials accepted when no token
+	// list is configured.
+	DemoTenant = "t1"
+	DemoToken  = "demo-token"
+)
+
+// Flags is the broker's own flag set (server_flags): every layout it reads
+// or writes. It leaves out 0x0080 (ack owner: this broker never forwards)
+// and 0x0800 (skipped_before: it never has undeliverable offsets).
+const Flags = felix.FlagBinaryPublishBatch | felix.FlagBinaryEventBatch | felix.FlagBinaryEventBatchShared |
+	felix.FlagBinaryPublishAcked | felix.FlagBinaryPublishAck | felix.FlagEventBatchOffsets |
+	felix.FlagBinaryPublishKeyed | felix.FlagBinaryPublishIdempotent | felix.FlagBinaryPublishAckCode |
+	felix.FlagBinaryPublishAckDetail | felix.FlagBinaryPublishAckOffset | felix.FlagEventBatchPublisher |
+	felix.FlagEventBatchTimestamps
+
+// Features is the feature set the broker advertises: each bit is served.
+// FeaturePublishPipeline and FeatureStreamPublishWindow are dropped when
+// the publish window is disabled.
+const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.FeatureCacheWatch |
+	felix.FeatureCacheWatchRetained | felix.FeatureCounters | felix.FeatureIdempotentProducer |
+	felix.FeatureCacheShards | felix.FeatureErrorCodes | felix.FeatureUnsupported |
+	felix.FeatureSequenceReused | felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow |
+	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
+	felix.FeatureStreamRead | felix.FeatureSubscribeQueue
+
+// Identity is who a token belongs to.
+type Identity struct {
+	// Tenant is the only tenant the token may act for.
+	Tenant string
+	// Principal is the token's subject, sent as the event publisher.
+	Principal string
+}
+
+// ParseTokens parses a comma-separated list of tenant:token or
+// tenant:token:principal entries (the principal defaults to the tenant).
+func ParseTokens(list string) (map[string]Identity, error) {
+	out := make(map[string]Identity)
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		parts := strings.Split(item, ":")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return nil, fmt.Errorf("token entry %q: want tenant:token[:principal]", item)
+		}
+		id := Identity{Tenant: parts[0], Principal: parts[0]}
+		if len(parts) == 3 && parts[2] != "" {
+			id.Principal = parts[2]
+		}
+		out[parts[1]] = id
+	}
+	return out, nil
+}
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the UDP address to listen on (DefaultAddr when empty).
+	Addr string
+	// TLS carries the server certificate; nil makes a self-signed one for
+	// "localhost" (see Server.CertificatePEM).
+	TLS *tls.Config
+	// Tokens maps a token to its identity; nil accepts DemoToken for
+	// DemoTenant only.
+	Tokens map[string]Identity
+	// Engine configures the broker core.
+	Engine engine.Config
+	// PublishWindow is the publish window granted to pipelining clients
+	// (0 = DefaultPublishWindow); NoPipeline disables the grant.
+	PublishWindow uint32
+	NoPipeline    bool
+	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
+	MaxFrameBytes uint32
+	// AuthTimeout is passed to conn (0 = its default, negative disables).
+	AuthTimeout time.Duration
+	// DrainTimeout bounds graceful shutdown (0 = DefaultDrainTimeout).
+	DrainTimeout time.Duration
+	// Logger receives the broker's logs (nil discards them).
+	Logger *slog.Logger
+	// ConnLogger receives conn's debug logs (nil discards them).
+	ConnLogger *slog.Logger
+}
+
+// Server is a running broker. Create it with Listen, run Serve, stop it
+// with Shutdown.
+type Server struct {
+	cfg     Config
+	ln      *conn.Listener
+	eng     *engine.Engine
+	log     *slog.Logger
+	certPEM []byte
+	pool    *x509.CertPool
+	offer   felix.BrokerOffer
+
+	ctx      context.Context // cancelled at the end of Shutdown
+	cancel   context.CancelFunc
+	draining atomic.Bool
+	inflight atomic.Int64  // requests being answered
+	wg       sync.WaitGroup // connection, stream and pump goroutines
+	served   chan struct{}
+	stopOnce sync.Once
+
+	st stats
+}
+
+type stats struct {
+	conns, streams, requests, badFrames atomic.Uint64
+}
+
+// Listen creates the engine and starts listening; call Serve to accept
+// clients.
+func Listen(cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.PublishWindow == 0 {
+		cfg.PublishWindow = DefaultPublishWindow
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.Tokens == nil {
+		cfg.Tokens = map[string]Identity{DemoToken: {Tenant: DemoTenant, Principal: DemoTenant}}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
+	tc := cfg.TLS
+	if tc == nil {
+		var err error
+		tc, s.pool, err = conn.SelfSigned("localhost")
+		if err != nil {
+			return nil, fmt.Errorf("self-signed certificate: %w", err)
+		}
+		leaf := tc.Certificates[0].Leaf
+		s.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw})
+	} else if len(tc.Certificates) > 0 && len(tc.Certificates[0].Certificate) > 0 {
+		s.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tc.Certificates[0].Certificate[0]})
+		s.pool = x509.NewCertPool()
+		s.pool.AppendCertsFromPEM(s.certPEM)
+	}
+	window := cfg.PublishWindow
+	if cfg.NoPipeline {
+		window = 0
+	}
+	feats := Features
+	if window == 0 {
+		feats &^= felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow
+	}
+	s.offer = felix.BrokerOffer{Flags: Flags, Features: feats, PublishWindow: window}
+	s.eng = engine.New(cfg.Engine)
+	ln, err := conn.Listen(cfg.Addr, &conn.ServerConfig{
+		TLS:           tc,
+		Offer:         s.offer,
+		Authenticate:  s.authenticate,
+		AuthTimeout:   cfg.AuthTimeout,
+		MaxFrameBytes: cfg.MaxFrameBytes,
+		Logger:        cfg.ConnLogger,
+	})
+	if err != nil {
+		s.eng.Close()
+		return nil, err
+	}
+	s.ln = ln
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	log.Info("broker listening", "addr", ln.Addr().String(), "flags", Flags.String(), "features", feats.String(),
+		"publish_window", window)
+	return s, nil
+}
+
+// Addr returns the UDP address the broker listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Engine returns the broker core (for in-process inspection).
+func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// Offer returns what the broker answers in auth_ok.
+func (s *Server) Offer() felix.BrokerOffer { return s.offer }
+
+// CertificatePEM returns the server certificate in PEM form, for clients
+// to trust.
+func (s *Server) CertificatePEM() []byte { return s.certPEM }
+
+// CertPool returns a pool holding the server certificate.
+func (s *Server) CertPool() *x509.CertPool { return s.pool }
+
+// WriteCertificate writes CertificatePEM to path.
+func (s *Server) WriteCertificate(path string) error {
+	if len(s.certPEM) == 0 {
+		return errors.New("no certificate")
+	}
+	return os.WriteFile(path, s.certPEM, 0o644)
+}
+
+func (s *Server) authenticate(_ context.Context, a *felix.Auth) (any, error) {
+	if s.draining.Load() {
+		return nil, &conn.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining}
+	}
+	id, ok := s.cfg.Tokens[a.Token]
+	if !ok {
+		return nil, &conn.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
+	}
+	if id.Tenant != a.TenantID {
+		return nil, &conn.BrokerError{Type: "error", Message: "tenant mismatch", Code: felix.CodeForbidden}
+	}
+	return id, nil
+}
+
+// Serve accepts connections until Shutdown (it then returns nil) or a
+// listener failure.
+func (s *Server) Serve() error {
+	defer close(s.served)
+	for {
+		sc, err := s.ln.Accept(s.ctx)
+		if err != nil {
+			if s.draining.Load() || s.ctx.Err() != nil || errors.Is(err, conn.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		s.st.conns.Add(1)
+		s.log.Debug("connection", "remote", sc.RemoteAddr().String(), "alpn", sc.NegotiatedALPN())
+		s.wg.Add(1)
+		go s.serveConn(sc)
+	}
+}
+
+func (s *Server) serveConn(sc *conn.ServerConn) {
+	defer s.wg.Done()
+	for {
+		st, err := sc.AcceptStream(s.ctx)
+		if err != nil {
+			return
+		}
+		if s.draining.Load() {
+			st.Abort()
+			continue
+		}
+		s.st.streams.Add(1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			h := &handler{s: s, st: st, peer: st.Peer()}
+			if id, ok := st.Identity().(Identity); ok {
+				h.id = id
+			}
+			h.serve()
+		}()
+	}
+}
+
+// Shutdown stops the broker gracefully: it stops accepting connections and
+// streams (new auths are answered draining), waits up to the drain timeout
+// (or ctx) for requests being answered, ends subscriptions and watches,
+// then closes every connection with application code 0 ("broker shutting
+// down") and waits for all goroutines.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.draining.Store(true)
+		s.log.Info("broker draining")
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
+		defer cancel()
+		for s.inflight.Load() > 0 {
+			if dctx.Err() != nil {
+				s.log.Warn("drain timeout: closing with requests in flight", "in_flight", s.inflight.Load())
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.eng.Close()
+		// Let the last answers and terminal frames leave before closing:
+		// closing a QUIC connection does not flush stream data.
+		select {
+		case <-time.After(min(200*time.Millisecond, s.cfg.DrainTimeout)):
+		case <-dctx.Done():
+		}
+		s.cancel()
+		_ = s.ln.Close()
+		s.wg.Wait()
+		s.log.Info("broker stopped", "connections", s.st.conns.Load(), "streams", s.st.streams.Load(),
+			"requests", s.st.requests.Load())
+	})
+	return nil
+}
+
+// Close is Shutdown with a background context.
+func (s *Server) Close() error { return s.Shutdown(context.Background()) }
+
+// Stats is a snapshot of the server's counters with the engine's.
+type Stats struct {
+	Connections, Streams, Requests, BadFrames uint64
+	Engine                                    engine.Stats
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{Connections: s.st.conns.Load(), Streams: s.st.streams.Load(), Requests: s.st.requests.Load(),
+		BadFrames: s.st.badFrames.Load(), Engine: s.eng.Stats()}
+}

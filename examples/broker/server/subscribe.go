@@ -1,0 +1,179 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
+)
+
+// subscribe handles subscribe, which is terminal for its control stream:
+// the event stream is opened (hello first), subscribed is answered, the
+// control stream is finished, and a pump goroutine writes history and live
+// batches. Errors (subscribe_cursor_error, error) come back on the control
+// stream and no event stream is opened.
+func (h *handler) subscribe(m *felix.Subscribe) {
+	if m.TenantID != h.id.Tenant {
+		h.refuse(felix.CodeForbidden, "tenant mismatch")
+		return
+	}
+	req := engine.SubscribeRequest{
+		Topic:     engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+		Shard:     m.Shard.V,
+		Mods:      h.peer.EventFlags(),
+		LagReport: h.peer.SubscriptionLagged(),
+		ID:        m.SubscriptionID.V,
+	}
+	if m.Start.Set {
+		switch m.Start.V.Kind {
+		case felix.StartEarliest:
+			req.Start.Kind = engine.StartEarliest
+		case felix.StartOffset:
+			req.Start = engine.Start{Kind: engine.StartOffset, Offset: m.Start.V.Offset}
+		}
+	}
+	if m.QueueCapacity.Set {
+		req.QueueCapacity = max(int(m.QueueCapacity.V), 1)
+	}
+	sub, info, err := h.s.eng.Subscribe(req)
+	if err != nil {
+		h.write(errorMessage(err))
+		h.st.Close()
+		return
+	}
+	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
+	if err != nil {
+		sub.Close()
+		h.refuse(felix.CodeInternal, "cannot open the event stream")
+		return
+	}
+	ans := &felix.Subscribed{SubscriptionID: info.ID}
+	if info.Durable {
+		ans.StartOffset, ans.LiveOffset = felix.Some(info.StartOffset), felix.Some(info.LiveOffset)
+	}
+	if m.QueueCapacity.Set {
+		ans.QueueCapacity = felix.Some(uint32(info.QueueCapacity))
+	}
+	if err := h.st.WriteMessage(ans); err != nil {
+		sub.Close()
+		es.Abort()
+		h.st.Abort()
+		return
+	}
+	h.st.Close()
+	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
+	h.s.wg.Add(1)
+	go h.s.pumpSubscription(sub, es)
+}
+
+// pumpSubscription writes a subscription's deliveries to its event
+// stream. It ends with a clean FIN when the engine ends the subscription
+// (shutdown), after subscription_lagged when the subscriber lagged, and
+// with a reset when the client stopped reading or the connection died.
+func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream) {
+	defer s.wg.Done()
+	defer sub.Close()
+	ctx := es.Context()
+	for {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			if errors.Is(err, engine.ErrClosed) {
+				_ = es.Close()
+			} else {
+				es.Abort()
+			}
+			return
+		}
+		if d.Lagged {
+			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
+			_ = es.WriteMessage(&felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			_ = es.Close()
+			return
+		}
+		if err := es.WriteEncoded(d.Frame); err != nil {
+			es.Abort()
+			return
+		}
+	}
+}
+
+// watch handles cache_watch, terminal like subscribe.
+func (h *handler) watch(m *felix.CacheWatch) {
+	if m.TenantID != h.id.Tenant {
+		h.refuse(felix.CodeForbidden, "tenant mismatch")
+		return
+	}
+	if m.Key.Set == m.Prefix.Set {
+		h.refuse(felix.CodeInvalidRequest, "cache_watch needs exactly one of key and prefix")
+		return
+	}
+	if m.Key.Set && m.Shard.Set {
+		h.refuse(felix.CodeInvalidRequest, "shard is only valid on prefix watches")
+		return
+	}
+	req := engine.WatchRequest{
+		CacheRef: engine.CacheRef{Tenant: m.TenantID, Namespace: m.Namespace, Cache: m.Cache},
+		Key:      m.Key.V, IsPrefix: m.Prefix.Set, Prefix: m.Prefix.V, Shard: m.Shard.V,
+		HasFrom: m.FromOffset.Set, FromOffset: m.FromOffset.V, Retained: m.Retained,
+		ID: m.SubscriptionID.V,
+	}
+	w, info, err := h.s.eng.Watch(req)
+	if err != nil {
+		h.write(errorMessage(err))
+		h.st.Close()
+		return
+	}
+	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
+	if err != nil {
+		w.Close()
+		h.refuse(felix.CodeInternal, "cannot open the event stream")
+		return
+	}
+	ans := &felix.CacheWatchStarted{SubscriptionID: info.ID, ResumeOffset: info.ResumeOffset}
+	if m.Retained {
+		ans.RetainedCount = felix.Some(info.RetainedCount)
+	}
+	if err := h.st.WriteMessage(ans); err != nil {
+		w.Close()
+		es.Abort()
+		h.st.Abort()
+		return
+	}
+	h.st.Close()
+	h.s.wg.Add(1)
+	go h.s.pumpWatch(w, es)
+}
+
+// pumpWatch writes a watch's cache_event frames, then cache_watch_lagged
+// for a watcher that fell behind.
+func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream) {
+	defer s.wg.Done()
+	defer w.Close()
+	ctx := es.Context()
+	for {
+		d, err := w.Next(ctx)
+		if err != nil {
+			if errors.Is(err, engine.ErrClosed) {
+				_ = es.Close()
+			} else {
+				es.Abort()
+			}
+			return
+		}
+		if d.Lagged {
+			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
+			_ = es.WriteMessage(&felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			_ = es.Close()
+			return
+		}
+		ev := &felix.CacheEvent{Key: d.Event.Key, Offset: d.Event.Offset, ExpiresAtMillis: d.Event.ExpiresAtMillis}
+		if !d.Event.Deleted {
+			ev.Value = felix.Some(d.Event.Value)
+		}
+		if err := es.WriteMessage(ev); err != nil {
+			es.Abort()
+			return
+		}
+	}
+}

@@ -1,0 +1,529 @@
+// Command msggen generates messages_gen.go in the root felix package from
+// the declarative table messages.txt in this directory. Run it from the
+// module root (go generate ./... does so through the //go:generate line in
+// messages.go):
+//
+//	go run ./internal/gen/msggen
+//
+// The output is deterministic, so CI can check that the committed file is
+// up to date with go generate ./... && git diff --exit-code.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"log"
+	"os"
+	"strconv"
+	"strings"
+)
+
+type field struct {
+	json string // member name
+	goN  string // Go field name
+	typ  string // table type: string, u64, [b64], Named, [Named], ...
+	enc  string // req omit null null! dflt omit0 omitempty omitnull
+	doc  string
+}
+
+type def struct {
+	message bool
+	tag     string // JSON type tag (messages only)
+	goN     string
+	dir     string
+	doc     string
+	fields  []field
+}
+
+func main() {
+	in := flag.String("in", "internal/gen/msggen/messages.txt", "table to read")
+	out := flag.String("out", "messages_gen.go", "Go file to write")
+	flag.Parse()
+	defs, err := parse(*in)
+	if err != nil {
+		log.Fatal(err)
+	}
+	src := generate(defs)
+	formatted, err := format.Source(src)
+	if err != nil {
+		os.WriteFile(*out+".broken", src, 0o644)
+		log.Fatalf("format: %v", err)
+	}
+	if err := os.WriteFile(*out, formatted, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+var groupTarget = []field{
+	{json: "tenant_id", typ: "string", enc: "req"},
+	{json: "namespace", typ: "string", enc: "req"},
+	{json: "stream", typ: "string", enc: "req"},
+	{json: "shard", typ: "u32", enc: "req"},
+	{json: "group", typ: "string", enc: "req"},
+}
+
+func parse(path string) ([]*def, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var defs []*def
+	var cur *def
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		raw := sc.Text()
+		text, doc, _ := strings.Cut(raw, "--")
+		doc = strings.TrimSpace(doc)
+		text = strings.TrimSpace(text)
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		words := strings.Fields(text)
+		indented := raw[0] == '\t' || raw[0] == ' '
+		switch {
+		case !indented && words[0] == "object" && len(words) == 2:
+			cur = &def{goN: words[1], doc: doc}
+			defs = append(defs, cur)
+		case !indented && words[0] == "message" && len(words) == 3:
+			tag, goN, ok := strings.Cut(words[1], "=")
+			if !ok {
+				goN = camel(tag)
+			}
+			cur = &def{message: true, tag: tag, goN: goN, dir: words[2], doc: doc}
+			defs = append(defs, cur)
+		case indented && words[0] == "@group" && cur != nil:
+			for _, g := range groupTarget {
+				g.goN = camel(g.json)
+				cur.fields = append(cur.fields, g)
+			}
+		case indented && len(words) == 3 && cur != nil:
+			name, goN, ok := strings.Cut(words[0], "=")
+			if !ok {
+				goN = camel(name)
+			}
+			switch words[2] {
+			case "req", "omit", "null", "null!", "dflt", "omit0", "omitempty", "omitnull":
+			default:
+				return nil, fmt.Errorf("%s:%d: unknown encoding %q", path, line, words[2])
+			}
+			cur.fields = append(cur.fields, field{json: name, goN: goN, typ: words[1], enc: words[2], doc: doc})
+		default:
+			return nil, fmt.Errorf("%s:%d: cannot parse %q", path, line, raw)
+		}
+	}
+	return defs, sc.Err()
+}
+
+var initialisms = map[string]string{"id": "ID", "ok": "OK", "ttl": "TTL"}
+
+func camel(s string) string {
+	var b strings.Builder
+	for _, p := range strings.Split(s, "_") {
+		if u, ok := initialisms[p]; ok {
+			b.WriteString(u)
+			continue
+		}
+		b.WriteString(strings.ToUpper(p[:1]) + p[1:])
+	}
+	return b.String()
+}
+
+// ---------------------------------------------------------------------------
+
+type gen struct {
+	b       bytes.Buffer
+	pending strings.Builder // constant JSON text not yet appended
+}
+
+func (g *gen) p(format string, args ...any) {
+	fmt.Fprintf(&g.b, format, args...)
+	g.b.WriteByte('\n')
+}
+
+func (g *gen) lit(s string) { g.pending.WriteString(s) }
+
+func (g *gen) flush() {
+	if g.pending.Len() == 0 {
+		return
+	}
+	s := g.pending.String()
+	g.pending.Reset()
+	if len(s) == 1 {
+		g.p("dst = append(dst, %s)", strconv.QuoteRune(rune(s[0])))
+		return
+	}
+	g.p("dst = append(dst, %s...)", goString(s))
+}
+
+func goString(s string) string {
+	if !strings.Contains(s, "`") {
+		return "`" + s + "`"
+	}
+	return strconv.Quote(s)
+}
+
+var scalarGo = map[string]string{
+	"string": "string", "u16": "uint16", "u32": "uint32", "u64": "uint64", "i64": "int64",
+	"bool": "bool", "b64": "[]byte",
+}
+
+var typeDesc = map[string]string{
+	"string": "string", "u16": "u16", "u32": "u32", "u64": "u64", "i64": "i64",
+	"bool": "bool", "b64": "base64 bytes",
+}
+
+func elemOf(t string) (string, bool) {
+	if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
+		return t[1 : len(t)-1], true
+	}
+	return t, false
+}
+
+func isNamed(t string) bool { _, ok := scalarGo[t]; return !ok }
+
+func goType(t string) string {
+	if e, ok := elemOf(t); ok {
+		return "[]" + goType(e)
+	}
+	if s, ok := scalarGo[t]; ok {
+		return s
+	}
+	return t
+}
+
+func fieldGoType(f field) string {
+	t := goType(f.typ)
+	switch f.enc {
+	case "omit", "null", "null!":
+		return "Opt[" + t + "]"
+	}
+	return t
+}
+
+// appendValue emits code appending the value expression v of table type t.
+func (g *gen) appendValue(t, v string) {
+	g.flush()
+	if e, ok := elemOf(t); ok {
+		switch e {
+		case "b64":
+			g.p("dst = appendJSONBytesList(dst, %s)", v)
+		case "string":
+			g.p("dst = appendJSONStringList(dst, %s)", v)
+		case "u16", "u32", "u64":
+			g.p("dst = appendJSONUintList(dst, %s)", v)
+		default:
+			g.p("dst = append(dst, '[')")
+			g.p("for i := range %s {", v)
+			g.p("if i > 0 { dst = append(dst, ',') }")
+			g.p("dst = %s[i].appendJSON(dst)", v)
+			g.p("}")
+			g.p("dst = append(dst, ']')")
+		}
+		return
+	}
+	switch t {
+	case "string":
+		g.p("dst = appendJSONString(dst, %s)", v)
+	case "u16", "u32", "u64":
+		if t == "u64" {
+			g.p("dst = appendJSONUint(dst, %s)", v)
+		} else {
+			g.p("dst = appendJSONUint(dst, uint64(%s))", v)
+		}
+	case "i64":
+		g.p("dst = appendJSONInt(dst, %s)", v)
+	case "bool":
+		g.p("dst = appendJSONBool(dst, %s)", v)
+	case "b64":
+		g.p("dst = appendJSONBytes(dst, %s)", v)
+	default:
+		g.p("dst = %s.appendJSON(dst)", v)
+	}
+}
+
+// readExpr returns an expression reading a value of scalar or scalar-list
+// type t, or "" for named types.
+func readExpr(t, name string) string {
+	q := strconv.Quote(name)
+	if e, ok := elemOf(t); ok {
+		switch e {
+		case "b64":
+			return "d.bytesList(" + q + ")"
+		case "string":
+			return "d.stringList(" + q + ")"
+		case "u16":
+			return "d.u16List(" + q + ")"
+		case "u64":
+			return "d.u64List(" + q + ")"
+		}
+		return ""
+	}
+	switch t {
+	case "string":
+		return "d.str(" + q + ")"
+	case "u16", "u32", "u64", "i64":
+		return "d." + t + "(" + q + ")"
+	case "bool":
+		return "d.boolean(" + q + ")"
+	case "b64":
+		return "d.bytes(" + q + ")"
+	}
+	return ""
+}
+
+// readInto emits code reading a value of type t into the variable v.
+func (g *gen) readInto(t, v, name string) {
+	if x := readExpr(t, name); x != "" {
+		g.p("%s = %s", v, x)
+		return
+	}
+	q := strconv.Quote(name)
+	if e, ok := elemOf(t); ok {
+		g.p("%s = nil", v)
+		g.p("if d.beginArray(%s) {", q)
+		g.p("for j := 0; d.elem(j, %s); j++ {", q)
+		g.p("var e %s", goType(e))
+		g.p("e.decodeJSON(d, %s)", q)
+		g.p("%s = append(%s, e)", v, v)
+		g.p("}")
+		g.p("}")
+		return
+	}
+	g.p("%s.decodeJSON(d, %s)", v, q)
+}
+
+func encDoc(f field) string {
+	switch f.enc {
+	case "req":
+		return "required"
+	case "omit":
+		return "optional: left out when unset; null reads as unset"
+	case "null":
+		return "optional: written as null when unset; missing or null reads as unset"
+	case "null!":
+		return "nullable: written as null when unset; the member must be present, null reads as unset"
+	case "dflt":
+		return "always written; a missing member reads as the zero value"
+	case "omit0":
+		return "written only when not zero/false; a missing member reads as the zero value"
+	case "omitempty":
+		return "left out when empty"
+	case "omitnull":
+		return "left out when nil; null reads as nil"
+	}
+	return f.enc
+}
+
+func describe(t string) string {
+	if e, ok := elemOf(t); ok {
+		return "list of " + describe(e)
+	}
+	if d, ok := typeDesc[t]; ok {
+		return d
+	}
+	return t
+}
+
+func (g *gen) typeDecl(d *def) {
+	if d.message {
+		dir := map[string]string{"C>B": "client → broker", "B>C": "broker → client"}[d.dir]
+		g.p("// %s is the %q control message (%s). It %s", d.goN, d.tag, dir, d.doc)
+	} else {
+		g.p("// %s %s", d.goN, d.doc)
+	}
+	g.p("type %s struct {", d.goN)
+	for _, f := range d.fields {
+		doc := fmt.Sprintf("%s is %q (%s, %s)", f.goN, f.json, describe(f.typ), encDoc(f))
+		if f.doc != "" {
+			doc += ": " + f.doc
+		}
+		g.p("// %s.", strings.TrimSuffix(doc, "."))
+		g.p("%s %s", f.goN, fieldGoType(f))
+	}
+	g.p("}")
+	g.p("")
+}
+
+func (g *gen) encoder(d *def) {
+	if d.message {
+		g.p("// MessageType returns %q.", d.tag)
+		g.p("func (*%s) MessageType() string { return %q }", d.goN, d.tag)
+		g.p("")
+		g.p("// AppendJSON appends the message's canonical JSON encoding to dst.")
+		g.p("func (m *%s) AppendJSON(dst []byte) []byte {", d.goN)
+		g.lit(`{"type":` + strconv.Quote(d.tag))
+	} else {
+		g.p("func (m *%s) appendJSON(dst []byte) []byte {", d.goN)
+		g.lit("{")
+	}
+	// Before the first always-written member, a separator is only needed
+	// when an optional member was written.
+	static := d.message
+	sep := func() {
+		if static {
+			g.lit(",")
+		} else {
+			g.flush()
+			g.p("dst = appendMemberSep(dst)")
+		}
+	}
+	for _, f := range d.fields {
+		v := "m." + f.goN
+		key := strconv.Quote(f.json) + ":"
+		switch f.enc {
+		case "req", "dflt":
+			sep()
+			g.lit(key)
+			g.appendValue(f.typ, v)
+			static = true
+		case "null", "null!":
+			sep()
+			g.lit(key)
+			g.flush()
+			g.p("if %s.Set {", v)
+			g.appendValue(f.typ, v+".V")
+			g.p("} else {")
+			g.p("dst = append(dst, `null`...)")
+			g.p("}")
+			static = true
+		case "omit", "omit0", "omitempty", "omitnull":
+			g.flush()
+			cond := ""
+			val := v
+			switch f.enc {
+			case "omit":
+				cond = v + ".Set"
+				val = v + ".V"
+			case "omit0":
+				if f.typ == "bool" {
+					cond = v
+				} else {
+					cond = v + " != 0"
+				}
+			default:
+				cond = "len(" + v + ") > 0"
+			}
+			g.p("if %s {", cond)
+			sep()
+			g.lit(key)
+			g.appendValue(f.typ, val)
+			g.p("}")
+		}
+	}
+	g.lit("}")
+	g.flush()
+	g.p("return dst")
+	g.p("}")
+	g.p("")
+}
+
+func (g *gen) decoder(d *def) {
+	names := fmt.Sprintf("%sMembers", lowerFirst(d.goN))
+	var required uint64
+	var list []string
+	for i, f := range d.fields {
+		list = append(list, strconv.Quote(f.json))
+		if f.enc == "req" || f.enc == "null!" {
+			required |= 1 << uint(i)
+		}
+	}
+	if len(d.fields) > 0 {
+		g.p("var %s = [...]string{%s}", names, strings.Join(list, ", "))
+		g.p("")
+	}
+	if d.message {
+		g.p("func (m *%s) decodeJSON(d *jsonDecoder, i0 int) {", d.goN)
+		g.p("field := \"\"")
+	} else {
+		g.p("func (m *%s) decodeJSON(d *jsonDecoder, field string) {", d.goN)
+		g.p("if !d.beginObject(field) { return }")
+		g.p("i0 := 0")
+	}
+	if len(d.fields) > 0 {
+		g.p("var seen uint64")
+	}
+	g.p("for i := i0; ; i++ {")
+	g.p("key, ok := d.member(i, field)")
+	g.p("if !ok { break }")
+	g.p("switch string(key) {")
+	if d.message {
+		g.p("case \"type\":")
+		g.p("d.typeMember()")
+	}
+	for i, f := range d.fields {
+		q := strconv.Quote(f.json)
+		g.p("case %s:", q)
+		g.p("d.dup(&seen, %d, %s)", i, q)
+		v := "m." + f.goN
+		switch f.enc {
+		case "omit", "null", "null!":
+			g.p("if d.null() {")
+			g.p("%s = Opt[%s]{}", v, goType(f.typ))
+			g.p("} else {")
+			g.p("%s.Set = true", v)
+			g.readInto(f.typ, v+".V", f.json)
+			g.p("}")
+		case "omitnull":
+			g.p("%s = d.rawJSON(%s)", v, q)
+		default:
+			g.readInto(f.typ, v, f.json)
+		}
+	}
+	g.p("default:")
+	g.p("d.skipMember(key)")
+	g.p("}")
+	g.p("}")
+	if required != 0 {
+		g.p("d.missing(seen, %#x, %s[:])", required, names)
+	}
+	g.p("}")
+	g.p("")
+}
+
+func lowerFirst(s string) string {
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+func generate(defs []*def) []byte {
+	g := &gen{}
+	g.p("// Code generated by internal/gen/msggen from internal/gen/msggen/messages.txt; DO NOT EDIT.")
+	g.p("")
+	g.p("package felix")
+	g.p("")
+	var msgs []*def
+	for _, d := range defs {
+		if d.message {
+			msgs = append(msgs, d)
+		}
+	}
+	g.p("// messageTypes lists the %d control message types in table order.", len(msgs))
+	g.p("var messageTypes = [...]string{")
+	for _, d := range msgs {
+		g.p("%q,", d.tag)
+	}
+	g.p("}")
+	g.p("")
+	g.p("// newMessage returns a zero message of the given type, or nil.")
+	g.p("func newMessage(typ string) decodableMessage {")
+	g.p("switch typ {")
+	for _, d := range msgs {
+		g.p("case %q:", d.tag)
+		g.p("return new(%s)", d.goN)
+	}
+	g.p("}")
+	g.p("return nil")
+	g.p("}")
+	g.p("")
+	for _, d := range defs {
+		g.typeDecl(d)
+		g.encoder(d)
+		g.decoder(d)
+	}
+	return g.b.Bytes()
+}
