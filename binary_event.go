@@ -201,8 +201,7 @@ type EventBatchView struct {
 	// Publisher is set with 0x2000 (possibly empty), else nil.
 	Publisher []byte
 
-	count int
-	body  []byte // count × ([u64 ts], u32 len, bytes), validated
+	run payloadRun // count × ([u64 ts], u32 len, bytes), validated
 }
 
 // Legacy reports whether the batch has the per-subscriber layout 0x0002.
@@ -218,7 +217,7 @@ func (v *EventBatchView) HasPublisher() bool { return v.Flags.Has(FlagEventBatch
 func (v *EventBatchView) HasTimestamps() bool { return v.Flags.Has(FlagEventBatchTimestamps) }
 
 // Len returns the number of events.
-func (v *EventBatchView) Len() int { return v.count }
+func (v *EventBatchView) Len() int { return v.run.count }
 
 // Payloads iterates over the payloads in order, without checks or
 // allocation (the frame was validated by ParseEventBatch). Each slice
@@ -229,7 +228,7 @@ func (v *EventBatchView) Payloads() iter.Seq[[]byte] {
 		if v.HasTimestamps() {
 			prefix = 8
 		}
-		walkPayloads(v.body, v.count, prefix, yield)
+		v.run.payloads(prefix, yield)
 	}
 }
 
@@ -238,27 +237,11 @@ func (v *EventBatchView) Payloads() iter.Seq[[]byte] {
 // their capacity capped.
 func (v *EventBatchView) Events() iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		b := v.body
-		ts := v.HasTimestamps()
-		var off, step uint64
+		var base, step uint64
 		if v.HasBaseOffset() {
-			off, step = v.BaseOffset, 1
+			base, step = v.BaseOffset, 1
 		}
-		for range v.count {
-			var e Event
-			if ts {
-				e.TimestampMicros = binary.BigEndian.Uint64(b)
-				b = b[8:]
-			}
-			n := int(binary.BigEndian.Uint32(b))
-			e.Payload = b[4 : 4+n : 4+n]
-			e.Offset = off
-			b = b[4+n:]
-			off += step
-			if !yield(e) {
-				return
-			}
-		}
+		v.run.events(v.HasTimestamps(), base, step, yield)
 	}
 }
 
@@ -273,14 +256,14 @@ func (v *EventBatchView) Batch() EventBatch {
 		SkippedBefore:  v.SkippedBefore,
 		HasPublisher:   v.HasPublisher(),
 		HasTimestamps:  v.HasTimestamps(),
-		Payloads:       make([][]byte, 0, v.count),
+		Payloads:       make([][]byte, 0, v.run.count),
 	}
 	per := 4
 	if b.HasTimestamps {
 		per = 12
-		b.Timestamps = make([]uint64, 0, v.count)
+		b.Timestamps = make([]uint64, 0, v.run.count)
 	}
-	arena := make([]byte, 0, len(v.Publisher)+len(v.body)-per*v.count)
+	arena := make([]byte, 0, len(v.Publisher)+len(v.run.body)-per*v.run.count)
 	if b.HasPublisher {
 		arena = append(arena, v.Publisher...)
 		b.Publisher = capped(arena, 0, len(arena))
@@ -337,7 +320,7 @@ func ParseEventBatch(flags Flags, payload []byte) (EventBatchView, error) {
 	if flags.Has(FlagEventBatchTimestamps) {
 		prefix = 8
 	}
-	v.body, v.count = walkCount(&c, count, cOff, prefix)
+	v.run.validate(&c, count, cOff, prefix)
 	c.end()
 	if c.err != nil {
 		return EventBatchView{}, c.err

@@ -1,6 +1,7 @@
 package felix_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"slices"
@@ -37,7 +38,9 @@ var eventSpecExamples = []struct {
 	{"legacy_plain", 0x0002, "464c583100010002000000170000000000000009000000020000000161000000026263",
 		withEv(func(b *felix.EventBatch) { b.Legacy, b.SubscriptionID = true, 9 })},
 	{"legacy_base_offset", 0x0022, "464c5831000100220000001f00000000000000090000000000000064000000020000000161000000026263",
-		withEv(func(b *felix.EventBatch) { b.Legacy, b.SubscriptionID, b.HasBaseOffset, b.BaseOffset = true, 9, true, 100 })},
+		withEv(func(b *felix.EventBatch) {
+			b.Legacy, b.SubscriptionID, b.HasBaseOffset, b.BaseOffset = true, 9, true, 100
+		})},
 	{"legacy_all", 0x6822, "464c5831000168220000003a00000000000000090000000000000064000000000000000102616c0000000200060a24181e4000000000016100060a24181e4001000000026263",
 		withEv(func(b *felix.EventBatch) { b.Legacy, b.SubscriptionID = true, 9; evAll(b) })},
 	{"shared_plain", 0x0004, "464c5831000100040000000f000000020000000161000000026263", withEv(func(*felix.EventBatch) {})},
@@ -393,4 +396,67 @@ func TestEventBatchProperties(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Batches longer than the views' recorded index are walked past it, and a
+// loop may stop early on either side of it.
+func TestBatchViewsBeyondIndex(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 65, 150} {
+		ps := make([][]byte, n)
+		ts := make([]uint64, n)
+		for i := range ps {
+			ps[i] = bytes.Repeat([]byte{byte(i)}, i%7)
+			ts[i] = uint64(1000 + i)
+		}
+		pb := felix.PublishBatch{TenantID: "t", Namespace: "n", Stream: "s", Payloads: ps}
+		enc, err := felix.AppendPublishBatch(nil, &pb)
+		require.NoError(t, err)
+		f, err := felix.DecodeFrame(enc, 0)
+		require.NoError(t, err)
+		pv, err := felix.ParsePublishBatch(f.Flags, f.Payload)
+		require.NoError(t, err)
+		require.Empty(t, cmp.Diff(ps, slices.Collect(pv.Payloads()), binCmp), "n=%d", n)
+
+		eb := felix.EventBatch{HasBaseOffset: true, BaseOffset: 7, HasTimestamps: true, Timestamps: ts, Payloads: ps}
+		enc, err = felix.AppendEventBatch(nil, &eb, felix.EventModifierMask)
+		require.NoError(t, err)
+		f, err = felix.DecodeFrame(enc, 0)
+		require.NoError(t, err)
+		ev, err := felix.ParseEventBatch(f.Flags, f.Payload)
+		require.NoError(t, err)
+		require.Empty(t, cmp.Diff(ps, slices.Collect(ev.Payloads()), binCmp), "n=%d", n)
+		i := 0
+		for e := range ev.Events() {
+			require.Equal(t, ps[i], e.Payload)
+			require.Equal(t, ts[i], e.TimestampMicros)
+			require.Equal(t, uint64(7+i), e.Offset)
+			i++
+		}
+		require.Equal(t, n, i)
+		got, err := felix.DecodeEventBatch(f.Flags, f.Payload)
+		require.NoError(t, err)
+		require.Equal(t, ts, got.Timestamps)
+
+		for _, stop := range []int{1, 64, 65, 100} {
+			if stop > n {
+				continue
+			}
+			seen := 0
+			for range pv.Payloads() {
+				seen++
+				if seen == stop {
+					break
+				}
+			}
+			require.Equal(t, stop, seen)
+			seen = 0
+			for range ev.Events() {
+				seen++
+				if seen == stop {
+					break
+				}
+			}
+			require.Equal(t, stop, seen)
+		}
+	}
 }

@@ -176,8 +176,7 @@ type PublishBatchView struct {
 	// TenantID, Namespace and Stream are validated UTF-8.
 	TenantID, Namespace, Stream []byte
 
-	count int
-	body  []byte // count × (u32 len, bytes), validated
+	run payloadRun // count × (u32 len, bytes), validated
 }
 
 // Acked reports whether the batch carries the acked prefix (0x0008).
@@ -190,23 +189,13 @@ func (v *PublishBatchView) Idempotent() bool { return v.Flags.Has(FlagBinaryPubl
 func (v *PublishBatchView) HasKey() bool { return v.Flags.Has(FlagBinaryPublishKeyed) }
 
 // Len returns the number of payloads.
-func (v *PublishBatchView) Len() int { return v.count }
+func (v *PublishBatchView) Len() int { return v.run.count }
 
 // Payloads iterates over the payloads in order. Each slice aliases the
 // parsed input with its capacity capped. The walk does no checking and no
 // allocation: the whole frame was validated by ParsePublishBatch.
 func (v *PublishBatchView) Payloads() iter.Seq[[]byte] {
-	return func(yield func([]byte) bool) {
-		b := v.body
-		for range v.count {
-			n := int(binary.BigEndian.Uint32(b))
-			p := b[4 : 4+n : 4+n]
-			b = b[4+n:]
-			if !yield(p) {
-				return
-			}
-		}
-	}
+	return func(yield func([]byte) bool) { v.run.payloads(0, yield) }
 }
 
 // Batch returns an owned deep copy of the batch: strings are copied and the
@@ -222,14 +211,14 @@ func (v *PublishBatchView) Batch() PublishBatch {
 		TenantID:   string(v.TenantID),
 		Namespace:  string(v.Namespace),
 		Stream:     string(v.Stream),
-		Payloads:   make([][]byte, 0, v.count),
+		Payloads:   make([][]byte, 0, v.run.count),
 	}
-	arena := make([]byte, 0, len(v.Key)+len(v.body)-4*v.count)
+	arena := make([]byte, 0, len(v.Key)+len(v.run.body)-4*v.run.count)
 	if b.HasKey {
 		arena = append(arena, v.Key...)
 		b.Key = capped(arena, 0, len(arena))
 	}
-	walkPayloads(v.body, v.count, 0, func(p []byte) bool {
+	v.run.payloads(0, func(p []byte) bool {
 		s := len(arena)
 		arena = append(arena, p...)
 		b.Payloads = append(b.Payloads, capped(arena, s, len(arena)))
@@ -338,7 +327,7 @@ func ParsePublishBatch(flags Flags, payload []byte) (PublishBatchView, error) {
 	if c.err != nil {
 		return PublishBatchView{}, c.err
 	}
-	v.body, v.count = walkCount(&c, count, cOff, 0)
+	v.run.validate(&c, count, cOff, 0)
 	c.end()
 	if c.err != nil {
 		return PublishBatchView{}, c.err
@@ -354,48 +343,4 @@ func DecodePublishBatch(flags Flags, payload []byte) (PublishBatch, error) {
 		return PublishBatch{}, err
 	}
 	return v.Batch(), nil
-}
-
-// walkCount validates count entries of (prefix bytes, u32 len, len bytes)
-// from the cursor's position and returns them as one slice. The count is
-// first bounded by the remaining bytes (each entry needs prefix+4), so a
-// hostile count costs nothing.
-func walkCount(c *cursor, count uint32, countOff, prefix int) ([]byte, int) {
-	b := c.b[c.off:]
-	if uint64(count) > uint64(len(b)/(prefix+4)) {
-		c.fail(ErrTruncated, "count", countOff, "count "+strconv.FormatUint(uint64(count), 10)+" exceeds the "+
-			strconv.Itoa(len(b))+" remaining bytes")
-		return nil, 0
-	}
-	hdr := prefix + 4
-	rem := b
-	for i := range int(count) {
-		if len(rem) < hdr {
-			c.fail(ErrTruncated, "payload", c.off+len(b)-len(rem), "entry "+strconv.Itoa(i)+" needs "+strconv.Itoa(hdr)+" bytes")
-			return nil, 0
-		}
-		n := uint64(binary.BigEndian.Uint32(rem[prefix:]))
-		if uint64(len(rem)-hdr) < n {
-			c.fail(ErrTruncated, "payload", c.off+len(b)-len(rem)+hdr, "payload "+strconv.Itoa(i)+" of "+
-				strconv.FormatUint(n, 10)+" bytes, "+strconv.Itoa(len(rem)-hdr)+" remain")
-			return nil, 0
-		}
-		rem = rem[hdr+int(n):]
-	}
-	p := len(b) - len(rem)
-	body := b[:p:p]
-	c.off += p
-	return body, int(count)
-}
-
-// walkPayloads yields the payloads of a body validated by walkCount.
-func walkPayloads(b []byte, count, prefix int, yield func([]byte) bool) {
-	for ; count > 0; count-- {
-		n := int(binary.BigEndian.Uint32(b[prefix:]))
-		end := prefix + 4 + n
-		if !yield(b[prefix+4 : end : end]) {
-			return
-		}
-		b = b[end:]
-	}
 }

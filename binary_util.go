@@ -176,3 +176,117 @@ func checkFrameSize(layout string, frameLen int) error {
 	}
 	return nil
 }
+
+// indexLen is how many entry end offsets a payloadRun records while it
+// validates, so that iterating over those entries reads no length field
+// again and is free of the serial length-to-next-entry dependency.
+const indexLen = 64
+
+// payloadRun is the validated payload section of a batch: count entries of
+// ([prefix bytes], u32 len, len bytes). It is validated once (validate) and
+// then walked without checks (payloads, events).
+type payloadRun struct {
+	body  []byte
+	count int
+	// ends[i] is the end offset in body of entry i, for i < min(count, indexLen).
+	ends [indexLen]uint32
+}
+
+// validate checks count entries from the cursor's position and records
+// them. The count is first bounded by the remaining bytes (each entry needs
+// prefix+4), so a hostile count costs nothing; then every length is
+// checked against the bytes that remain.
+func (r *payloadRun) validate(c *cursor, count uint32, countOff, prefix int) {
+	b := c.b[c.off:]
+	hdr := prefix + 4
+	if uint64(count) > uint64(len(b)/hdr) {
+		c.fail(ErrTruncated, "count", countOff, "count "+strconv.FormatUint(uint64(count), 10)+" exceeds the "+
+			strconv.Itoa(len(b))+" remaining bytes")
+		return
+	}
+	n, cnt, p, i := len(b), int(count), 0, 0
+	short := false // the failing entry's length field itself is missing
+	for ; i < cnt; i++ {
+		if n-p < hdr {
+			short = true
+			break
+		}
+		l := be32(b, p+prefix)
+		p += hdr
+		if l > n-p {
+			break
+		}
+		p += l
+		if i < indexLen {
+			r.ends[i] = uint32(p)
+		}
+	}
+	if i < cnt {
+		if short {
+			c.fail(ErrTruncated, "payload", c.off+p, "entry "+strconv.Itoa(i)+" needs "+strconv.Itoa(hdr)+" bytes")
+		} else {
+			c.fail(ErrTruncated, "payload", c.off+p, "payload "+strconv.Itoa(i)+" of "+
+				strconv.FormatUint(uint64(binary.BigEndian.Uint32(b[p-4:])), 10)+" bytes, "+strconv.Itoa(n-p)+" remain")
+		}
+		return
+	}
+	r.body, r.count = b[:p:p], cnt
+	c.off += p
+}
+
+// payloads yields each entry's payload (capacity capped).
+func (r *payloadRun) payloads(prefix int, yield func([]byte) bool) {
+	b := r.body
+	start := 0
+	k := min(r.count, indexLen)
+	for i := range k {
+		end := int(r.ends[i])
+		if !yield(b[start+prefix+4 : end : end]) {
+			return
+		}
+		start = end
+	}
+	for range r.count - k {
+		end := start + prefix + 4 + be32(b, start+prefix)
+		if !yield(b[start+prefix+4 : end : end]) {
+			return
+		}
+		start = end
+	}
+}
+
+// events yields each entry as an Event: offsets base, base+step, ... and,
+// with ts, the 8-byte timestamp that leads each entry.
+func (r *payloadRun) events(ts bool, base, step uint64, yield func(Event) bool) {
+	prefix := 0
+	if ts {
+		prefix = 8
+	}
+	b := r.body
+	start := 0
+	for i := range r.count {
+		var end int
+		if i < indexLen {
+			end = int(r.ends[i])
+		} else {
+			end = start + prefix + 4 + be32(b, start+prefix)
+		}
+		e := Event{Offset: base, Payload: b[start+prefix+4 : end : end]}
+		if ts {
+			e.TimestampMicros = binary.BigEndian.Uint64(b[start:])
+		}
+		if !yield(e) {
+			return
+		}
+		base += step
+		start = end
+	}
+}
+
+// be32 reads the big-endian u32 at b[i:] by index rather than by
+// re-slicing, which keeps slice-pointer arithmetic off the serial
+// length-to-next-entry dependency of a batch walk.
+func be32(b []byte, i int) int {
+	_ = b[i+3]
+	return int(uint32(b[i])<<24 | uint32(b[i+1])<<16 | uint32(b[i+2])<<8 | uint32(b[i+3]))
+}

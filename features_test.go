@@ -116,7 +116,7 @@ func TestFeaturesString(t *testing.T) {
 	}
 }
 
-func ptr(v uint32) *uint32 { return &v }
+func u32p(v uint32) *uint32 { return &v }
 
 // The extended-word rules of spec/features.md, as tables.
 func TestFeaturesWireRules(t *testing.T) {
@@ -168,10 +168,10 @@ func TestFeaturesWireRules(t *testing.T) {
 	}{
 		{"absent low word", 0, nil, 0},
 		{"low only", 0x804, nil, felix.FeatureCacheDelete | felix.FeatureErrorCodes},
-		{"hi without marker is ignored", 0x804, ptr(1), felix.FeatureCacheDelete | felix.FeatureErrorCodes},
+		{"hi without marker is ignored", 0x804, u32p(1), felix.FeatureCacheDelete | felix.FeatureErrorCodes},
 		{"marker with absent hi reads 0", 0x4 | ext, nil, felix.FeatureCacheDelete},
-		{"marker with hi", 0x4 | ext, ptr(5), felix.FeatureCacheDelete | felix.FeatureInspect | felix.FeaturePublishWidth},
-		{"unknown hi bits are kept", ext, ptr(0x8000_0000), 1 << 63},
+		{"marker with hi", 0x4 | ext, u32p(5), felix.FeatureCacheDelete | felix.FeatureInspect | felix.FeaturePublishWidth},
+		{"unknown hi bits are kept", ext, u32p(0x8000_0000), 1 << 63},
 	}
 	for _, tc := range read {
 		if got := felix.FeaturesFromWire(tc.lo, tc.hi); got != tc.want {

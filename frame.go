@@ -95,7 +95,7 @@ func BeginFrame(dst []byte, flags Flags) []byte {
 // dropping the partial frame) if the payload exceeds MaxPayloadLen.
 func FinishFrame(b []byte, start int) ([]byte, error) {
 	n := len(b) - start - HeaderLen
-	if n < 0 {
+	if start < 0 || n < 0 {
 		return b, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: start, Detail: "FinishFrame without BeginFrame"}
 	}
 	if uint64(n) > MaxPayloadLen {
@@ -183,6 +183,9 @@ func (r *Reader) SetMaxPayload(n uint32) {
 	if n == 0 {
 		n = DefaultMaxFrameBytes
 	}
+	if strconv.IntSize == 32 && n > math.MaxInt32 {
+		n = math.MaxInt32 // a payload must fit in an int
+	}
 	r.max = n
 }
 
@@ -238,7 +241,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	want := int(h.Length)
 	got := 0
 	for got < want {
-		if len(r.buf) < want && len(r.buf) <= got {
+		if len(r.buf) < want && (got == 0 || got == len(r.buf)) {
 			r.grow(got, want)
 		}
 		lim := min(want, len(r.buf))
@@ -255,10 +258,11 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	return Frame{Header: h, Payload: r.buf[:want:want]}, nil
 }
 
-// grow enlarges the buffer (keeping its first have bytes) towards want,
-// by at most growChunk beyond what has been received.
+// grow enlarges the buffer (keeping its first have bytes) towards want, to
+// at most max(2*have, have+growChunk): memory follows the bytes received,
+// not the announced length. A buffer already large enough is left alone.
 func (r *Reader) grow(have, want int) {
-	target := min(want, max(2*len(r.buf), have+growChunk))
+	target := min(want, max(2*have, have+growChunk))
 	if target <= len(r.buf) {
 		return
 	}

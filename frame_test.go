@@ -311,6 +311,8 @@ func TestBeginFinishFrame(t *testing.T) {
 	wantClass(t, err, felix.ErrTruncated)
 	_, err = felix.FinishFrame(buf, len(buf)+1)
 	wantClass(t, err, felix.ErrTruncated)
+	_, err = felix.FinishFrame(buf, -40)
+	wantClass(t, err, felix.ErrTruncated)
 }
 
 // A payload too large for the 32-bit length field is refused by the
@@ -806,4 +808,30 @@ func TestWriterOneWritePerFrame(t *testing.T) {
 	if err := w.WriteEncoded([]byte{1}); !errors.Is(err, boom) {
 		t.Fatalf("WriteEncoded err = %v", err)
 	}
+}
+
+// Property: one Reader reads any sequence of frames of mixed sizes (around
+// and above its growth step) from a stream that delivers short reads.
+func TestPropReaderFrameSequence(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sizes := rapid.SliceOfN(rapid.OneOf(rapid.IntRange(0, 300), rapid.IntRange(250<<10, 600<<10)), 1, 6).Draw(t, "sizes")
+		var stream []byte
+		for i, n := range sizes {
+			p := bytes.Repeat([]byte{byte(i + 1)}, n)
+			stream, _ = felix.AppendFrame(stream, felix.Flags(i), p)
+		}
+		r := felix.NewReader(iotest.HalfReader(bytes.NewReader(stream)))
+		for i, n := range sizes {
+			f, err := r.ReadFrame()
+			if err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+			if f.Flags != felix.Flags(i) || len(f.Payload) != n || (n > 0 && (f.Payload[0] != byte(i+1) || f.Payload[n-1] != byte(i+1))) {
+				t.Fatalf("frame %d: flags %v, %d bytes, want %d", i, f.Flags, len(f.Payload), n)
+			}
+		}
+		if _, err := r.ReadFrame(); err != io.EOF {
+			t.Fatalf("end: %v", err)
+		}
+	})
 }

@@ -611,6 +611,7 @@ func (d *jsonDecoder) number(field string) (neg bool, mag uint64, ok bool) {
 
 // uint reads an unsigned integer no larger than max.
 func (d *jsonDecoder) uint(field string, max uint64) uint64 {
+	d.ws()
 	at := d.pos
 	neg, v, ok := d.number(field)
 	if !ok {
@@ -633,6 +634,7 @@ func (d *jsonDecoder) u64(field string) uint64 { return d.uint(field, math.MaxUi
 
 // i64 reads a signed 64-bit integer.
 func (d *jsonDecoder) i64(field string) int64 {
+	d.ws()
 	at := d.pos
 	neg, v, ok := d.number(field)
 	if !ok {
@@ -759,12 +761,12 @@ func (d *jsonDecoder) skip(field string) {
 	}
 }
 
-// skipNumber validates a JSON number of any form. Like serde_json it
-// refuses a number whose magnitude overflows a float64.
+// skipNumber validates a JSON number of any form. Its magnitude is not
+// limited: upstream keeps arbitrary-precision numbers, so 1e400 in an
+// ignored member is accepted.
 func (d *jsonDecoder) skipNumber(field string) {
 	b := d.buf
-	start := d.pos
-	i := start
+	i := d.pos
 	if b[i] == '-' {
 		i++
 	}
@@ -777,9 +779,7 @@ func (d *jsonDecoder) skipNumber(field string) {
 		d.fail(field, "invalid number")
 		return
 	}
-	simple := true
 	if i < len(b) && b[i] == '.' {
-		simple = false
 		i++
 		f := i
 		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
@@ -792,7 +792,6 @@ func (d *jsonDecoder) skipNumber(field string) {
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		simple = false
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
@@ -804,13 +803,6 @@ func (d *jsonDecoder) skipNumber(field string) {
 		if i == e {
 			d.pos = i
 			d.fail(field, "invalid number")
-			return
-		}
-	}
-	if !simple || i-digits > 300 {
-		if f, err := strconv.ParseFloat(string(b[start:i]), 64); err != nil && math.IsInf(f, 0) {
-			d.pos = start
-			d.fail(field, "number out of range")
 			return
 		}
 	}

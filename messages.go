@@ -68,7 +68,9 @@ type decodableMessage interface {
 // Opt is an optional message member: Set reports whether it is present and
 // V holds its value when it is. The zero Opt is absent.
 type Opt[T any] struct {
-	V   T
+	// V is the value; it is the zero value when Set is false.
+	V T
+	// Set reports whether the member is present.
 	Set bool
 }
 
@@ -163,28 +165,28 @@ func DecodeMessage(payload []byte) (Message, error) {
 		d.fail("type", "missing member \"type\"")
 		return nil, d.err
 	}
-	var m decodableMessage
 	i0 := 0
 	var typ string
+	var m Message
 	if string(key) == "type" {
 		// Fast path: "type" is the first member, as every encoder writes it.
 		raw := d.typeValue()
 		if d.err != nil {
 			return nil, d.err
 		}
-		if m = newMessageBytes(raw); m == nil {
-			typ = string(raw)
-		}
 		d.typeSeen = true
 		i0 = 1
+		if m = decodeKnown(string(raw), &d, i0); m == nil {
+			typ = string(raw)
+		}
 	} else {
 		d.pos, d.depth = body, 1
 		typ = d.findType()
 		if d.err != nil {
 			return nil, d.err
 		}
-		m = newMessage(typ)
 		d.pos, d.depth = body, 1
+		m = decodeKnown(typ, &d, i0)
 	}
 	if m == nil {
 		for i := i0; ; i++ {
@@ -204,17 +206,12 @@ func DecodeMessage(payload []byte) (Message, error) {
 		}
 		return &UnknownMessage{Type: typ, Raw: bytes.Clone(payload)}, nil
 	}
-	m.decodeJSON(&d, i0)
 	d.end()
 	if d.err != nil {
 		return nil, d.err
 	}
 	return m, nil
 }
-
-// newMessageBytes is newMessage for a tag held in a byte slice; the switch
-// on string(b) does not allocate.
-func newMessageBytes(b []byte) decodableMessage { return newMessage(string(b)) }
 
 // typeValue reads the value of a "type" member: a string.
 func (d *jsonDecoder) typeValue() []byte {

@@ -83,6 +83,323 @@ var messageTypes = [...]string{
 	"group_deleted",
 }
 
+// decodeKnown decodes the members of a message of the given type, or
+// returns nil without reading anything when the type is unknown. The
+// direct calls let the decoder stay on the caller's stack.
+func decodeKnown(typ string, d *jsonDecoder, i0 int) Message {
+	switch typ {
+	case "auth":
+		m := new(Auth)
+		m.decodeJSON(d, i0)
+		return m
+	case "auth_ok":
+		m := new(AuthOK)
+		m.decodeJSON(d, i0)
+		return m
+	case "ok":
+		m := new(OK)
+		m.decodeJSON(d, i0)
+		return m
+	case "error":
+		m := new(ErrorMessage)
+		m.decodeJSON(d, i0)
+		return m
+	case "unsupported":
+		m := new(Unsupported)
+		m.decodeJSON(d, i0)
+		return m
+	case "extension":
+		m := new(Extension)
+		m.decodeJSON(d, i0)
+		return m
+	case "not_leader":
+		m := new(NotLeader)
+		m.decodeJSON(d, i0)
+		return m
+	case "topology":
+		m := new(Topology)
+		m.decodeJSON(d, i0)
+		return m
+	case "topology_view":
+		m := new(TopologyView)
+		m.decodeJSON(d, i0)
+		return m
+	case "stream_shards":
+		m := new(StreamShards)
+		m.decodeJSON(d, i0)
+		return m
+	case "stream_shards_view":
+		m := new(StreamShardsView)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_shards":
+		m := new(CacheShards)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_shards_view":
+		m := new(CacheShardsView)
+		m.decodeJSON(d, i0)
+		return m
+	case "shard_owners":
+		m := new(ShardOwners)
+		m.decodeJSON(d, i0)
+		return m
+	case "shard_owners_view":
+		m := new(ShardOwnersView)
+		m.decodeJSON(d, i0)
+		return m
+	case "shard_inspect":
+		m := new(ShardInspect)
+		m.decodeJSON(d, i0)
+		return m
+	case "shard_inspect_info":
+		m := new(ShardInspectInfo)
+		m.decodeJSON(d, i0)
+		return m
+	case "subscriptions_list":
+		m := new(SubscriptionsList)
+		m.decodeJSON(d, i0)
+		return m
+	case "subscriptions_list_info":
+		m := new(SubscriptionsListInfo)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish":
+		m := new(Publish)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish_batch":
+		m := new(PublishBatchMessage)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish_ok":
+		m := new(PublishOK)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish_error":
+		m := new(PublishError)
+		m.decodeJSON(d, i0)
+		return m
+	case "producer_init":
+		m := new(ProducerInit)
+		m.decodeJSON(d, i0)
+		return m
+	case "producer_init_ok":
+		m := new(ProducerInitOK)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish_idempotent":
+		m := new(PublishIdempotent)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish_refused":
+		m := new(PublishRefused)
+		m.decodeJSON(d, i0)
+		return m
+	case "publish_if":
+		m := new(PublishIf)
+		m.decodeJSON(d, i0)
+		return m
+	case "commit":
+		m := new(Commit)
+		m.decodeJSON(d, i0)
+		return m
+	case "commit_ok":
+		m := new(CommitOK)
+		m.decodeJSON(d, i0)
+		return m
+	case "state_get":
+		m := new(StateGet)
+		m.decodeJSON(d, i0)
+		return m
+	case "state_value":
+		m := new(StateValue)
+		m.decodeJSON(d, i0)
+		return m
+	case "subscribe":
+		m := new(Subscribe)
+		m.decodeJSON(d, i0)
+		return m
+	case "subscribed":
+		m := new(Subscribed)
+		m.decodeJSON(d, i0)
+		return m
+	case "subscribe_cursor_error":
+		m := new(SubscribeCursorError)
+		m.decodeJSON(d, i0)
+		return m
+	case "event_stream_hello":
+		m := new(EventStreamHello)
+		m.decodeJSON(d, i0)
+		return m
+	case "event":
+		m := new(EventMessage)
+		m.decodeJSON(d, i0)
+		return m
+	case "event_batch":
+		m := new(EventBatchMessage)
+		m.decodeJSON(d, i0)
+		return m
+	case "shard_moved":
+		m := new(ShardMoved)
+		m.decodeJSON(d, i0)
+		return m
+	case "subscription_lagged":
+		m := new(SubscriptionLagged)
+		m.decodeJSON(d, i0)
+		return m
+	case "stream_deleted":
+		m := new(StreamDeleted)
+		m.decodeJSON(d, i0)
+		return m
+	case "offset_for_time":
+		m := new(OffsetForTime)
+		m.decodeJSON(d, i0)
+		return m
+	case "offset_value":
+		m := new(OffsetValue)
+		m.decodeJSON(d, i0)
+		return m
+	case "stream_read":
+		m := new(StreamRead)
+		m.decodeJSON(d, i0)
+		return m
+	case "stream_records":
+		m := new(StreamRecords)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_put":
+		m := new(CachePut)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_get":
+		m := new(CacheGet)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_delete":
+		m := new(CacheDelete)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_value":
+		m := new(CacheValue)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_ok":
+		m := new(CacheOK)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_put_if":
+		m := new(CachePutIf)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_delete_if":
+		m := new(CacheDeleteIf)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_condition_result":
+		m := new(CacheConditionResult)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_watch":
+		m := new(CacheWatch)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_watch_started":
+		m := new(CacheWatchStarted)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_event":
+		m := new(CacheEvent)
+		m.decodeJSON(d, i0)
+		return m
+	case "cache_watch_lagged":
+		m := new(CacheWatchLagged)
+		m.decodeJSON(d, i0)
+		return m
+	case "counter_add":
+		m := new(CounterAdd)
+		m.decodeJSON(d, i0)
+		return m
+	case "counter_get":
+		m := new(CounterGet)
+		m.decodeJSON(d, i0)
+		return m
+	case "counter_value":
+		m := new(CounterValue)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_poll":
+		m := new(GroupPoll)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_records":
+		m := new(GroupRecords)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_ack":
+		m := new(GroupAck)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_nack":
+		m := new(GroupNack)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_extend":
+		m := new(GroupExtend)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_extended":
+		m := new(GroupExtended)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_dead_letter":
+		m := new(GroupDeadLetter)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_dead_letters":
+		m := new(GroupDeadLetters)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_dead_letter_list":
+		m := new(GroupDeadLetterList)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_discard":
+		m := new(GroupDiscard)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_redrive":
+		m := new(GroupRedrive)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_seek":
+		m := new(GroupSeek)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_describe":
+		m := new(GroupDescribe)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_delete":
+		m := new(GroupDelete)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_position":
+		m := new(GroupPosition)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_info":
+		m := new(GroupInfo)
+		m.decodeJSON(d, i0)
+		return m
+	case "group_deleted":
+		m := new(GroupDeleted)
+		m.decodeJSON(d, i0)
+		return m
+	}
+	return nil
+}
+
 // newMessage returns a zero message of the given type, or nil.
 func newMessage(typ string) decodableMessage {
 	switch typ {

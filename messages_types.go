@@ -1,6 +1,10 @@
 package felix
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Shared value types of the JSON control messages (spec messages.md §2)
 // that are not plain objects: enumerations and tagged variants. The plain
@@ -13,22 +17,60 @@ import "strconv"
 func (m AckMode) appendJSON(dst []byte) []byte { return appendJSONString(dst, m.String()) }
 
 func (m *AckMode) decodeJSON(d *jsonDecoder, field string) {
-	s := d.str(field)
 	if d.err != nil {
 		return
 	}
-	v, ok := ParseAckMode(s)
-	if !ok {
-		d.fail(field, "unknown ack mode "+strconv.Quote(s))
+	if d.ws() != '"' {
+		d.wrongType(field, "string")
 		return
 	}
-	*m = v
+	s, ok := d.rawString(field)
+	if !ok {
+		return
+	}
+	switch string(s) {
+	case "none":
+		*m = AckNone
+	case "per_message":
+		*m = AckPerMessage
+	case "per_batch":
+		*m = AckPerBatch
+	default:
+		d.fail(field, "unknown ack mode "+strconv.Quote(string(s)))
+	}
 }
 
 func (c ErrorCode) appendJSON(dst []byte) []byte { return appendJSONString(dst, string(c)) }
 
-// decodeJSON keeps any string: an unknown code stays as received.
-func (c *ErrorCode) decodeJSON(d *jsonDecoder, field string) { *c = ErrorCode(d.str(field)) }
+// decodeJSON keeps any string: an unknown code stays as received. A known
+// code is returned as its constant, without allocating.
+func (c *ErrorCode) decodeJSON(d *jsonDecoder, field string) {
+	if d.err != nil {
+		return
+	}
+	if d.ws() != '"' {
+		d.wrongType(field, "string")
+		return
+	}
+	s, ok := d.rawString(field)
+	if !ok {
+		return
+	}
+	for i := 1; i < len(codeTable); i++ {
+		if string(codeTable[i].code) == string(s) {
+			*c = codeTable[i].code
+			return
+		}
+	}
+	switch string(s) {
+	case string(CodeRevoked):
+		*c = CodeRevoked
+	case string(CodeStaleWidth):
+		*c = CodeStaleWidth
+	default:
+		*c = ErrorCode(s)
+	}
+}
 
 func (r RetryClass) appendJSON(dst []byte) []byte { return appendJSONString(dst, r.String()) }
 
@@ -514,25 +556,27 @@ var refusalRequired = [...]string{RefusalSequenceGap: "expected", RefusalOffsetM
 // Raw JSON
 
 // RawJSON is an arbitrary JSON value carried verbatim (extension.body).
-// Decoding stores it compacted: whitespace outside strings removed and
-// strings re-escaped the way the encoder escapes them; numbers are kept
-// exactly as written and object members in their order. nil means absent.
-// An encoder writes it as is, so it must hold one valid JSON value.
+// Decoding stores it in the form upstream's serde_json Value re-encodes it
+// to: compact (no whitespace), strings re-escaped the way the encoder
+// escapes them, numbers exactly as written (arbitrary precision), object
+// members sorted by key with the last of duplicate keys kept. nil means
+// absent. An encoder writes it as is, so it must hold one valid JSON value.
 type RawJSON []byte
 
-// rawJSON reads any JSON value into its compact form; null reads as nil.
+// rawJSON reads any JSON value into its canonical form; null reads as nil.
 func (d *jsonDecoder) rawJSON(field string) RawJSON {
 	if d.null() || d.err != nil {
 		return nil
 	}
-	out := d.compact(nil, field)
+	out := d.canonicalJSON(nil, field)
 	if d.err != nil {
 		return nil
 	}
 	return RawJSON(out)
 }
 
-func (d *jsonDecoder) compact(dst []byte, field string) []byte {
+// canonicalJSON appends the canonical form of the value at the cursor.
+func (d *jsonDecoder) canonicalJSON(dst []byte, field string) []byte {
 	if d.err != nil {
 		return dst
 	}
@@ -546,18 +590,50 @@ func (d *jsonDecoder) compact(dst []byte, field string) []byte {
 		if !d.beginObject(field) {
 			return dst
 		}
-		dst = append(dst, '{')
+		type member struct {
+			key string
+			val []byte
+		}
+		var members []member
+		var index map[string]int // built once the object is large
 		for i := 0; ; i++ {
 			key, ok := d.member(i, field)
 			if !ok {
 				break
 			}
+			k := string(key)
+			v := d.canonicalJSON(nil, field)
+			j := -1
+			if index != nil {
+				if x, ok := index[k]; ok {
+					j = x
+				}
+			} else {
+				j = slices.IndexFunc(members, func(m member) bool { return m.key == k })
+			}
+			if j >= 0 {
+				members[j].val = v
+				continue
+			}
+			members = append(members, member{k, v})
+			if index != nil {
+				index[k] = len(members) - 1
+			} else if len(members) > 16 {
+				index = make(map[string]int, 2*len(members))
+				for x, m := range members {
+					index[m.key] = x
+				}
+			}
+		}
+		slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		dst = append(dst, '{')
+		for i, m := range members {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, string(key))
+			dst = appendJSONString(dst, m.key)
 			dst = append(dst, ':')
-			dst = d.compact(dst, field)
+			dst = append(dst, m.val...)
 		}
 		dst = append(dst, '}')
 	case c == '[':
@@ -569,7 +645,7 @@ func (d *jsonDecoder) compact(dst []byte, field string) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = d.compact(dst, field)
+			dst = d.canonicalJSON(dst, field)
 		}
 		dst = append(dst, ']')
 	default:

@@ -72,6 +72,9 @@ type testSub struct {
 	base uint64
 }
 
+// endSub ends a subscription with a plain FIN.
+type endSub struct{}
+
 type batchAt struct {
 	base uint64
 	recs [][]byte
@@ -206,7 +209,11 @@ func (b *testBroker) terminate(key string, mk func(id uint64) felix.Message) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.topic(key).subs {
-		s.ch <- mk(s.es.SubscriptionID())
+		if m := mk(s.es.SubscriptionID()); m != nil {
+			s.ch <- m
+		} else {
+			s.ch <- endSub{}
+		}
 		delete(b.topics[key].subs, s)
 	}
 }
@@ -457,6 +464,11 @@ func (b *testBroker) subscribe(st *Stream, r *felix.Subscribe) {
 		st.WriteError(&BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
 		return
 	}
+	if strings.HasPrefix(r.Stream, "nohello") {
+		// subscribed, but the event stream never comes.
+		st.WriteMessage(&felix.Subscribed{SubscriptionID: 1 << 40})
+		return
+	}
 	key := topicKey(r.TenantID, r.Namespace, r.Stream)
 	b.mu.Lock()
 	tl := b.topic(key)
@@ -554,6 +566,9 @@ func (b *testBroker) runSub(s *testSub, from uint64, history [][]byte) {
 					return
 				}
 				next = v.base + uint64(len(v.recs))
+			case endSub:
+				s.es.Close()
+				return
 			case felix.Message:
 				if err := s.es.WriteMessage(v); err != nil {
 					b.t.Logf("terminal %s refused: %v", v.MessageType(), err)
@@ -571,6 +586,10 @@ func (b *testBroker) runSub(s *testSub, from uint64, history [][]byte) {
 }
 
 func (b *testBroker) watch(st *Stream, r *felix.CacheWatch) {
+	if strings.HasPrefix(r.Cache, "stall") {
+		<-st.Context().Done()
+		return
+	}
 	id := b.subID.Add(1)
 	es, err := st.OpenEventStream(b.ctx, id)
 	if err != nil {

@@ -234,7 +234,14 @@ func (s *cacheStream) oldest() (uint64, bool) {
 	return s.order[0], true
 }
 
+// fail ends the stream in both directions after an error.
 func (s *cacheStream) fail(err error) {
+	s.drop(err)
+	s.cs.abort()
+}
+
+// drop fails every outstanding request with err and marks the stream dead.
+func (s *cacheStream) drop(err error) {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = err
@@ -246,7 +253,6 @@ func (s *cacheStream) fail(err error) {
 	for _, ch := range pend {
 		ch <- answer{err: err}
 	}
-	s.cs.abort()
 }
 
 func (s *cacheStream) readLoop() {
@@ -256,7 +262,9 @@ func (s *cacheStream) readLoop() {
 		f, err := s.cs.r.ReadFrame()
 		if err != nil {
 			if err == io.EOF {
-				s.fail(protocolErr("cache stream ended before the answer"))
+				// The broker finished the stream (after our FIN, or after
+				// an answer that ends it): finish ours too.
+				s.drop(protocolErr("cache stream ended before the answer"))
 				s.cs.s.Close()
 				return
 			}

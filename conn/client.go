@@ -70,9 +70,6 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	if c.cfg.CacheStreams <= 0 {
 		c.cfg.CacheStreams = 2
 	}
-	if c.cfg.SubscriptionBuffer <= 0 {
-		c.cfg.SubscriptionBuffer = 16
-	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, &TransportError{Op: "dial", Err: err}
@@ -223,7 +220,7 @@ func (c *Client) openStream(ctx context.Context) (*clientStream, error) {
 
 // authenticate writes the auth frame and reads the broker's answer.
 func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Reader, w *frameWriter) (felix.Capabilities, error) {
-	if err := writeCtx(ctx, s, func() error { return w.writeMessage(offerAuth(c.offer)) }); err != nil {
+	if err := writeCtx(ctx, s, func() error { return w.writeMessage(c.offer.Auth()) }); err != nil {
 		return felix.Capabilities{}, err
 	}
 	f, _, err := readFrameCtx(ctx, r, s)
@@ -245,7 +242,7 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 		be.Auth = true
 		return felix.Capabilities{}, be
 	}
-	caps, err := capsFromAnswer(m)
+	caps, err := felix.CapabilitiesFromAnswer(m)
 	if err != nil {
 		return felix.Capabilities{}, protocolErr("answer to auth: %v", err)
 	}

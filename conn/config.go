@@ -74,10 +74,11 @@ type Config struct {
 	PublishStreams int
 	// CacheStreams is the number of pooled cache/counter streams (default 2).
 	CacheStreams int
-	// SubscriptionBuffer is how many event frames a subscription buffers
-	// ahead of its reader (default 16). When it is full the client stops
-	// reading the event stream and QUIC flow control slows the broker;
-	// no event is dropped by the client.
+	// SubscriptionBuffer is not used.
+	//
+	// Deprecated: a subscription reads its event stream only inside Next,
+	// so a slow reader is slowed by QUIC flow control without a client-side
+	// buffer; the field is kept so existing callers compile.
 	SubscriptionBuffer int
 	// QUIC overrides the QUIC configuration. Nil uses the package defaults
 	// (keep-alive DefaultKeepAlive, idle DefaultIdleTimeout, DefaultMaxStreams

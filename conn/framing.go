@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/flxproto/felix"
 )
@@ -74,11 +73,6 @@ func keepSmall(b []byte) []byte {
 		return nil
 	}
 	return b[:0]
-}
-
-// deadliner is the read-deadline part of a QUIC stream.
-type deadliner interface {
-	SetReadDeadline(t time.Time) error
 }
 
 // isTimeout reports whether err is a deadline error.

@@ -2,6 +2,8 @@ package conn
 
 import (
 	"context"
+	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -57,4 +59,84 @@ func readFrameCtx(ctx context.Context, r *felix.Reader, d readDeadliner) (f feli
 		return felix.Frame{}, true, ctx.Err()
 	}
 	return f, false, err
+}
+
+// frameReader reads frames from a stream whose reads may be interrupted by
+// a deadline (ctxGuard): the bytes already read are kept, so the next call
+// resumes the same frame and the stream stays on a frame boundary. Each
+// payload gets a fresh buffer, so decoded values may alias it. Headers are
+// checked strictly (unknown flag bits are refused) and the length against
+// max before any payload byte is read; the buffer grows with the bytes
+// received, so a hostile length costs nothing up front.
+type frameReader struct {
+	src io.Reader
+	max uint32
+
+	hdr     [felix.HeaderLen]byte
+	hn      int
+	h       felix.Header
+	haveHdr bool
+	buf     []byte
+	pn      int
+}
+
+// next returns the next whole frame, io.EOF at a clean end on a frame
+// boundary, or the read error (after which, if it was a timeout, calling
+// next again resumes).
+func (r *frameReader) next() (felix.Frame, error) {
+	for !r.haveHdr {
+		n, err := r.src.Read(r.hdr[r.hn:])
+		r.hn += n
+		if r.hn == felix.HeaderLen {
+			h, perr := felix.ParseHeader(r.hdr[:])
+			if perr != nil {
+				return felix.Frame{}, perr
+			}
+			if h.Length > r.max {
+				return felix.Frame{}, &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+					Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(r.max), 10)}
+			}
+			r.h, r.haveHdr = h, true
+			r.buf = make([]byte, min(int(h.Length), frameChunk))
+			r.pn = 0
+			break
+		}
+		if err != nil {
+			if err == io.EOF {
+				if r.hn == 0 {
+					return felix.Frame{}, io.EOF
+				}
+				return felix.Frame{}, truncated("header", r.hn)
+			}
+			return felix.Frame{}, err
+		}
+	}
+	want := int(r.h.Length)
+	for r.pn < want {
+		if r.pn == len(r.buf) {
+			nb := make([]byte, min(want, 2*len(r.buf)+frameChunk))
+			copy(nb, r.buf[:r.pn])
+			r.buf = nb
+		}
+		n, err := r.src.Read(r.buf[r.pn:])
+		r.pn += n
+		if err != nil && r.pn < want {
+			if err == io.EOF {
+				return felix.Frame{}, truncated("payload", felix.HeaderLen+r.pn)
+			}
+			return felix.Frame{}, err
+		}
+	}
+	f := felix.Frame{Header: r.h, Payload: r.buf[:want:want]}
+	r.haveHdr, r.hn, r.buf, r.pn = false, 0, nil, 0
+	return f, nil
+}
+
+// frameChunk is the first allocation for a payload; larger payloads grow
+// as their bytes arrive.
+const frameChunk = 64 << 10
+
+func truncated(field string, off int) error {
+	return &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: field, Offset: off,
+		Detail: "stream ended inside a frame", Err: io.ErrUnexpectedEOF}
 }

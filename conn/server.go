@@ -197,26 +197,27 @@ func (c *ServerConn) acceptLoop(uni bool) {
 	defer c.wg.Done()
 	ctx := c.qc.Context()
 	for {
-		select {
-		case c.preauth <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
 		var st *Stream
 		if uni {
 			rs, err := c.qc.AcceptUniStream(ctx)
 			if err != nil {
-				<-c.preauth
 				return
 			}
 			st = c.newStream(rs, nil)
 		} else {
 			bs, err := c.qc.AcceptStream(ctx)
 			if err != nil {
-				<-c.preauth
 				return
 			}
 			st = c.newStream(bs, bs)
+		}
+		// The stream is read only once a pre-auth slot is free; until
+		// then later streams wait in quic-go's accept queue.
+		select {
+		case c.preauth <- struct{}{}:
+		case <-ctx.Done():
+			st.Abort()
+			return
 		}
 		c.wg.Add(1)
 		go func() {
@@ -313,7 +314,7 @@ func (c *ServerConn) handshake(st *Stream) bool {
 		st.refuse(&BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
 		return false
 	}
-	answer, peer := brokerAnswer(cfg.Offer, a)
+	answer, peer := cfg.Offer.Answer(a)
 	if cfg.LegacyAuth {
 		answer, peer = &felix.OK{}, felix.UnauthenticatedPeer()
 		peer.Legacy = true

@@ -351,3 +351,110 @@ func TestBrokerShutdownCloseCode(t *testing.T) {
 	_, err := c.Publish(testCtx(t), topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
 	require.Error(t, err)
 }
+
+func TestPreAuthStreamLimit(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	// 16 streams that start a frame and never finish it occupy every
+	// pre-auth slot.
+	var idle []*rawStream
+	for range DefaultPreAuthStreams {
+		rs := openRaw(t, qc)
+		_, err := rs.s.Write([]byte("FLX"))
+		require.NoError(t, err)
+		idle = append(idle, rs)
+	}
+	time.Sleep(100 * time.Millisecond)
+	rs := openRaw(t, qc)
+	rs.send(&felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
+	answered := make(chan felix.Message, 1)
+	go func() {
+		f, err := rs.r.ReadFrame()
+		if err != nil {
+			answered <- nil
+			return
+		}
+		m, _ := felix.DecodeMessage(f.Payload)
+		answered <- m
+	}()
+	select {
+	case <-answered:
+		t.Fatal("17th unauthenticated stream was read while 16 were pending")
+	case <-time.After(300 * time.Millisecond):
+	}
+	idle[0].s.CancelWrite(0) // frees one slot
+	select {
+	case m := <-answered:
+		_, ok := m.(*felix.AuthOK)
+		require.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("auth not answered after a slot was freed")
+	}
+}
+
+func TestUniPublishStream(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	us, err := qc.OpenUniStreamSync(testCtx(t))
+	require.NoError(t, err)
+	fr, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x"})
+	require.NoError(t, err)
+	fr, err = felix.AppendPublishBatch(fr, &felix.PublishBatch{TenantID: "t1", Namespace: "ns", Stream: "uni", Payloads: [][]byte{[]byte("u")}})
+	require.NoError(t, err)
+	_, err = us.Write(fr)
+	require.NoError(t, err)
+	require.NoError(t, us.Close())
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		tl := b.topics[topicKey("t1", "ns", "uni")]
+		return tl != nil && len(tl.recs) == 1
+	}, 5*time.Second, time.Millisecond)
+
+	// A uni stream that does not start with auth is dropped (no answer is
+	// possible): nothing is stored.
+	us, err = qc.OpenUniStreamSync(testCtx(t))
+	require.NoError(t, err)
+	fr, err = felix.AppendPublishBatch(nil, &felix.PublishBatch{TenantID: "t1", Namespace: "ns", Stream: "uni2", Payloads: [][]byte{[]byte("u")}})
+	require.NoError(t, err)
+	us.Write(fr)
+	us.Close()
+	time.Sleep(100 * time.Millisecond)
+	b.mu.Lock()
+	require.Nil(t, b.topics[topicKey("t1", "ns", "uni2")])
+	b.mu.Unlock()
+}
+
+func TestSharedConnectionWindow(t *testing.T) {
+	leakCheck(t)
+	// FeaturePublishPipeline without FeatureStreamPublishWindow: one window
+	// for the whole connection, shared by the publish streams.
+	offer := felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeaturePublishPipeline | felix.FeatureErrorCodes, PublishWindow: 2}
+	b := startBroker(t, brokerOpts{offer: offer})
+	c := b.dial(t, func(c *Config) { c.PublishStreams = 2 })
+	require.False(t, c.Capabilities().PerStreamWindow())
+	stall := Topic{"t1", "ns", "stall"}
+	errs := make(chan error, 2)
+	for range 2 { // one per stream (round-robin), each holding a slot
+		go func() {
+			_, err := c.Publish(testCtx(t), stall, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+			errs <- err
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	for range 2 { // both streams now wait for a slot of the shared window
+		_, err := c.Publish(shortCtx(t), topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	c.pubMu.Lock()
+	require.Len(t, c.pubs, 2)
+	require.Equal(t, c.pubs[0].window, c.pubs[1].window)
+	c.pubMu.Unlock()
+	c.Close()
+	require.Error(t, <-errs)
+	require.Error(t, <-errs)
+}

@@ -1,12 +1,12 @@
 package conn
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flxproto/felix"
 )
@@ -98,9 +98,9 @@ func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
 	}
 }
 
-// Close unsubscribes (stops reading the event stream, which the broker
-// sees as the end of the subscription) and waits for the subscription's
-// goroutine. It is idempotent.
+// Close unsubscribes: it stops reading the event stream, which the broker
+// sees as the end of the subscription. A Next blocked in another goroutine
+// returns ErrClosed. It is idempotent.
 func (s *Subscription) Close() error {
 	s.es.close()
 	return nil
@@ -173,23 +173,106 @@ func (cs *clientStream) abort() {
 	cs.s.CancelRead(0)
 }
 
-// eventSub reads one event stream in its own goroutine and hands decoded
-// batches to Next through a bounded channel: when the reader is slow the
-// channel fills, the goroutine stops reading and QUIC flow control slows
-// the broker; nothing is dropped.
+// eventSub is the client side of one event stream (a subscription or a
+// cache watch). It has no goroutine: Next reads the stream itself, so a
+// reader that stops calling Next stops reading and QUIC flow control slows
+// the broker; nothing is dropped by the client. A read interrupted by ctx
+// keeps its progress (frameReader), so the stream stays on a frame
+// boundary.
 type eventSub struct {
 	c     *Client
 	es    *eventStream
+	fr    frameReader
 	watch bool
-	ch    chan item
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
 
-	// Owned by the reader of Next.
+	closed atomic.Bool
+	once   sync.Once
+
+	// Owned by the caller of Next.
 	events  []Event
+	evbuf   []Event // backing array of events, reused across frames
 	cevents []CacheEvent
 	err     error
+}
+
+func (c *Client) startEventSub(es *eventStream, watch bool) *eventSub {
+	s := &eventSub{c: c, es: es, watch: watch}
+	s.fr = frameReader{src: es.s, max: c.cfg.MaxFrameBytes}
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.closed.Load() {
+		s.closeStream()
+		return s
+	}
+	c.subs[s] = struct{}{}
+	return s
+}
+
+// fill reads the next frame (or the terminal error) into the buffers.
+func (s *eventSub) fill(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed.Load() {
+		s.err = ErrClosed
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := ctxGuard(ctx, s.es.s.SetReadDeadline)
+	f, err := s.fr.next()
+	interrupted := done()
+	if err != nil {
+		if s.closed.Load() {
+			s.err = ErrClosed
+			return ErrClosed
+		}
+		if interrupted && isTimeout(err) {
+			return ctx.Err() // progress is kept; the next call resumes
+		}
+		s.end(err)
+		return s.err
+	}
+	it, last := s.decode(f)
+	if it.err != nil || last {
+		if it.err == nil {
+			it.err = protocolErr("terminal frame without error")
+		}
+		s.end(it.err)
+		return s.err
+	}
+	s.events, s.cevents = it.events, it.cevents
+	return nil
+}
+
+// end records the terminal error and releases the stream.
+func (s *eventSub) end(err error) {
+	switch {
+	case err == io.EOF:
+	case errors.As(err, new(*felix.Error)), errors.Is(err, ErrProtocol):
+	case errors.As(err, new(*BrokerError)), errors.As(err, new(*ShardMovedError)), errors.As(err, new(*LaggedError)),
+		errors.As(err, new(*StreamDeletedError)):
+	default:
+		err = transportErr("read event stream", err)
+	}
+	s.err = err
+	s.closeStream()
+}
+
+// close is Close: stop reading (the broker sees the subscription end).
+func (s *eventSub) close() {
+	s.closed.Store(true)
+	s.closeStream()
+}
+
+func (s *eventSub) closeStream() {
+	s.once.Do(func() {
+		s.es.s.CancelRead(0)
+		s.c.subMu.Lock()
+		delete(s.c.subs, s)
+		s.c.subMu.Unlock()
+	})
 }
 
 type item struct {
@@ -198,107 +281,25 @@ type item struct {
 	err     error
 }
 
-func (c *Client) startEventSub(es *eventStream, watch bool) *eventSub {
-	s := &eventSub{c: c, es: es, watch: watch, ch: make(chan item, c.cfg.SubscriptionBuffer),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	c.subMu.Lock()
-	if c.closed.Load() {
-		c.subMu.Unlock()
-		es.s.CancelRead(0)
-		close(s.done)
-		s.once.Do(func() { close(s.stop) })
-		s.err = ErrClosed
-		return s
-	}
-	c.subs[s] = struct{}{}
-	c.subMu.Unlock()
-	c.wg.Add(1)
-	go s.read()
-	return s
-}
-
-// fill waits for the next batch (or the terminal error).
-func (s *eventSub) fill(ctx context.Context) error {
-	if s.err != nil {
-		return s.err
-	}
-	select {
-	case it := <-s.ch:
-		if it.err != nil {
-			s.err = it.err
-			return it.err
-		}
-		s.events, s.cevents = it.events, it.cevents
-		return nil
-	case <-s.stop:
-		s.err = ErrClosed
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s *eventSub) close() {
-	s.once.Do(func() { close(s.stop) })
-	s.es.s.CancelRead(0)
-	<-s.done
-}
-
-// read is the goroutine that reads the event stream.
-func (s *eventSub) read() {
-	defer s.c.wg.Done()
-	defer close(s.done)
-	defer func() {
-		s.es.s.CancelRead(0)
-		s.c.subMu.Lock()
-		delete(s.c.subs, s)
-		s.c.subMu.Unlock()
-	}()
-	for {
-		it, last := s.readItem()
-		select {
-		case s.ch <- it:
-		case <-s.stop:
-			return
-		}
-		if last {
-			return
-		}
-	}
-}
-
-// readItem reads and decodes one frame. last reports a terminal item.
-func (s *eventSub) readItem() (it item, last bool) {
-	f, err := s.es.r.ReadFrame()
-	if err != nil {
-		if err == io.EOF {
-			return item{err: io.EOF}, true
-		}
-		select {
-		case <-s.stop:
-			return item{err: ErrClosed}, true
-		default:
-		}
-		var fe *felix.Error
-		if errors.As(err, &fe) {
-			return item{err: err}, true
-		}
-		return item{err: transportErr("read event stream", err)}, true
-	}
+// decode converts one frame. last reports a terminal frame.
+func (s *eventSub) decode(f felix.Frame) (it item, last bool) {
 	if f.Flags != 0 {
 		if s.watch || f.Flags.Layout() != felix.LayoutEventBatch {
 			return item{err: protocolErr("unexpected frame %s on an event stream", f.Flags)}, true
 		}
-		// The batch is copied once so its events can outlive the reader's
-		// buffer; the views alias the copy.
-		v, err := felix.ParseEventBatch(f.Flags, bytes.Clone(f.Payload))
+		// The payload buffer is fresh for every frame, so the events may
+		// alias it and outlive the next read.
+		v, err := felix.ParseEventBatch(f.Flags, f.Payload)
 		if err != nil {
 			return item{err: err}, true
 		}
 		if v.Legacy() && v.SubscriptionID != s.es.id {
 			return item{err: protocolErr("legacy batch for subscription %d on the stream of %d", v.SubscriptionID, s.es.id)}, true
 		}
-		evs := make([]Event, 0, v.Len())
+		evs := s.evbuf[:0]
+		if cap(evs) < v.Len() {
+			evs = make([]Event, 0, v.Len())
+		}
 		for e := range v.Events() {
 			evs = append(evs, Event{Payload: e.Payload, Offset: e.Offset, HasOffset: v.HasBaseOffset(),
 				Publisher: v.Publisher, TimestampMicros: e.TimestampMicros, HasTimestamp: v.HasTimestamps()})
@@ -306,6 +307,7 @@ func (s *eventSub) readItem() (it item, last bool) {
 		if len(evs) > 0 {
 			evs[0].SkippedBefore = v.SkippedBefore
 		}
+		s.evbuf = evs
 		return item{events: evs}, false
 	}
 	m, err := felix.DecodeMessage(f.Payload)

@@ -37,13 +37,13 @@ type cacheScope struct {
 	log      []CacheEvent // log[head:] retained; log[head] has offset base
 	head     int
 	base     uint64
-	next     uint64 // offset of the next write; offsets start at 1
+	next     uint64 // offset of the next write; offsets start at 0
 	watches  map[*Watch]struct{}
 	counters map[string]int64
 }
 
 func newCacheScope(e *Engine) *cacheScope {
-	return &cacheScope{e: e, entries: make(map[string]*cacheEntry), base: 1, next: 1,
+	return &cacheScope{e: e, entries: make(map[string]*cacheEntry), base: 0, next: 0,
 		watches: make(map[*Watch]struct{}), counters: make(map[string]int64)}
 }
 

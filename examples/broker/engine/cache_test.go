@@ -141,7 +141,7 @@ func TestWatchKeyAndPrefix(t *testing.T) {
 	key, info, err := e.Watch(WatchRequest{CacheRef: cr, Key: "user:1"})
 	require.NoError(t, err)
 	defer key.Close()
-	require.Equal(t, uint64(1), info.ResumeOffset)
+	require.Equal(t, uint64(0), info.ResumeOffset)
 	pfx, _, err := e.Watch(WatchRequest{CacheRef: cr, IsPrefix: true, Prefix: "user:"})
 	require.NoError(t, err)
 	defer pfx.Close()
@@ -156,14 +156,14 @@ func TestWatchKeyAndPrefix(t *testing.T) {
 	require.NoError(t, err)
 
 	exp := uint64(clk.Now().Add(time.Second).UnixMilli())
-	require.Equal(t, CacheEvent{Key: "user:1", Value: []byte("a"), Offset: 1, ExpiresAtMillis: exp}, nextW(t, key).Event)
-	require.Equal(t, CacheEvent{Key: "user:1", Deleted: true, Offset: 4}, nextW(t, key).Event)
+	require.Equal(t, CacheEvent{Key: "user:1", Value: []byte("a"), Offset: 0, ExpiresAtMillis: exp}, nextW(t, key).Event)
+	require.Equal(t, CacheEvent{Key: "user:1", Deleted: true, Offset: 3}, nextW(t, key).Event)
 	noWatchEvent(t, key)
 	var offs []uint64
 	for range 3 {
 		offs = append(offs, nextW(t, pfx).Event.Offset)
 	}
-	require.Equal(t, []uint64{1, 3, 4}, offs, "filtered watches see sparse offsets")
+	require.Equal(t, []uint64{0, 2, 3}, offs, "filtered watches see sparse offsets")
 	noWatchEvent(t, pfx)
 }
 
@@ -180,8 +180,8 @@ func TestWatchRetainedAndErrors(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	require.Equal(t, uint64(1), info.RetainedCount)
-	require.Equal(t, uint64(5), info.ResumeOffset)
-	require.Equal(t, CacheEvent{Key: "a:1", Value: []byte("1b"), Offset: 4}, nextW(t, w).Event)
+	require.Equal(t, uint64(4), info.ResumeOffset)
+	require.Equal(t, CacheEvent{Key: "a:1", Value: []byte("1b"), Offset: 3}, nextW(t, w).Event)
 	noWatchEvent(t, w)
 
 	_, _, err = e.Watch(WatchRequest{CacheRef: cr, Key: "k", Retained: true, HasFrom: true})
@@ -193,7 +193,7 @@ func TestWatchRetainedAndErrors(t *testing.T) {
 	_, _, err = e.Watch(WatchRequest{CacheRef: cr, Key: "k", HasFrom: true, FromOffset: 9})
 	var ce *CursorError
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, CursorError{Reason: CursorInFuture, Requested: 9, Available: 5}, *ce)
+	require.Equal(t, CursorError{Reason: CursorInFuture, Requested: 9, Available: 4}, *ce)
 }
 
 // A watcher that reconnects with from_offset = last seen + 1 gets every
@@ -222,10 +222,10 @@ func TestWatchResumeWithoutGaps(t *testing.T) {
 			_, _ = e.CachePut(cr, "k"+strconv.Itoa(i), []byte{byte(i)}, nil)
 		}
 	}()
-	for want := last + 1; want <= 30; want++ {
+	for want := last + 1; want < 30; want++ {
 		ev := nextW(t, w).Event
 		require.Equal(t, want, ev.Offset)
-		require.Equal(t, "k"+strconv.Itoa(int(want-1)), ev.Key)
+		require.Equal(t, "k"+strconv.Itoa(int(want)), ev.Key)
 	}
 	noWatchEvent(t, w)
 	for range 60 {
@@ -235,7 +235,7 @@ func TestWatchResumeWithoutGaps(t *testing.T) {
 	var ce *CursorError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, CursorTooOld, ce.Reason)
-	require.Equal(t, uint64(41), ce.Available)
+	require.Equal(t, uint64(40), ce.Available)
 }
 
 func TestWatchLagged(t *testing.T) {
@@ -248,17 +248,17 @@ func TestWatchLagged(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for i := range 3 {
-		require.Equal(t, uint64(i+1), nextW(t, slow).Event.Offset)
+		require.Equal(t, uint64(i), nextW(t, slow).Event.Offset)
 	}
 	d := nextW(t, slow)
-	require.Equal(t, WatchDelivery{Lagged: true, ResumeFrom: 4}, d)
+	require.Equal(t, WatchDelivery{Lagged: true, ResumeFrom: 3}, d)
 	_, err = slow.Next(ctxT(t))
 	require.ErrorIs(t, err, ErrClosed)
 	// resuming where the lag report said loses nothing
 	w, _, err := e.Watch(WatchRequest{CacheRef: cr, Key: "k", HasFrom: true, FromOffset: d.ResumeFrom})
 	require.NoError(t, err)
 	defer w.Close()
-	for want := uint64(4); want <= 10; want++ {
+	for want := uint64(3); want < 10; want++ {
 		require.Equal(t, want, nextW(t, w).Event.Offset)
 	}
 	st := e.Stats()

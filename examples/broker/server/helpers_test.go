@@ -10,6 +10,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
@@ -143,3 +144,11 @@ func (s *rawStream) ended() {
 var seq atomic.Uint64
 
 func nextID() uint64 { return seq.Add(1) }
+
+func engineStrict() (c engineConfig) {
+	c.NoAutoCreateStreams = true
+	c.NoAutoCreateCaches = true
+	return c
+}
+
+type engineConfig = engine.Config

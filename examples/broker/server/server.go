@@ -129,7 +129,7 @@ type Server struct {
 	ctx      context.Context // cancelled at the end of Shutdown
 	cancel   context.CancelFunc
 	draining atomic.Bool
-	inflight atomic.Int64  // requests being answered
+	inflight atomic.Int64   // requests being answered
 	wg       sync.WaitGroup // connection, stream and pump goroutines
 	served   chan struct{}
 	stopOnce sync.Once

@@ -51,7 +51,9 @@ func TestPublishSubscribeForms(t *testing.T) {
 	ctx := ctxT(t)
 	pub := dial(t, srv, nil)
 	jsonPub := dial(t, srv, func(c *conn.Config) { c.ForceJSON = true })
-	earliest := dial(t, srv, nil)
+	earliest := dial(t, srv, func(c *conn.Config) {
+		c.Flags = felix.DefaultClientFlags() | felix.FlagEventBatchPublisher | felix.FlagEventBatchTimestamps
+	})
 	live := dial(t, srv, nil)
 
 	liveSub, err := live.Subscribe(ctx, topic, conn.SubscribeOptions{})
@@ -99,7 +101,13 @@ func TestPublishSubscribeForms(t *testing.T) {
 			require.Equal(t, w, string(ev.Payload))
 			require.True(t, ev.HasOffset)
 			require.Equal(t, uint64(i), ev.Offset)
-			require.Equal(t, server.DemoTenant, string(ev.Publisher)) // flag 0x2000 offered? see below
+			if s == sub { // offered 0x2000 and 0x4000
+				require.Equal(t, server.DemoTenant, string(ev.Publisher))
+				require.True(t, ev.HasTimestamp)
+			} else { // default offer: neither
+				require.Nil(t, ev.Publisher)
+				require.False(t, ev.HasTimestamp)
+			}
 		}
 	}
 }

@@ -509,6 +509,21 @@ func generate(defs []*def) []byte {
 	}
 	g.p("}")
 	g.p("")
+	g.p("// decodeKnown decodes the members of a message of the given type, or")
+	g.p("// returns nil without reading anything when the type is unknown. The")
+	g.p("// direct calls let the decoder stay on the caller's stack.")
+	g.p("func decodeKnown(typ string, d *jsonDecoder, i0 int) Message {")
+	g.p("switch typ {")
+	for _, d := range msgs {
+		g.p("case %q:", d.tag)
+		g.p("m := new(%s)", d.goN)
+		g.p("m.decodeJSON(d, i0)")
+		g.p("return m")
+	}
+	g.p("}")
+	g.p("return nil")
+	g.p("}")
+	g.p("")
 	g.p("// newMessage returns a zero message of the given type, or nil.")
 	g.p("func newMessage(typ string) decodableMessage {")
 	g.p("switch typ {")

@@ -74,6 +74,13 @@ SAMPLES, STRUCTS, MSGS, FULL_NOTES = load_schema(os.path.join(HERE, "schema.txt"
 RANGES = {"u16": (0, 2**16 - 1), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1),
           "i64": (-2**63, 2**63 - 1)}
 RETRY_WORDS = ["retry", "retry_after", "redirect", "outcome_unknown", "fatal"]
+# PublishRefusalReason object variants and StateChange ops (messages.md section 2)
+REFUSAL_SHAPES = {"sequence_gap": [Field("expected", "u64", "req", None)],
+                  "offset_mismatch": [Field("tail", "u64", "req", None)],
+                  "not_leader": [Field("node_id", "str", "req", None),
+                                 Field("addr", "str", "omit", None)]}
+CHANGE_SHAPES = {"put": [Field("key", "str", "req", None), Field("value", "b64", "req", None)],
+                 "delete": [Field("key", "str", "req", None)]}
 
 # ---------------------------------------------------------------- JSON parsing
 
@@ -220,13 +227,9 @@ def dec_type(t, v, path):
         if not isinstance(v, dict) or len(v) != 1 or v.dups:
             bad("not a refusal reason")
         (k, inner), = v.items()
-        shapes = {"sequence_gap": [Field("expected", "u64", "req", None)],
-                  "offset_mismatch": [Field("tail", "u64", "req", None)],
-                  "not_leader": [Field("node_id", "str", "req", None),
-                                 Field("addr", "str", "omit", None)]}
-        if k not in shapes:
+        if k not in REFUSAL_SHAPES:
             bad("unknown refusal reason " + k)
-        return {k: dec_fields(shapes[k], inner, path + "." + k)}
+        return {k: dec_fields(REFUSAL_SHAPES[k], inner, path + "." + k)}
     if t == "change":
         if not isinstance(v, dict):
             bad("not an object")
@@ -234,12 +237,10 @@ def dec_type(t, v, path):
         op = v.get("op")
         if type(op) is not str:
             bad("op is not a string")
-        shapes = {"put": [Field("key", "str", "req", None), Field("value", "b64", "req", None)],
-                  "delete": [Field("key", "str", "req", None)]}
-        if op not in shapes:
+        if op not in CHANGE_SHAPES:
             bad("bad op")
         out = {"op": op}
-        out.update(dec_fields(shapes[op], v, path))
+        out.update(dec_fields(CHANGE_SHAPES[op], v, path))
         return out
     if t in STRUCTS:
         return dec_fields(STRUCTS[t], v, path)
@@ -346,17 +347,11 @@ def enc_type(t, v):
     if t.startswith("["):
         return "[" + ",".join(enc_type(t[1:-1], e) for e in v) + "]"
     if t == "change":
-        shapes = {"put": [Field("key", "str", "req", None), Field("value", "b64", "req", None)],
-                  "delete": [Field("key", "str", "req", None)]}
-        body = enc_fields(shapes[v["op"]], v)
+        body = enc_fields(CHANGE_SHAPES[v["op"]], v)
         return '{"op":' + enc_str(v["op"]) + ("," + body if body else "") + "}"
     if t == "prr" and isinstance(v, dict):
         (k, inner), = v.items()
-        shapes = {"sequence_gap": [Field("expected", "u64", "req", None)],
-                  "offset_mismatch": [Field("tail", "u64", "req", None)],
-                  "not_leader": [Field("node_id", "str", "req", None),
-                                 Field("addr", "str", "omit", None)]}
-        return "{" + enc_str(k) + ":{" + enc_fields(shapes[k], inner) + "}}"
+        return "{" + enc_str(k) + ":{" + enc_fields(REFUSAL_SHAPES[k], inner) + "}}"
     if t in STRUCTS:
         return "{" + enc_fields(STRUCTS[t], v) + "}"
     return enc_any(v)
@@ -568,13 +563,12 @@ def generate(out):
                       "dflt members (%s) left out: a missing dflt member decodes as its default "
                       "(0 / false / empty), and the canonical form writes it (messages.md 1.2)"
                       % ", ".join(dflt), False)
-        omit0 = [f for f in fields if f.enc == "omit0"]
+        omit0 = {f.name: f for f in fields if f.enc == "omit0"}
         if omit0:
-            zp = [(k, (zero([f for f in omit0 if f.name == k][0]) if k in [f.name for f in omit0] else v))
-                  for k, v in pairs]
+            zp = [(k, zero(omit0[k]) if k in omit0 else v) for k, v in pairs]
             out.valid(t + "_noncanonical_explicit_zero", render(zp),
                       "omit0 members (%s) written explicitly as 0 / false: accepted, and left out by "
-                      "the canonical form (messages.md 1.2)" % ", ".join(f.name for f in omit0), False)
+                      "the canonical form (messages.md 1.2)" % ", ".join(omit0), False)
 
 
 def load_cases(path):

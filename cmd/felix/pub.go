@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+// This file holds the broker client verbs' shared connection flags and
+// "felix pub"; sub.go and cache.go hold the others.
+
+func init() {
+	register(command{
+		name:    "pub",
+		usage:   "pub [CLIENT FLAGS] [-ack MODE] [-key K] [-batch N] STREAM [MESSAGE...]",
+		summary: "publish messages (arguments, or stdin lines) to a broker stream",
+		run:     runPub,
+	})
+}
+
+// clientFlags are the connection flags shared by pub, sub and cache.
+type clientFlags struct {
+	addr, cert, serverName, tenant, token, namespace string
+	insecure, alpn, jsonOut                          bool
+	timeout                                          time.Duration
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", envOr("FELIX_ADDR", "127.0.0.1:7447"), "broker UDP address (env FELIX_ADDR)")
+	fs.StringVar(&c.cert, "cert", envOr("FELIX_CERT", ""), "PEM certificate to trust, e.g. the broker's -cert-out file (env FELIX_CERT)")
+	fs.BoolVar(&c.insecure, "insecure", false, "skip certificate verification (local use only)")
+	fs.StringVar(&c.serverName, "server-name", "localhost", "TLS server name")
+	fs.StringVar(&c.tenant, "tenant", envOr("FELIX_TENANT", "t1"), "tenant id (env FELIX_TENANT)")
+	fs.StringVar(&c.token, "token", envOr("FELIX_TOKEN", "demo-token"), "token (env FELIX_TOKEN)")
+	fs.StringVar(&c.namespace, "namespace", "default", "namespace")
+	fs.BoolVar(&c.alpn, "alpn", false, "offer the felix/1 ALPN id")
+	fs.BoolVar(&c.jsonOut, "json", false, "print JSON lines instead of text")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout for connecting and for each answer")
+}
+
+// dial connects with the flags' credentials and trust settings.
+func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client, error) {
+	tc := &tls.Config{ServerName: c.serverName}
+	switch {
+	case c.insecure:
+		tc.InsecureSkipVerify = true
+	case c.cert != "":
+		pem, err := os.ReadFile(c.cert)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificate", c.cert)
+		}
+		tc.RootCAs = pool
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return conn.Dial(dctx, c.addr, &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
+		TenantID: c.tenant, Token: c.token, Flags: flags})
+}
+
+// emit prints v as one JSON line (-json) or text as one line.
+func (c *clientFlags) emit(w io.Writer, v any, text string) error {
+	if c.jsonOut {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintln(w, text)
+	return err
+}
+
+func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Writer) error {
+	fs := newFlagSet("pub")
+	var cf clientFlags
+	cf.register(fs)
+	ackName := fs.String("ack", "per_batch", "acknowledgement: none, per_message or per_batch")
+	key := fs.String("key", "", "routing key (UTF-8); empty means unkeyed")
+	batch := fs.Int("batch", 1, "messages per publish request")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return usagef("missing STREAM")
+	}
+	ack, ok := felix.ParseAckMode(*ackName)
+	if !ok {
+		return usagef("bad -ack %q", *ackName)
+	}
+	if *batch < 1 {
+		return usagef("-batch must be at least 1")
+	}
+	stream := fs.Arg(0)
+	msgs := fs.Args()[1:]
+	if len(msgs) == 0 {
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			msgs = append(msgs, sc.Text())
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	}
+	c, err := cf.dial(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	topic := conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
+	o := conn.PublishOptions{Ack: ack}
+	if *key != "" {
+		o.Key = []byte(*key)
+	}
+	for i := 0; i < len(msgs); i += *batch {
+		part := msgs[i:min(i+*batch, len(msgs))]
+		payloads := make([][]byte, len(part))
+		for j, m := range part {
+			payloads[j] = []byte(m)
+		}
+		pctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		res, err := c.PublishBatch(pctx, topic, payloads, o)
+		cancel()
+		if err != nil {
+			return err
+		}
+		type out struct {
+			Stream string  `json:"stream"`
+			Count  int     `json:"count"`
+			Acked  bool    `json:"acked"`
+			Offset *uint64 `json:"offset,omitempty"`
+		}
+		rec := out{Stream: stream, Count: len(part), Acked: ack != felix.AckNone}
+		text := fmt.Sprintf("published %d message(s) to %s/%s", len(part), cf.namespace, stream)
+		if res.HasOffset {
+			off := res.Offset
+			rec.Offset = &off
+			text += fmt.Sprintf(" at offset %d", off)
+			if len(part) > 1 {
+				text += fmt.Sprintf("..%d", off+uint64(len(part))-1)
+			}
+		} else if ack == felix.AckNone {
+			text += " (unacknowledged)"
+		}
+		if err := cf.emit(stdout, rec, text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printable renders a payload for text output: itself when it is printable
+// UTF-8, else a base64 form marked as such.
+func printable(b []byte) string {
+	s := string(b)
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == '\uFFFD' || (r < 0x20 && r != '\t') }) {
+		return s
+	}
+	return "base64:" + b64(b)
+}

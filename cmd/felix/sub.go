@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+func init() {
+	register(command{
+		name:    "sub",
+		usage:   "sub [CLIENT FLAGS] [-from latest|earliest|OFFSET] [-n COUNT] [-shard N] STREAM",
+		summary: "subscribe to a broker stream and print its events",
+		run:     runSub,
+	})
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// eventRecord is the -json form of an event.
+type eventRecord struct {
+	Offset     *uint64 `json:"offset,omitempty"`
+	Payload    *string `json:"payload,omitempty"`
+	PayloadB64 *string `json:"payload_b64,omitempty"`
+	Publisher  string  `json:"publisher,omitempty"`
+	Timestamp  *uint64 `json:"timestamp_micros,omitempty"`
+}
+
+func payloadFields(b []byte) (text, b64s *string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, nil
+	}
+	s := b64(b)
+	return nil, &s
+}
+
+func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
+	fs := newFlagSet("sub")
+	var cf clientFlags
+	cf.register(fs)
+	from := fs.String("from", "latest", "start: latest, earliest or an offset")
+	count := fs.Int("n", 0, "exit after COUNT events (0 = until interrupted or the subscription ends)")
+	shard := fs.Int("shard", -1, "shard to subscribe to (default: the broker's default, 0)")
+	queue := fs.Uint("queue", 0, "broker-side queue capacity to ask for, in published batches (0 = broker default)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want exactly one STREAM")
+	}
+	var start felix.StartPosition
+	switch *from {
+	case "latest":
+	case "earliest":
+		start.Kind = felix.StartEarliest
+	default:
+		off, err := strconv.ParseUint(*from, 10, 64)
+		if err != nil {
+			return usagef("bad -from %q", *from)
+		}
+		start = felix.StartAt(off)
+	}
+	c, err := cf.dial(ctx, felix.DefaultClientFlags()|felix.FlagEventBatchPublisher|felix.FlagEventBatchTimestamps)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	o := conn.SubscribeOptions{Start: start, QueueCapacity: uint32(*queue)}
+	if *shard >= 0 {
+		o.Shard = felix.Some(uint32(*shard))
+	}
+	stream := fs.Arg(0)
+	sub, err := c.Subscribe(ctx, conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, o)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	for n := 0; *count == 0 || n < *count; n++ {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		rec := eventRecord{Publisher: string(ev.Publisher)}
+		rec.Payload, rec.PayloadB64 = payloadFields(ev.Payload)
+		text := ""
+		if ev.HasOffset {
+			off := ev.Offset
+			rec.Offset = &off
+			text = strconv.FormatUint(off, 10) + "\t"
+		}
+		if ev.HasTimestamp {
+			ts := ev.TimestampMicros
+			rec.Timestamp = &ts
+		}
+		text += printable(ev.Payload)
+		if err := cf.emit(stdout, rec, text); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+)
+
+// The benchmarks compare Felix over conn with the same bytes pushed through
+// raw quic-go streams in the same run:
+//
+//   - PublishAcked: 64 × 100 B acked binary batches, pipelined (64 in
+//     flight), against a server that answers each with a binary ack;
+//   - SubscribeDelivery: 64 × 100 B event batches written by the server
+//     on an event stream and consumed event by event with Next.
+//
+// Both report bytes of record payload per second (SetBytes).
+
+const (
+	benchRecords  = 64
+	benchRecSize  = 100
+	benchInflight = 64
+)
+
+func benchPayloads() [][]byte {
+	p := make([][]byte, benchRecords)
+	for i := range p {
+		p[i] = make([]byte, benchRecSize)
+	}
+	return p
+}
+
+// benchServer answers acked binary publishes with an ok ack and nothing
+// else; with events set it opens an event stream on every subscribe and
+// writes frame n times.
+type benchServer struct {
+	ln   *Listener
+	pool interface{}
+	wg   sync.WaitGroup
+}
+
+func startBenchServer(b *testing.B, eventFrame []byte, n *int) (*Listener, *tls.Config) {
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(b, err)
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: fullOffer()})
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			sc, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				for {
+					st, err := sc.AcceptStream(ctx)
+					if err != nil {
+						return
+					}
+					wg.Go(func() { benchServe(ctx, st, eventFrame, *n) })
+				}
+			})
+		}
+	})
+	b.Cleanup(func() {
+		cancel()
+		ln.Close()
+		wg.Wait()
+	})
+	return ln, &tls.Config{RootCAs: pool}
+}
+
+func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
+	defer st.Close()
+	var buf []byte
+	for {
+		req, err := st.ReadRequest()
+		if err != nil {
+			return
+		}
+		if req.Flags.Has(felix.FlagBinaryPublishAcked) {
+			pre, err := felix.PeekAckedPrefix(req.Flags, req.Payload)
+			if err != nil {
+				return
+			}
+			a := felix.PublishAck{Status: felix.AckOK, RequestID: pre.RequestID}
+			buf, _ = felix.AppendPublishAck(buf[:0], &a)
+			if st.WriteEncoded(buf) != nil {
+				return
+			}
+			continue
+		}
+		if _, ok := req.Message.(*felix.Subscribe); ok {
+			es, err := st.OpenEventStream(ctx, 1)
+			if err != nil {
+				return
+			}
+			st.WriteMessage(&felix.Subscribed{SubscriptionID: 1})
+			st.Close()
+			for range n {
+				if es.WriteEncoded(eventFrame) != nil {
+					return
+				}
+			}
+			es.Close()
+			return
+		}
+	}
+}
+
+func BenchmarkPublishAcked(b *testing.B) {
+	b.Run("felix", func(b *testing.B) {
+		n := 0
+		ln, tc := startBenchServer(b, nil, &n)
+		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+		require.NoError(b, err)
+		defer c.Close()
+		ps := benchPayloads()
+		t := Topic{"t1", "ns", "s"}
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.SetParallelism((benchInflight + 1) / 2)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				if _, err := c.PublishBatch(ctx, t, ps, PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("raw-quic", func(b *testing.B) {
+		fr, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{AckMode: felix.AckPerBatch, RequestID: 1,
+			TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: benchPayloads()})
+		require.NoError(b, err)
+		ack, err := felix.AppendPublishAck(nil, &felix.PublishAck{Status: felix.AckOK, RequestID: 1})
+		require.NoError(b, err)
+		s := rawPair(b, func(s *quic.Stream) {
+			r := felix.NewReader(s)
+			for {
+				if _, err := r.ReadFrame(); err != nil {
+					s.Close()
+					return
+				}
+				if _, err := s.Write(ack); err != nil {
+					return
+				}
+			}
+		})
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		window := make(chan struct{}, benchInflight)
+		done := make(chan error, 1)
+		go func() {
+			buf := make([]byte, len(ack))
+			for range b.N {
+				if _, err := io.ReadFull(s, buf); err != nil {
+					done <- err
+					return
+				}
+				<-window
+			}
+			done <- nil
+		}()
+		for range b.N {
+			window <- struct{}{}
+			if _, err := s.Write(fr); err != nil {
+				b.Fatal(err)
+			}
+		}
+		require.NoError(b, <-done)
+		b.StopTimer()
+		s.Close()
+	})
+}
+
+func BenchmarkSubscribeDelivery(b *testing.B) {
+	ev, err := felix.AppendEventBatch(nil, &felix.EventBatch{HasBaseOffset: true, Payloads: benchPayloads()}, felix.FlagEventBatchOffsets)
+	require.NoError(b, err)
+	b.Run("felix", func(b *testing.B) {
+		n := b.N
+		ln, tc := startBenchServer(b, ev, &n)
+		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+		require.NoError(b, err)
+		defer c.Close()
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		ctx := context.Background()
+		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{})
+		require.NoError(b, err)
+		for range b.N * benchRecords {
+			if _, err := sub.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		sub.Close()
+	})
+	b.Run("raw-quic", func(b *testing.B) {
+		s := rawPair(b, func(s *quic.Stream) {
+			for range b.N {
+				if _, err := s.Write(ev); err != nil {
+					return
+				}
+			}
+			s.Close()
+		})
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		s.Write([]byte{0}) // opens the stream at the server
+		r := felix.NewReader(s)
+		for range b.N {
+			if _, err := r.ReadFrame(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		s.Close()
+	})
+}
+
+// rawPair starts a raw quic-go server whose first accepted stream runs
+// serve (after reading the one opening byte of the subscribe benchmark when
+// serve does not read), and returns the client's end of a stream to it. Both
+// use this package's QUIC configuration.
+func rawPair(b *testing.B, serve func(*quic.Stream)) *quic.Stream {
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(b, err)
+	tc, err := serverTLS(srvTLS, false)
+	require.NoError(b, err)
+	ln, err := quic.ListenAddr("127.0.0.1:0", tc, quicConfig(nil, true))
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sc, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		s, err := sc.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		serve(s)
+		<-ctx.Done()
+		sc.CloseWithError(0, "")
+	})
+	qc, err := quic.DialAddr(ctx, ln.Addr().String(), clientTLS(&tls.Config{RootCAs: pool}, "", false), quicConfig(nil, false))
+	require.NoError(b, err)
+	s, err := qc.OpenStreamSync(ctx)
+	require.NoError(b, err)
+	b.Cleanup(func() {
+		cancel()
+		qc.CloseWithError(0, "")
+		wg.Wait()
+		ln.Close()
+	})
+	return s
+}
+
+var _ = errors.New
