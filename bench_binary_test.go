@@ -244,6 +244,9 @@ func BenchmarkSharedEventBatchFanout(b *testing.B) {
 		})
 		b.Run("per-subscriber/subs="+strconv.Itoa(subs), func(b *testing.B) {
 			bufs := make([][]byte, subs)
+			for i, a := range accepted {
+				bufs[i] = make([]byte, 0, eb.FrameLen(a))
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				for i, a := range accepted {

@@ -189,6 +189,11 @@ type Event struct {
 // EventBatchView is a validated event batch whose byte fields alias the
 // payload it was parsed from (capacity capped at their length). It is valid
 // only as long as that payload is; use Batch for an owned copy.
+//
+// While validating, the parser records the end offsets of the first 64
+// payloads in the view, so iterating over them reads no length field again;
+// a view is therefore a few hundred bytes: keep it in a local variable or
+// pass a pointer to it.
 type EventBatchView struct {
 	// Flags is the frame's flag word.
 	Flags Flags
@@ -361,7 +366,8 @@ type SharedEventBatch struct {
 	b      *EventBatch
 	frames [16][]byte
 	errs   [16]error
-	built  uint16
+	built  uint16 // sets encoded (successfully or not)
+	ok     uint16 // sets encoded successfully
 	n      int
 }
 
@@ -380,7 +386,7 @@ func NewSharedEventBatch(b *EventBatch) *SharedEventBatch {
 // previous batch (otherwise use a new SharedEventBatch).
 func (s *SharedEventBatch) Reset(b *EventBatch) {
 	s.b = b
-	s.built = 0
+	s.built, s.ok = 0, 0
 	s.n = 0
 	clear(s.errs[:])
 }
@@ -396,6 +402,19 @@ func sharedKey(f Flags) int {
 // Frame returns the whole frame for a subscriber that accepted the modifier
 // bits in accepted, encoding it on first use of its modifier set.
 func (s *SharedEventBatch) Frame(accepted Flags) ([]byte, error) {
+	if b := s.b; b != nil {
+		k := sharedKey(b.FlagsFor(accepted))
+		if s.ok&(1<<k) != 0 {
+			fr := s.frames[k]
+			return fr[:len(fr):len(fr)], nil
+		}
+	}
+	return s.build(accepted)
+}
+
+// build is Frame's slow path: the first request for a modifier set, or an
+// error.
+func (s *SharedEventBatch) build(accepted Flags) ([]byte, error) {
 	if s.b == nil || s.b.Legacy {
 		return nil, encErr(ErrInvalidValue, layoutEvent, "flags", "a shared batch needs a non-legacy EventBatch")
 	}
@@ -405,6 +424,7 @@ func (s *SharedEventBatch) Frame(accepted Flags) ([]byte, error) {
 		s.frames[k], s.errs[k] = fr, err
 		s.built |= 1 << k
 		if err == nil {
+			s.ok |= 1 << k
 			s.n++
 		}
 	}

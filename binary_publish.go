@@ -162,6 +162,11 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 // to one never overwrites the input). It is valid only as long as that
 // payload is: a Reader's payload, for example, is reused by the next
 // ReadFrame. Use Batch for an owned copy.
+//
+// While validating, the parser records the end offsets of the first 64
+// payloads in the view, so iterating over them reads no length field again;
+// a view is therefore a few hundred bytes: keep it in a local variable or
+// pass a pointer to it.
 type PublishBatchView struct {
 	// Flags is the frame's flag word.
 	Flags Flags

@@ -14,8 +14,10 @@ import (
 
 const jsonLayout = "json_message"
 
-// maxJSONDepth bounds the nesting of arrays and objects, as serde_json's
-// recursion limit does.
+// maxJSONDepth bounds the nesting of arrays and objects (the top-level
+// object included): like serde_json, whose recursion limit of 128 refuses
+// the 128th level, at most 127 levels are accepted. It also keeps the
+// recursive skip from exhausting the stack.
 const maxJSONDepth = 128
 
 // ---------------------------------------------------------------------------
@@ -242,7 +244,7 @@ func (d *jsonDecoder) beginObject(field string) bool {
 		return false
 	}
 	d.depth++
-	if d.depth > maxJSONDepth {
+	if d.depth >= maxJSONDepth {
 		d.fail(field, "nesting too deep")
 		return false
 	}
@@ -297,7 +299,7 @@ func (d *jsonDecoder) beginArray(field string) bool {
 		return false
 	}
 	d.depth++
-	if d.depth > maxJSONDepth {
+	if d.depth >= maxJSONDepth {
 		d.fail(field, "nesting too deep")
 		return false
 	}

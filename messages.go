@@ -2,13 +2,19 @@ package felix
 
 //go:generate go run ./internal/gen/msggen
 
-// JSON control messages
+import "bytes"
+
+// Message is a JSON control message. Every *T generated for the 77 message
+// types implements it, and so does *UnknownMessage.
 //
 // Every one of the 77 control messages of the protocol (spec messages.md) is
 // a struct type in this package, named after its "type" tag in Go CamelCase
-// with initialisms: auth → Auth, auth_ok → AuthOK, publish_batch →
-// PublishBatch, cache_value → CacheValue, and error → ErrorMessage (so it
-// does not clash with Error). A *T implements Message. The types, their
+// with initialisms: auth → Auth, auth_ok → AuthOK, cache_value →
+// CacheValue, publish_ok → PublishOK. Four names take a Message suffix
+// because the name is taken by another type of this package: error →
+// ErrorMessage (Error), publish_batch → PublishBatchMessage (the binary
+// PublishBatch), event → EventMessage and event_batch → EventBatchMessage
+// (the binary Event and EventBatch). A *T implements Message. The types, their
 // encoders and decoders are generated (messages_gen.go) from the table
 // internal/gen/msggen/messages.txt; go generate ./... rebuilds them.
 //
@@ -31,7 +37,8 @@ package felix
 //
 // Decoding is strict where upstream is strict and lenient where it is
 // lenient: unknown members are ignored (their values must still be valid
-// JSON); a duplicate known member, a wrong JSON type, a number with a
+// JSON, and like serde a repeated unknown member is not an error); a
+// duplicate known member, a wrong JSON type, a number with a
 // fraction or exponent or outside the field's range (including -1 or -0 for
 // an unsigned field), bad base64, a missing "type" or required member, and
 // anything but whitespace after the object fail with an *Error of class
@@ -45,11 +52,6 @@ package felix
 // padding, and serde's string escaping (only '"', '\\' and control
 // characters are escaped; '<', '>', '&', U+2028 and U+2029 are written
 // raw). Encoders append to a caller's buffer and do not allocate.
-
-import "bytes"
-
-// Message is a JSON control message. Every *T generated for the 77 message
-// types implements it, and so does *UnknownMessage.
 type Message interface {
 	// MessageType returns the message's JSON "type" tag.
 	MessageType() string
@@ -146,6 +148,12 @@ func NewMessage(typ string) Message {
 	return nil
 }
 
+// IsClientMessage reports whether typ is one of the known message types a
+// client sends to a broker (requests such as auth, publish, subscribe). A
+// broker answers a known broker → client type received from a client with
+// an error (invalid_request) and closes the stream.
+func IsClientMessage(typ string) bool { return clientToBroker(typ) }
+
 // DecodeMessage decodes one JSON control payload (the payload of a frame
 // with flags 0) into its message type. An unknown "type" yields an
 // *UnknownMessage. Errors are *Error values of class ErrInvalidJSON (or
@@ -211,6 +219,24 @@ func DecodeMessage(payload []byte) (Message, error) {
 		return nil, d.err
 	}
 	return m, nil
+}
+
+// unmarshalMessage decodes b into m, which must be of the decoded type.
+func unmarshalMessage[T any, P interface {
+	*T
+	Message
+}](b []byte, m P) error {
+	got, err := DecodeMessage(b)
+	if err != nil {
+		return err
+	}
+	g, ok := got.(P)
+	if !ok {
+		return &Error{Class: ErrInvalidJSON, Layout: jsonLayout, Field: "type", Offset: -1,
+			Detail: "message type " + got.MessageType() + ", want " + m.MessageType()}
+	}
+	*m = *g
+	return nil
 }
 
 // typeValue reads the value of a "type" member: a string.

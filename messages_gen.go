@@ -400,6 +400,15 @@ func decodeKnown(typ string, d *jsonDecoder, i0 int) Message {
 	return nil
 }
 
+// clientToBroker reports whether typ is a known client → broker message.
+func clientToBroker(typ string) bool {
+	switch typ {
+	case "auth", "extension", "topology", "stream_shards", "cache_shards", "shard_owners", "shard_inspect", "subscriptions_list", "publish", "publish_batch", "producer_init", "publish_idempotent", "publish_if", "commit", "state_get", "subscribe", "offset_for_time", "stream_read", "cache_put", "cache_get", "cache_delete", "cache_put_if", "cache_delete_if", "cache_watch", "counter_add", "counter_get", "group_poll", "group_ack", "group_nack", "group_extend", "group_dead_letter", "group_dead_letters", "group_discard", "group_redrive", "group_seek", "group_describe", "group_delete":
+		return true
+	}
+	return false
+}
+
 // newMessage returns a zero message of the given type, or nil.
 func newMessage(typ string) decodableMessage {
 	switch typ {
@@ -1804,6 +1813,13 @@ type Auth struct {
 // MessageType returns "auth".
 func (*Auth) MessageType() string { return "auth" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Auth) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "auth" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Auth) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Auth) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"auth","tenant_id":`...)
@@ -1893,6 +1909,13 @@ type AuthOK struct {
 // MessageType returns "auth_ok".
 func (*AuthOK) MessageType() string { return "auth_ok" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *AuthOK) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "auth_ok" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *AuthOK) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *AuthOK) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"auth_ok","server_flags":`...)
@@ -1979,6 +2002,13 @@ type OK struct {
 // MessageType returns "ok".
 func (*OK) MessageType() string { return "ok" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *OK) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "ok" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *OK) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *OK) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"ok"}`...)
@@ -2015,6 +2045,13 @@ type ErrorMessage struct {
 
 // MessageType returns "error".
 func (*ErrorMessage) MessageType() string { return "error" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ErrorMessage) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "error" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ErrorMessage) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ErrorMessage) AppendJSON(dst []byte) []byte {
@@ -2096,6 +2133,13 @@ type Unsupported struct {
 // MessageType returns "unsupported".
 func (*Unsupported) MessageType() string { return "unsupported" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Unsupported) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "unsupported" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Unsupported) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Unsupported) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"unsupported","request_type":`...)
@@ -2164,6 +2208,13 @@ type Extension struct {
 // MessageType returns "extension".
 func (*Extension) MessageType() string { return "extension" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Extension) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "extension" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Extension) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Extension) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"extension","name":`...)
@@ -2227,6 +2278,13 @@ type NotLeader struct {
 // MessageType returns "not_leader".
 func (*NotLeader) MessageType() string { return "not_leader" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *NotLeader) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "not_leader" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *NotLeader) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *NotLeader) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"not_leader","node_id":`...)
@@ -2282,6 +2340,13 @@ type Topology struct {
 // MessageType returns "topology".
 func (*Topology) MessageType() string { return "topology" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Topology) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "topology" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Topology) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Topology) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"topology"}`...)
@@ -2312,6 +2377,13 @@ type TopologyView struct {
 
 // MessageType returns "topology_view".
 func (*TopologyView) MessageType() string { return "topology_view" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *TopologyView) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "topology_view" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *TopologyView) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *TopologyView) AppendJSON(dst []byte) []byte {
@@ -2373,6 +2445,13 @@ type StreamShards struct {
 // MessageType returns "stream_shards".
 func (*StreamShards) MessageType() string { return "stream_shards" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StreamShards) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "stream_shards" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StreamShards) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StreamShards) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"stream_shards","tenant_id":`...)
@@ -2431,6 +2510,13 @@ type StreamShardsView struct {
 
 // MessageType returns "stream_shards_view".
 func (*StreamShardsView) MessageType() string { return "stream_shards_view" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StreamShardsView) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "stream_shards_view" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StreamShardsView) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StreamShardsView) AppendJSON(dst []byte) []byte {
@@ -2495,6 +2581,13 @@ type CacheShards struct {
 // MessageType returns "cache_shards".
 func (*CacheShards) MessageType() string { return "cache_shards" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheShards) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_shards" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheShards) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheShards) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_shards","tenant_id":`...)
@@ -2552,6 +2645,13 @@ type CacheShardsView struct {
 // MessageType returns "cache_shards_view".
 func (*CacheShardsView) MessageType() string { return "cache_shards_view" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheShardsView) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_shards_view" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheShardsView) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheShardsView) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_shards_view","shards":`...)
@@ -2604,6 +2704,13 @@ type ShardOwners struct {
 
 // MessageType returns "shard_owners".
 func (*ShardOwners) MessageType() string { return "shard_owners" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ShardOwners) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "shard_owners" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ShardOwners) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ShardOwners) AppendJSON(dst []byte) []byte {
@@ -2666,6 +2773,13 @@ type ShardOwnersView struct {
 
 // MessageType returns "shard_owners_view".
 func (*ShardOwnersView) MessageType() string { return "shard_owners_view" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ShardOwnersView) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "shard_owners_view" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ShardOwnersView) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ShardOwnersView) AppendJSON(dst []byte) []byte {
@@ -2736,6 +2850,13 @@ type ShardInspect struct {
 // MessageType returns "shard_inspect".
 func (*ShardInspect) MessageType() string { return "shard_inspect" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ShardInspect) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "shard_inspect" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ShardInspect) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ShardInspect) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"shard_inspect","tenant_id":`...)
@@ -2803,6 +2924,13 @@ type ShardInspectInfo struct {
 // MessageType returns "shard_inspect_info".
 func (*ShardInspectInfo) MessageType() string { return "shard_inspect_info" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ShardInspectInfo) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "shard_inspect_info" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ShardInspectInfo) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ShardInspectInfo) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"shard_inspect_info","view":`...)
@@ -2853,6 +2981,13 @@ type SubscriptionsList struct {
 
 // MessageType returns "subscriptions_list".
 func (*SubscriptionsList) MessageType() string { return "subscriptions_list" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *SubscriptionsList) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "subscriptions_list" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *SubscriptionsList) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *SubscriptionsList) AppendJSON(dst []byte) []byte {
@@ -2928,6 +3063,13 @@ type SubscriptionsListInfo struct {
 
 // MessageType returns "subscriptions_list_info".
 func (*SubscriptionsListInfo) MessageType() string { return "subscriptions_list_info" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *SubscriptionsListInfo) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "subscriptions_list_info" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *SubscriptionsListInfo) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *SubscriptionsListInfo) AppendJSON(dst []byte) []byte {
@@ -3018,6 +3160,13 @@ type Publish struct {
 
 // MessageType returns "publish".
 func (*Publish) MessageType() string { return "publish" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Publish) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Publish) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Publish) AppendJSON(dst []byte) []byte {
@@ -3136,6 +3285,13 @@ type PublishBatchMessage struct {
 // MessageType returns "publish_batch".
 func (*PublishBatchMessage) MessageType() string { return "publish_batch" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *PublishBatchMessage) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish_batch" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *PublishBatchMessage) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *PublishBatchMessage) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"publish_batch","tenant_id":`...)
@@ -3241,6 +3397,13 @@ type PublishOK struct {
 // MessageType returns "publish_ok".
 func (*PublishOK) MessageType() string { return "publish_ok" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *PublishOK) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish_ok" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *PublishOK) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *PublishOK) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"publish_ok","request_id":`...)
@@ -3300,6 +3463,13 @@ type PublishError struct {
 
 // MessageType returns "publish_error".
 func (*PublishError) MessageType() string { return "publish_error" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *PublishError) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish_error" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *PublishError) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *PublishError) AppendJSON(dst []byte) []byte {
@@ -3382,6 +3552,13 @@ type ProducerInit struct {
 // MessageType returns "producer_init".
 func (*ProducerInit) MessageType() string { return "producer_init" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ProducerInit) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "producer_init" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ProducerInit) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ProducerInit) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"producer_init","request_id":`...)
@@ -3423,6 +3600,13 @@ type ProducerInitOK struct {
 
 // MessageType returns "producer_init_ok".
 func (*ProducerInitOK) MessageType() string { return "producer_init_ok" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ProducerInitOK) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "producer_init_ok" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ProducerInitOK) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ProducerInitOK) AppendJSON(dst []byte) []byte {
@@ -3482,6 +3666,13 @@ type PublishIdempotent struct {
 
 // MessageType returns "publish_idempotent".
 func (*PublishIdempotent) MessageType() string { return "publish_idempotent" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *PublishIdempotent) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish_idempotent" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *PublishIdempotent) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *PublishIdempotent) AppendJSON(dst []byte) []byte {
@@ -3569,6 +3760,13 @@ type PublishRefused struct {
 // MessageType returns "publish_refused".
 func (*PublishRefused) MessageType() string { return "publish_refused" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *PublishRefused) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish_refused" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *PublishRefused) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *PublishRefused) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"publish_refused","request_id":`...)
@@ -3632,6 +3830,13 @@ type PublishIf struct {
 
 // MessageType returns "publish_if".
 func (*PublishIf) MessageType() string { return "publish_if" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *PublishIf) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "publish_if" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *PublishIf) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *PublishIf) AppendJSON(dst []byte) []byte {
@@ -3737,6 +3942,13 @@ type Commit struct {
 
 // MessageType returns "commit".
 func (*Commit) MessageType() string { return "commit" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Commit) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "commit" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Commit) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Commit) AppendJSON(dst []byte) []byte {
@@ -3848,6 +4060,13 @@ type CommitOK struct {
 // MessageType returns "commit_ok".
 func (*CommitOK) MessageType() string { return "commit_ok" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CommitOK) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "commit_ok" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CommitOK) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CommitOK) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"commit_ok","request_id":`...)
@@ -3904,6 +4123,13 @@ type StateGet struct {
 
 // MessageType returns "state_get".
 func (*StateGet) MessageType() string { return "state_get" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StateGet) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "state_get" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StateGet) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StateGet) AppendJSON(dst []byte) []byte {
@@ -3987,6 +4213,13 @@ type StateValue struct {
 
 // MessageType returns "state_value".
 func (*StateValue) MessageType() string { return "state_value" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StateValue) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "state_value" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StateValue) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StateValue) AppendJSON(dst []byte) []byte {
@@ -4077,6 +4310,13 @@ type Subscribe struct {
 
 // MessageType returns "subscribe".
 func (*Subscribe) MessageType() string { return "subscribe" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Subscribe) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "subscribe" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Subscribe) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Subscribe) AppendJSON(dst []byte) []byte {
@@ -4182,6 +4422,13 @@ type Subscribed struct {
 // MessageType returns "subscribed".
 func (*Subscribed) MessageType() string { return "subscribed" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *Subscribed) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "subscribed" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *Subscribed) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *Subscribed) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"subscribed","subscription_id":`...)
@@ -4262,6 +4509,13 @@ type SubscribeCursorError struct {
 // MessageType returns "subscribe_cursor_error".
 func (*SubscribeCursorError) MessageType() string { return "subscribe_cursor_error" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *SubscribeCursorError) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "subscribe_cursor_error" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *SubscribeCursorError) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *SubscribeCursorError) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"subscribe_cursor_error","reason":`...)
@@ -4312,6 +4566,13 @@ type EventStreamHello struct {
 // MessageType returns "event_stream_hello".
 func (*EventStreamHello) MessageType() string { return "event_stream_hello" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *EventStreamHello) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "event_stream_hello" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *EventStreamHello) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *EventStreamHello) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"event_stream_hello","subscription_id":`...)
@@ -4359,6 +4620,13 @@ type EventMessage struct {
 
 // MessageType returns "event".
 func (*EventMessage) MessageType() string { return "event" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *EventMessage) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "event" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *EventMessage) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *EventMessage) AppendJSON(dst []byte) []byte {
@@ -4435,6 +4703,13 @@ type EventBatchMessage struct {
 // MessageType returns "event_batch".
 func (*EventBatchMessage) MessageType() string { return "event_batch" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *EventBatchMessage) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "event_batch" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *EventBatchMessage) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *EventBatchMessage) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"event_batch","tenant_id":`...)
@@ -4509,6 +4784,13 @@ type ShardMoved struct {
 
 // MessageType returns "shard_moved".
 func (*ShardMoved) MessageType() string { return "shard_moved" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *ShardMoved) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "shard_moved" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *ShardMoved) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *ShardMoved) AppendJSON(dst []byte) []byte {
@@ -4593,6 +4875,13 @@ type SubscriptionLagged struct {
 // MessageType returns "subscription_lagged".
 func (*SubscriptionLagged) MessageType() string { return "subscription_lagged" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *SubscriptionLagged) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "subscription_lagged" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *SubscriptionLagged) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *SubscriptionLagged) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"subscription_lagged","subscription_id":`...)
@@ -4637,6 +4926,13 @@ type StreamDeleted struct {
 
 // MessageType returns "stream_deleted".
 func (*StreamDeleted) MessageType() string { return "stream_deleted" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StreamDeleted) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "stream_deleted" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StreamDeleted) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StreamDeleted) AppendJSON(dst []byte) []byte {
@@ -4687,6 +4983,13 @@ type OffsetForTime struct {
 
 // MessageType returns "offset_for_time".
 func (*OffsetForTime) MessageType() string { return "offset_for_time" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *OffsetForTime) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "offset_for_time" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *OffsetForTime) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *OffsetForTime) AppendJSON(dst []byte) []byte {
@@ -4754,6 +5057,13 @@ type OffsetValue struct {
 
 // MessageType returns "offset_value".
 func (*OffsetValue) MessageType() string { return "offset_value" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *OffsetValue) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "offset_value" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *OffsetValue) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *OffsetValue) AppendJSON(dst []byte) []byte {
@@ -4823,6 +5133,13 @@ type StreamRead struct {
 
 // MessageType returns "stream_read".
 func (*StreamRead) MessageType() string { return "stream_read" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StreamRead) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "stream_read" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StreamRead) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StreamRead) AppendJSON(dst []byte) []byte {
@@ -4919,6 +5236,13 @@ type StreamRecords struct {
 // MessageType returns "stream_records".
 func (*StreamRecords) MessageType() string { return "stream_records" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *StreamRecords) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "stream_records" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *StreamRecords) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *StreamRecords) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"stream_records","records":`...)
@@ -4994,6 +5318,13 @@ type CachePut struct {
 
 // MessageType returns "cache_put".
 func (*CachePut) MessageType() string { return "cache_put" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CachePut) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_put" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CachePut) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CachePut) AppendJSON(dst []byte) []byte {
@@ -5089,6 +5420,13 @@ type CacheGet struct {
 // MessageType returns "cache_get".
 func (*CacheGet) MessageType() string { return "cache_get" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheGet) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_get" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheGet) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheGet) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_get","tenant_id":`...)
@@ -5163,6 +5501,13 @@ type CacheDelete struct {
 
 // MessageType returns "cache_delete".
 func (*CacheDelete) MessageType() string { return "cache_delete" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheDelete) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_delete" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheDelete) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheDelete) AppendJSON(dst []byte) []byte {
@@ -5242,6 +5587,13 @@ type CacheValue struct {
 
 // MessageType returns "cache_value".
 func (*CacheValue) MessageType() string { return "cache_value" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheValue) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_value" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheValue) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheValue) AppendJSON(dst []byte) []byte {
@@ -5336,6 +5688,13 @@ type CacheOK struct {
 // MessageType returns "cache_ok".
 func (*CacheOK) MessageType() string { return "cache_ok" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheOK) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_ok" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheOK) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheOK) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_ok","request_id":`...)
@@ -5389,6 +5748,13 @@ type CachePutIf struct {
 
 // MessageType returns "cache_put_if".
 func (*CachePutIf) MessageType() string { return "cache_put_if" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CachePutIf) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_put_if" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CachePutIf) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CachePutIf) AppendJSON(dst []byte) []byte {
@@ -5482,6 +5848,13 @@ type CacheDeleteIf struct {
 // MessageType returns "cache_delete_if".
 func (*CacheDeleteIf) MessageType() string { return "cache_delete_if" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheDeleteIf) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_delete_if" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheDeleteIf) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheDeleteIf) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_delete_if","tenant_id":`...)
@@ -5550,6 +5923,13 @@ type CacheConditionResult struct {
 
 // MessageType returns "cache_condition_result".
 func (*CacheConditionResult) MessageType() string { return "cache_condition_result" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheConditionResult) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_condition_result" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheConditionResult) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheConditionResult) AppendJSON(dst []byte) []byte {
@@ -5623,6 +6003,13 @@ type CacheWatch struct {
 
 // MessageType returns "cache_watch".
 func (*CacheWatch) MessageType() string { return "cache_watch" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheWatch) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_watch" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheWatch) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheWatch) AppendJSON(dst []byte) []byte {
@@ -5747,6 +6134,13 @@ type CacheWatchStarted struct {
 // MessageType returns "cache_watch_started".
 func (*CacheWatchStarted) MessageType() string { return "cache_watch_started" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheWatchStarted) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_watch_started" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheWatchStarted) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheWatchStarted) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_watch_started","subscription_id":`...)
@@ -5815,6 +6209,13 @@ type CacheEvent struct {
 // MessageType returns "cache_event".
 func (*CacheEvent) MessageType() string { return "cache_event" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheEvent) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_event" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheEvent) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheEvent) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_event","key":`...)
@@ -5877,6 +6278,13 @@ type CacheWatchLagged struct {
 // MessageType returns "cache_watch_lagged".
 func (*CacheWatchLagged) MessageType() string { return "cache_watch_lagged" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CacheWatchLagged) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "cache_watch_lagged" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CacheWatchLagged) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CacheWatchLagged) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"cache_watch_lagged","resume_from":`...)
@@ -5926,6 +6334,13 @@ type CounterAdd struct {
 
 // MessageType returns "counter_add".
 func (*CounterAdd) MessageType() string { return "counter_add" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CounterAdd) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "counter_add" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CounterAdd) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CounterAdd) AppendJSON(dst []byte) []byte {
@@ -6000,6 +6415,13 @@ type CounterGet struct {
 // MessageType returns "counter_get".
 func (*CounterGet) MessageType() string { return "counter_get" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CounterGet) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "counter_get" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CounterGet) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CounterGet) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"counter_get","tenant_id":`...)
@@ -6061,6 +6483,13 @@ type CounterValue struct {
 
 // MessageType returns "counter_value".
 func (*CounterValue) MessageType() string { return "counter_value" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *CounterValue) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "counter_value" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *CounterValue) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *CounterValue) AppendJSON(dst []byte) []byte {
@@ -6134,6 +6563,13 @@ type GroupPoll struct {
 
 // MessageType returns "group_poll".
 func (*GroupPoll) MessageType() string { return "group_poll" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupPoll) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_poll" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupPoll) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupPoll) AppendJSON(dst []byte) []byte {
@@ -6238,6 +6674,13 @@ type GroupRecords struct {
 // MessageType returns "group_records".
 func (*GroupRecords) MessageType() string { return "group_records" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupRecords) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_records" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupRecords) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupRecords) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_records","records":`...)
@@ -6308,6 +6751,13 @@ type GroupAck struct {
 
 // MessageType returns "group_ack".
 func (*GroupAck) MessageType() string { return "group_ack" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupAck) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_ack" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupAck) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupAck) AppendJSON(dst []byte) []byte {
@@ -6394,6 +6844,13 @@ type GroupNack struct {
 
 // MessageType returns "group_nack".
 func (*GroupNack) MessageType() string { return "group_nack" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupNack) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_nack" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupNack) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupNack) AppendJSON(dst []byte) []byte {
@@ -6495,6 +6952,13 @@ type GroupExtend struct {
 // MessageType returns "group_extend".
 func (*GroupExtend) MessageType() string { return "group_extend" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupExtend) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_extend" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupExtend) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupExtend) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_extend","tenant_id":`...)
@@ -6577,6 +7041,13 @@ type GroupExtended struct {
 // MessageType returns "group_extended".
 func (*GroupExtended) MessageType() string { return "group_extended" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupExtended) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_extended" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupExtended) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupExtended) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_extended","visible_ms":`...)
@@ -6633,6 +7104,13 @@ type GroupDeadLetter struct {
 
 // MessageType returns "group_dead_letter".
 func (*GroupDeadLetter) MessageType() string { return "group_dead_letter" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDeadLetter) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_dead_letter" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDeadLetter) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDeadLetter) AppendJSON(dst []byte) []byte {
@@ -6714,6 +7192,13 @@ type GroupDeadLetters struct {
 // MessageType returns "group_dead_letters".
 func (*GroupDeadLetters) MessageType() string { return "group_dead_letters" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDeadLetters) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_dead_letters" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDeadLetters) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDeadLetters) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_dead_letters","tenant_id":`...)
@@ -6781,6 +7266,13 @@ type GroupDeadLetterList struct {
 // MessageType returns "group_dead_letter_list".
 func (*GroupDeadLetterList) MessageType() string { return "group_dead_letter_list" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDeadLetterList) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_dead_letter_list" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDeadLetterList) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDeadLetterList) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_dead_letter_list","offsets":`...)
@@ -6837,6 +7329,13 @@ type GroupDiscard struct {
 
 // MessageType returns "group_discard".
 func (*GroupDiscard) MessageType() string { return "group_discard" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDiscard) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_discard" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDiscard) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDiscard) AppendJSON(dst []byte) []byte {
@@ -6919,6 +7418,13 @@ type GroupRedrive struct {
 
 // MessageType returns "group_redrive".
 func (*GroupRedrive) MessageType() string { return "group_redrive" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupRedrive) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_redrive" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupRedrive) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupRedrive) AppendJSON(dst []byte) []byte {
@@ -7003,6 +7509,13 @@ type GroupSeek struct {
 
 // MessageType returns "group_seek".
 func (*GroupSeek) MessageType() string { return "group_seek" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupSeek) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_seek" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupSeek) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupSeek) AppendJSON(dst []byte) []byte {
@@ -7091,6 +7604,13 @@ type GroupDescribe struct {
 // MessageType returns "group_describe".
 func (*GroupDescribe) MessageType() string { return "group_describe" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDescribe) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_describe" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDescribe) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDescribe) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_describe","tenant_id":`...)
@@ -7166,6 +7686,13 @@ type GroupDelete struct {
 // MessageType returns "group_delete".
 func (*GroupDelete) MessageType() string { return "group_delete" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDelete) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_delete" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDelete) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDelete) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_delete","tenant_id":`...)
@@ -7235,6 +7762,13 @@ type GroupPosition struct {
 // MessageType returns "group_position".
 func (*GroupPosition) MessageType() string { return "group_position" }
 
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupPosition) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_position" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupPosition) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
+
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupPosition) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"type":"group_position","offset":`...)
@@ -7294,6 +7828,13 @@ type GroupInfo struct {
 
 // MessageType returns "group_info".
 func (*GroupInfo) MessageType() string { return "group_info" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupInfo) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_info" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupInfo) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupInfo) AppendJSON(dst []byte) []byte {
@@ -7369,6 +7910,13 @@ type GroupDeleted struct {
 
 // MessageType returns "group_deleted".
 func (*GroupDeleted) MessageType() string { return "group_deleted" }
+
+// MarshalJSON returns the message's wire encoding (json.Marshaler).
+func (m *GroupDeleted) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }
+
+// UnmarshalJSON decodes the wire encoding of a "group_deleted" message
+// (json.Unmarshaler) with the rules of DecodeMessage.
+func (m *GroupDeleted) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }
 
 // AppendJSON appends the message's canonical JSON encoding to dst.
 func (m *GroupDeleted) AppendJSON(dst []byte) []byte {

@@ -194,6 +194,10 @@ func TestMessageRejections(t *testing.T) {
 		{"unknown refusal", `{"type":"publish_refused","request_id":1,"reason":"nope","message":"m"}`, "reason", ErrInvalidJSON},
 		{"refusal missing data", `{"type":"publish_refused","request_id":1,"reason":{"sequence_gap":{}},"message":"m"}`, "expected", ErrInvalidJSON},
 		{"refusal two members", `{"type":"publish_refused","request_id":1,"reason":{"sequence_gap":{"expected":1},"x":1},"message":"m"}`, "reason", ErrInvalidJSON},
+		{"unit variant with data", `{"type":"subscribe","tenant_id":"t","namespace":"n","stream":"s","start":{"latest":1}}`, "start", ErrInvalidJSON},
+		{"data variant as string", `{"type":"subscribe","tenant_id":"t","namespace":"n","stream":"s","start":"offset"}`, "start", ErrInvalidJSON},
+		{"refusal data variant as string", `{"type":"publish_refused","request_id":1,"reason":"sequence_gap","message":"m"}`, "reason", ErrInvalidJSON},
+		{"refusal data null", `{"type":"publish_refused","request_id":1,"reason":{"sequence_gap":null},"message":"m"}`, "sequence_gap", ErrInvalidJSON},
 		{"unknown condition", `{"type":"cache_put_if","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":"","condition":"present","request_id":1}`, "condition", ErrInvalidJSON},
 		{"state change no op", `{"type":"commit","tenant_id":"t","namespace":"n","stream":"s","entity_key":"","event":"","changes":[{"key":"k"}],"request_id":1}`, "op", ErrInvalidJSON},
 		{"state put no value", `{"type":"commit","tenant_id":"t","namespace":"n","stream":"s","entity_key":"","event":"","changes":[{"op":"put","key":"k"}],"request_id":1}`, "value", ErrInvalidJSON},
@@ -213,6 +217,7 @@ func TestMessageRejections(t *testing.T) {
 		{"single quotes", `{'type':'ok'}`, "", ErrInvalidJSON},
 		{"missing colon", `{"type" "ok"}`, "", ErrInvalidJSON},
 		{"deep nesting", `{"type":"ok","x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, "x", ErrInvalidJSON},
+		{"nesting one too deep", `{"type":"ok","x":` + strings.Repeat("[", 127) + strings.Repeat("]", 127) + `}`, "x", ErrInvalidJSON},
 		{"wrong element type", `{"type":"group_dead_letter_list","offsets":[1,"2"],"request_id":1}`, "offsets", ErrInvalidJSON},
 		{"missing member in list element", `{"type":"topology_view","brokers":[{"node_id":"a"}]}`, "addr", ErrInvalidJSON},
 		{"nested wrong type", `{"type":"topology_view","brokers":[1]}`, "brokers", ErrInvalidJSON},
@@ -351,7 +356,11 @@ func TestMessageNonCanonical(t *testing.T) {
 		{"refusal inner unknown", `{"type":"publish_refused","request_id":1,"reason":{"not_leader":{"addr":null,"x":1,"node_id":"b"}},"message":"m"}`, `{"type":"publish_refused","request_id":1,"reason":{"not_leader":{"node_id":"b"}},"message":"m"}`},
 		{"body compacted", `{"type":"extension","name":"n","body": { "k" : [ 1 , "\u0041\/" , 1.0E+2, 1e400 ] } }`, `{"type":"extension","name":"n","body":{"k":[1,"A/",1.0E+2,1e400]}}`},
 		{"body sorted, last duplicate kept", `{"type":"extension","name":"n","body":{"b":1,"a":{"y":2,"x":[{"d":1,"c":2}]},"b":3}}`, `{"type":"extension","name":"n","body":{"a":{"x":[{"c":2,"d":1}],"y":2},"b":3}}`},
+		{"deepest nesting", `{"type":"ok","x":` + strings.Repeat("[", 126) + strings.Repeat("]", 126) + `}`, `{"type":"ok"}`},
 		{"huge numbers in unknown members", `{"type":"ok","x":1e400,"y":-123456789012345678901234567890}`, `{"type":"ok"}`},
+		{"unit variant as object", `{"type":"subscribe","tenant_id":"t","namespace":"n","stream":"s","start":{"earliest":null}}`, `{"type":"subscribe","tenant_id":"t","namespace":"n","stream":"s","start":"earliest"}`},
+		{"unit condition as object", `{"type":"cache_put_if","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":"","condition":{"absent":null},"request_id":1}`, `{"type":"cache_put_if","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":"","condition":"absent","request_id":1}`},
+		{"unit refusal as object", `{"type":"publish_refused","request_id":1,"reason":{"sequence_expired":null},"message":"m"}`, `{"type":"publish_refused","request_id":1,"reason":"sequence_expired","message":"m"}`},
 		{"i64 negative", `{"type":"counter_add","tenant_id":"t","namespace":"n","cache":"c","key":"k","delta":-5,"request_id":1}`, `{"type":"counter_add","tenant_id":"t","namespace":"n","cache":"c","key":"k","delta":-5,"request_id":1}`},
 	}
 	for _, tc := range cases {
@@ -442,6 +451,18 @@ func TestMessageTypesRegistry(t *testing.T) {
 		assert.Equal(t, typ, m.MessageType())
 	}
 	assert.Nil(t, NewMessage("nope"))
+	clients := 0
+	for _, typ := range types {
+		if IsClientMessage(typ) {
+			clients++
+		}
+	}
+	assert.Equal(t, 37, clients, "client → broker types in the spec's index")
+	assert.True(t, IsClientMessage("auth"))
+	assert.True(t, IsClientMessage("group_delete"))
+	assert.False(t, IsClientMessage("auth_ok"))
+	assert.False(t, IsClientMessage("error"))
+	assert.False(t, IsClientMessage("frobnicate"))
 	// The Go names the other packages code against.
 	named := []Message{&Auth{}, &AuthOK{}, &OK{}, &ErrorMessage{}, &Publish{}, &PublishBatchMessage{}, &PublishOK{},
 		&PublishError{}, &PublishRefused{}, &PublishIdempotent{}, &ProducerInit{}, &ProducerInitOK{}, &Subscribe{},
@@ -473,4 +494,55 @@ func TestExtensionBodyLargeObject(t *testing.T) {
 	}
 	want.WriteString(`}}`)
 	assert.Equal(t, want.String(), string(mustDecode(t, in.String()).AppendJSON(nil)))
+}
+
+// TestAppendJSONString pins serde_json's escaping, byte for byte.
+func TestAppendJSONString(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                       `""`,
+		"plain":                  `"plain"`,
+		`"\`:                     `"\"\\"`,
+		"/<>&'":                  `"/<>&'"`,
+		"\b\f\n\r\t":             `"\b\f\n\r\t"`,
+		"\x00\x01\x0b\x0e\x1f":   `"\u0000\u0001\u000b\u000e\u001f"`,
+		"\x7f":                   "\"\x7f\"",
+		"\u2028\u2029":           "\"\u2028\u2029\"",
+		"é😀\ufffd":               "\"é😀\ufffd\"",
+		"a\xffb":                 "\"a\ufffdb\"",
+		"\xc3":                   "\"\ufffd\"",
+		"mixed \"q\" \u0085 end": "\"mixed \\\"q\\\" \u0085 end\"",
+	} {
+		assert.Equal(t, want, string(appendJSONString(nil, in)), "%q", in)
+	}
+}
+
+func TestOpt(t *testing.T) {
+	var o Opt[uint64]
+	v, ok := o.Get()
+	assert.False(t, ok)
+	assert.Zero(t, v)
+	assert.Equal(t, uint64(5), o.Or(5))
+	o = Some[uint64](0)
+	v, ok = o.Get()
+	assert.True(t, ok)
+	assert.Zero(t, v)
+	assert.Equal(t, uint64(0), o.Or(5))
+}
+
+func TestMessageStdJSONInterfaces(t *testing.T) {
+	type envelope struct {
+		Msg *PublishOK `json:"msg"`
+	}
+	b, err := json.Marshal(envelope{&PublishOK{RequestID: 7, Offset: Some[uint64](1)}})
+	require.NoError(t, err)
+	assert.Equal(t, `{"msg":{"type":"publish_ok","request_id":7,"offset":1}}`, string(b))
+	var back envelope
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, &PublishOK{RequestID: 7, Offset: Some[uint64](1)}, back.Msg)
+
+	var ok OK
+	err = json.Unmarshal([]byte(`{"type":"auth_ok","server_flags":1}`), &ok)
+	assert.ErrorIs(t, err, ErrInvalidJSON)
+	err = json.Unmarshal([]byte(`{"type":"publish_ok","request_id":-1}`), back.Msg)
+	assert.ErrorIs(t, err, ErrInvalidJSON)
 }

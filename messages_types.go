@@ -229,6 +229,16 @@ func (d *jsonDecoder) unitOrSingle(field string) (unit, tag string) {
 	return "", ""
 }
 
+// unitNull accepts the one-member object form of a unit variant, as serde
+// does: {"latest":null} reads as "latest". The cursor is on the value.
+func (d *jsonDecoder) unitNull(field string) {
+	if !d.null() {
+		d.wrongType(field, "null for a unit variant")
+		return
+	}
+	d.endSingle(field)
+}
+
 // endSingle closes the one-member object opened by unitOrSingle.
 func (d *jsonDecoder) endSingle(field string) {
 	if _, more := d.member(1, field); more {
@@ -278,6 +288,11 @@ func (p *StartPosition) decodeJSON(d *jsonDecoder, field string) {
 		return
 	}
 	switch {
+	case tag == "latest" || tag == "earliest":
+		d.unitNull(field)
+		unit = tag
+	}
+	switch {
 	case unit == "latest":
 		*p = StartPosition{Kind: StartLatest}
 	case unit == "earliest":
@@ -325,6 +340,10 @@ func (c *CacheCondition) decodeJSON(d *jsonDecoder, field string) {
 	unit, tag := d.unitOrSingle(field)
 	if d.err != nil {
 		return
+	}
+	if tag == "absent" {
+		d.unitNull(field)
+		unit = tag
 	}
 	switch {
 	case unit == "absent":
@@ -494,6 +513,11 @@ func (r *PublishRefusalReason) decodeJSON(d *jsonDecoder, field string) {
 		return
 	}
 	*r = PublishRefusalReason{}
+	switch tag {
+	case "unknown_producer", "sequence_expired", "sequence_reused":
+		d.unitNull(field)
+		unit, tag = tag, ""
+	}
 	switch {
 	case unit == "unknown_producer":
 		r.Kind = RefusalUnknownProducer

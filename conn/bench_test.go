@@ -3,7 +3,6 @@ package conn
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"sync"
 	"testing"
@@ -17,7 +16,9 @@ import (
 // raw quic-go streams in the same run:
 //
 //   - PublishAcked: 64 × 100 B acked binary batches, pipelined (64 in
-//     flight), against a server that answers each with a binary ack;
+//     flight: one goroutine with PublishBatchAsync under a publish_window
+//     of 64, and 64 goroutines calling PublishBatch), against a server that
+//     answers each with a binary ack;
 //   - SubscribeDelivery: 64 × 100 B event batches written by the server
 //     on an event stream and consumed event by event with Next.
 //
@@ -37,19 +38,15 @@ func benchPayloads() [][]byte {
 	return p
 }
 
-// benchServer answers acked binary publishes with an ok ack and nothing
-// else; with events set it opens an event stream on every subscribe and
-// writes frame n times.
-type benchServer struct {
-	ln   *Listener
-	pool interface{}
-	wg   sync.WaitGroup
-}
-
+// startBenchServer starts a server that answers acked binary publishes
+// with an ok ack and, on a subscribe, opens an event stream and writes
+// eventFrame *n times.
 func startBenchServer(b *testing.B, eventFrame []byte, n *int) (*Listener, *tls.Config) {
 	srvTLS, pool, err := SelfSigned()
 	require.NoError(b, err)
-	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: fullOffer()})
+	offer := fullOffer()
+	offer.PublishWindow = benchInflight
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: offer})
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -118,6 +115,36 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
 
 func BenchmarkPublishAcked(b *testing.B) {
 	b.Run("felix", func(b *testing.B) {
+		// One goroutine keeps the publish window (64) full, as the raw
+		// baseline does.
+		n := 0
+		ln, tc := startBenchServer(b, nil, &n)
+		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+		require.NoError(b, err)
+		defer c.Close()
+		require.EqualValues(b, benchInflight, c.Capabilities().PublishWindow)
+		ps := benchPayloads()
+		t := Topic{"t1", "ns", "s"}
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		var wg sync.WaitGroup
+		ctx := context.Background()
+		done := func(_ PublishResult, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			wg.Done()
+		}
+		for range b.N {
+			wg.Add(1)
+			if err := c.PublishBatchAsync(ctx, t, ps, PublishOptions{Ack: felix.AckPerBatch}, done); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg.Wait()
+	})
+	b.Run("felix-64-goroutines", func(b *testing.B) {
 		n := 0
 		ln, tc := startBenchServer(b, nil, &n)
 		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
@@ -270,5 +297,3 @@ func rawPair(b *testing.B, serve func(*quic.Stream)) *quic.Stream {
 	})
 	return s
 }
-
-var _ = errors.New

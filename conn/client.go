@@ -74,7 +74,14 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, &TransportError{Op: "dial", Err: err}
 	}
-	udp, err := net.ListenUDP("udp", nil)
+	// Bind the family of the broker's address (as quic.DialAddr does): a
+	// dual-stack socket would hand every IPv4 packet over as a mapped IPv6
+	// address.
+	laddr := &net.UDPAddr{IP: net.IPv4zero}
+	if ua.IP.To4() == nil {
+		laddr = &net.UDPAddr{IP: net.IPv6unspecified}
+	}
+	udp, err := net.ListenUDP("udp", laddr)
 	if err != nil {
 		return nil, &TransportError{Op: "dial", Err: err}
 	}

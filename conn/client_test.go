@@ -365,3 +365,43 @@ func TestSubscriptionCleanEnd(t *testing.T) {
 		require.ErrorAs(t, err, &te)
 	}
 }
+
+func TestPublishBatchAsync(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), ackOffsets: true})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	type res struct {
+		r   PublishResult
+		err error
+	}
+	results := make(chan res, 10)
+	done := func(r PublishResult, err error) { results <- res{r, err} }
+	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch}, done))
+	require.NoError(t, c.PublishBatchAsync(ctx, Topic{"t1", "ns", "missing"}, [][]byte{[]byte("x")}, PublishOptions{Ack: felix.AckPerBatch}, done))
+	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("c")}, PublishOptions{}, done))
+	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("d")}, PublishOptions{Ack: felix.AckPerMessage}, done))
+	var offsets []uint64
+	var brokerErrs int
+	for range 4 {
+		r := <-results
+		if r.err != nil {
+			var be *BrokerError
+			require.ErrorAs(t, r.err, &be)
+			require.NotZero(t, be.RequestID)
+			brokerErrs++
+			continue
+		}
+		if r.r.HasOffset {
+			offsets = append(offsets, r.r.Offset)
+		}
+	}
+	require.Equal(t, 1, brokerErrs)
+	require.ElementsMatch(t, []uint64{0, 3}, offsets)
+
+	// Pending asynchronous publishes fail when the client closes.
+	require.NoError(t, c.PublishBatchAsync(ctx, Topic{"t1", "ns", "stall"}, [][]byte{[]byte("s")}, PublishOptions{Ack: felix.AckPerBatch}, done))
+	c.Close()
+	require.Error(t, (<-results).err)
+	require.ErrorIs(t, c.PublishBatchAsync(ctx, topic, nil, PublishOptions{}, done), ErrClosed)
+}

@@ -57,10 +57,27 @@
 //	v, found, err := c.CacheGet(ctx, ref, "k") // a miss is found == false, not an error
 //
 // Acked publishes are pipelined: up to the broker's publish_window of them
-// may be unanswered at once, and answers are matched by request_id. Every
+// may be unanswered at once (shared by the connection's publish streams
+// unless the broker grants a window per stream), and answers are matched by
+// request_id. PublishBatch waits for its answer; PublishBatchAsync returns
+// once the frame is written and reports the answer to a callback, so one
+// goroutine can keep the whole window in flight.
+//
+// A subscription or cache watch has no goroutine of its own: Next reads its
+// event stream, so a consumer that stops calling Next stops reading and
+// QUIC flow control slows the broker; the client drops nothing. Every
 // blocking call takes a context; cancelling it abandons the wait (a frame
-// already written stays written). Client.Close is idempotent and waits for
+// already written stays written, and an interrupted read resumes on the next
+// call). Client.Close is idempotent, ends every subscription and waits for
 // every goroutine the client started.
+//
+// Errors are typed: *BrokerError (code, retry class, detail) for error
+// answers, ErrAuthRejected for a refused auth, *CursorError,
+// *NotLeaderError, *PublishRefusedError, the terminal *ShardMovedError,
+// *LaggedError and *StreamDeletedError, ErrNotAdvertised when the broker
+// did not advertise what a call needs (nothing is sent), ErrProtocol for a
+// peer that broke the protocol, and *TransportError wrapping quic-go's
+// errors.
 //
 // # Server
 //

@@ -3,6 +3,7 @@ package conn
 import (
 	"context"
 	"crypto/tls"
+	"sync"
 	"testing"
 
 	"github.com/flxproto/felix"
@@ -18,8 +19,10 @@ func eventServer(t *testing.T, write func(es *EventStream) error) (addr string, 
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var wg sync.WaitGroup
 	go func() {
 		defer close(done)
+		defer wg.Wait()
 		sc, err := ln.Accept(ctx)
 		if err != nil {
 			return
@@ -29,25 +32,25 @@ func eventServer(t *testing.T, write func(es *EventStream) error) (addr string, 
 			if err != nil {
 				return
 			}
-			req, err := st.ReadRequest()
-			if err != nil {
-				st.Close()
-				continue
-			}
-			if _, ok := req.Message.(*felix.Subscribe); !ok {
-				st.Close()
-				continue
-			}
-			es, err := st.OpenEventStream(ctx, 9)
-			if err != nil {
-				return
-			}
-			st.WriteMessage(&felix.Subscribed{SubscriptionID: 9})
-			st.Close()
-			if err := write(es); err != nil {
-				t.Errorf("server write: %v", err)
-			}
-			es.Close()
+			wg.Go(func() {
+				defer st.Close()
+				req, err := st.ReadRequest()
+				if err != nil {
+					return
+				}
+				if _, ok := req.Message.(*felix.Subscribe); !ok {
+					return
+				}
+				es, err := st.OpenEventStream(ctx, 9)
+				if err != nil {
+					return
+				}
+				st.WriteMessage(&felix.Subscribed{SubscriptionID: 9})
+				if err := write(es); err != nil {
+					t.Errorf("server write: %v", err)
+				}
+				es.Close()
+			})
 		}
 	}()
 	t.Cleanup(func() {

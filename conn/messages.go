@@ -257,7 +257,10 @@ func (s *eventSub) jsonItem(m felix.Message) (item, bool) {
 		}
 		evs := make([]Event, len(a.Payloads))
 		for i, p := range a.Payloads {
-			evs[i] = Event{Payload: p, Offset: a.BaseOffset.V + uint64(i), HasOffset: a.BaseOffset.Set}
+			evs[i] = Event{Payload: p}
+			if a.BaseOffset.Set {
+				evs[i].Offset, evs[i].HasOffset = a.BaseOffset.V+uint64(i), true
+			}
 		}
 		return item{events: evs}, false
 	case *felix.CacheEvent:

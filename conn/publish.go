@@ -63,6 +63,38 @@ func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o
 	return ps.publish(ctx, t, payloads, o, nil)
 }
 
+// PublishBatchAsync sends records as one batch like PublishBatch but does
+// not wait for the answer: it returns once the frame is written (after
+// waiting for a publish window slot when the publish is acked), and done is
+// then called exactly once with the result. For a fire-and-forget publish
+// done is called before PublishBatchAsync returns. done runs on a goroutine
+// of the client (normally the publish stream's reader) and must not block;
+// it is also called, with an error, when the stream or the client closes
+// before the answer. ctx bounds only the
+// wait for a slot and the write; an error from them is returned and done is
+// not called. payloads may be reused once PublishBatchAsync returns.
+//
+// One goroutine can keep a whole publish window in flight this way, which
+// is what the pipelined throughput benchmark does.
+func (c *Client) PublishBatchAsync(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, done func(PublishResult, error)) error {
+	if o.Ack > felix.AckPerBatch {
+		return &felix.Error{Class: felix.ErrInvalidValue, Layout: "publish", Field: "ack", Offset: -1, Detail: "unknown ack mode"}
+	}
+	ps, err := c.pubStream(ctx)
+	if err != nil {
+		return err
+	}
+	cb := func(rid uint64, a answer) { done(publishResult(rid, a)) }
+	pa, _, err := ps.send(ctx, t, payloads, o, nil, cb)
+	if err != nil {
+		return err
+	}
+	if pa == nil {
+		done(PublishResult{}, nil)
+	}
+	return nil
+}
+
 // Producer is an idempotent producer (FeatureIdempotentProducer, or binary
 // flag 0x0100): every batch carries the producer id and the next sequence, so
 // the broker can refuse duplicates (a *PublishRefusedError). Its methods are
@@ -154,9 +186,20 @@ type pubStream struct {
 
 // pendingAnswer is an outstanding request on a stream.
 type pendingAnswer struct {
-	ch      chan answer // capacity 1
-	slot    bool        // holds a publish window slot
+	ch      chan answer                // capacity 1; nil when cb is set
+	cb      func(rid uint64, a answer) // asynchronous publishes: called by the reader
+	rid     uint64
+	slot    bool // holds a publish window slot
 	release chan struct{}
+}
+
+// send hands a to the waiter.
+func (pa *pendingAnswer) send(a answer) {
+	if pa.cb != nil {
+		pa.cb(pa.rid, a)
+		return
+	}
+	pa.ch <- a
 }
 
 // answer is a decoded answer or the error that replaced it.
@@ -191,47 +234,72 @@ func (ps *pubStream) dead() bool {
 
 // publish sends one batch on ps and, when acked, waits for its answer.
 func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, id *idem) (PublishResult, error) {
+	pa, rid, err := ps.send(ctx, t, payloads, o, id, nil)
+	if err != nil || pa == nil {
+		return PublishResult{}, err
+	}
+	select {
+	case a := <-pa.ch:
+		return publishResult(rid, a)
+	case <-ctx.Done():
+		return PublishResult{}, ctx.Err()
+	}
+}
+
+// send writes one batch on ps. For an acked publish it first takes a window
+// slot and registers the request (its answer goes to the returned
+// pendingAnswer's channel, or to cb when cb is set); for a fire-and-forget
+// publish it returns a nil pendingAnswer.
+func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, id *idem, cb func(uint64, answer)) (*pendingAnswer, uint64, error) {
 	acked := o.Ack != felix.AckNone || id != nil
 	keyed := o.Key != nil
-	flags, enc := ps.caps.PublishFlags(acked, keyed, id != nil)
+	_, enc := ps.caps.PublishFlags(acked, keyed, id != nil)
 	if ps.c.cfg.ForceJSON && enc == felix.PublishBinary {
 		if id != nil {
 			if !ps.caps.CanFeature(felix.FeatureIdempotentProducer) {
-				return PublishResult{}, notAdvertised("publish_idempotent (FEATURE_IDEMPOTENT_PRODUCER)")
+				return nil, 0, notAdvertised("publish_idempotent (FEATURE_IDEMPOTENT_PRODUCER)")
 			}
 			enc = felix.PublishJSONIdempotent
 		} else {
 			enc = felix.PublishJSON
 		}
 	}
-	switch enc {
-	case felix.PublishUnavailable:
-		return PublishResult{}, notAdvertised("idempotent publish (flag 0x0100 or FEATURE_IDEMPOTENT_PRODUCER)")
+	if enc == felix.PublishUnavailable {
+		return nil, 0, notAdvertised("idempotent publish (flag 0x0100 or FEATURE_IDEMPOTENT_PRODUCER)")
 	}
 	b := felix.PublishBatch{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads,
 		HasKey: keyed, Key: o.Key}
 	if !acked {
+		var err error
 		if enc == felix.PublishBinary {
-			return PublishResult{}, writeCtx(ctx, ps.cs.s, func() error {
+			err = writeCtx(ctx, ps.cs.s, func() error {
 				return ps.cs.w.encode(func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
 			})
+		} else {
+			m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
+			err = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
 		}
-		m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
-		return PublishResult{}, writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+		if err != nil && ctx.Err() != nil {
+			ps.fail(err) // the write was interrupted and the stream reset
+		}
+		return nil, 0, err
 	}
-	// Acked: take a window slot, register, write, wait.
+	// Acked: take a window slot, register, write.
 	select {
 	case ps.window <- struct{}{}:
 	case <-ctx.Done():
-		return PublishResult{}, ctx.Err()
+		return nil, 0, ctx.Err()
 	case <-ps.done:
-		return PublishResult{}, ps.stickyErr()
+		return nil, 0, ps.stickyErr()
 	}
 	rid := ps.c.reqID.Add(1)
-	pa := &pendingAnswer{ch: make(chan answer, 1), slot: true, release: ps.window}
+	pa := &pendingAnswer{cb: cb, rid: rid, slot: true, release: ps.window}
+	if cb == nil {
+		pa.ch = make(chan answer, 1)
+	}
 	if err := ps.register(rid, pa); err != nil {
 		<-ps.window
-		return PublishResult{}, err
+		return nil, 0, err
 	}
 	var werr error
 	switch enc {
@@ -245,7 +313,6 @@ func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o 
 			b.Idempotent, b.ProducerID, b.Sequence = true, id.producer, id.seq
 			b.AckMode = felix.AckPerBatch
 		}
-		_ = flags
 		werr = writeCtx(ctx, ps.cs.s, func() error {
 			return ps.cs.w.encode(func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
 		})
@@ -266,14 +333,9 @@ func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o 
 			// The write was interrupted and the stream reset: fail it.
 			ps.fail(werr)
 		}
-		return PublishResult{}, werr
+		return nil, 0, werr
 	}
-	select {
-	case a := <-pa.ch:
-		return publishResult(rid, a)
-	case <-ctx.Done():
-		return PublishResult{}, ctx.Err()
-	}
+	return pa, rid, nil
 }
 
 // request sends a JSON request carrying a fresh request_id (built by mk) on
@@ -332,9 +394,10 @@ func (ps *pubStream) stickyErr() error {
 	return ps.err
 }
 
-// deliver hands an answer to the request rid. An answer for an unknown id
-// is a protocol violation unless the id was abandoned... ids are removed only
-// on answer, so unknown means the broker invented it.
+// deliver hands an answer to the request rid and releases its window slot.
+// It reports false for an id that is not outstanding (requests abandoned by
+// their caller stay registered until answered, so an unknown id is one the
+// broker invented or answered twice).
 func (ps *pubStream) deliver(rid uint64, a answer) bool {
 	ps.mu.Lock()
 	pa := ps.pending[rid]
@@ -346,7 +409,7 @@ func (ps *pubStream) deliver(rid uint64, a answer) bool {
 	if pa.slot {
 		<-pa.release
 	}
-	pa.ch <- a
+	pa.send(a)
 	return true
 }
 
@@ -364,7 +427,7 @@ func (ps *pubStream) fail(err error) {
 		if pa.slot {
 			<-pa.release
 		}
-		pa.ch <- answer{err: err}
+		pa.send(answer{err: err})
 	}
 	ps.cs.s.CancelWrite(0)
 	ps.cs.s.CancelRead(0)
@@ -406,7 +469,7 @@ func (ps *pubStream) finish(err error) {
 		if pa.slot {
 			<-pa.release
 		}
-		pa.ch <- answer{err: protocolErr("publish stream ended before the answer")}
+		pa.send(answer{err: protocolErr("publish stream ended before the answer")})
 	}
 	ps.cs.s.Close()
 }

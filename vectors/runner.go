@@ -106,6 +106,19 @@ const (
 	Skip
 )
 
+// String returns "pass", "fail" or "skip".
+func (s Status) String() string {
+	switch s {
+	case Pass:
+		return "pass"
+	case Fail:
+		return "fail"
+	case Skip:
+		return "skip"
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
 // Result is the outcome of running one vector.
 type Result struct {
 	// ID is the vector's "dir/name".

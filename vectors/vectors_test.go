@@ -204,6 +204,13 @@ func TestRunnerChecks(t *testing.T) {
 		{"codec_panics", m("kind", echoKind, "flags", 4, "frame_hex", frameHex(4, "boom")), "=", Fail, "panic"},
 		{"decode_fails", m("kind", echoKind, "flags", 4, "frame_hex", good[:20]), "=", Fail, "decode:"},
 		{"bad_frame_hex", m("kind", echoKind, "frame_hex", "zz"), "=", Fail, "frame_hex"},
+		{"flags_not_integer", m("kind", echoKind, "flags", "4", "frame_hex", good), "=", Fail, "member flags is not an integer"},
+		{"flags_out_of_range", m("kind", echoKind, "flags", 65536, "frame_hex", good), "=", Fail, "member flags is not an integer"},
+		{"kind_not_string", m("kind", 3, "frame_hex", good, "flags", 4), "=", Fail, "member kind is not a string"},
+		{"frame_hex_missing", m("kind", echoKind, "flags", 4), "", Fail, "frame_hex missing"},
+		{"invalid_max_negative", m("kind", "invalid", "layout", "frame", "error", "bad_magic", "max_frame_bytes", -1, "frame_hex", "00"+good[2:]), "=", Fail, "member max_frame_bytes is not an integer"},
+		{"invalid_no_layout", m("kind", "invalid", "error", "bad_magic", "frame_hex", good), "=", Fail, "without layout"},
+		{"invalid_no_error", m("kind", "invalid", "layout", "frame", "frame_hex", good), "=", Fail, "without error"},
 		{"unknown_kind", m("kind", "nonsense", "frame_hex", good, "flags", 4), "=", Fail, "unknown kind"},
 		{"missing_codec", m("kind", "x_not_registered", "frame_hex", good, "flags", 4), "=", Skip, "no codec registered for kind \"x_not_registered\""},
 		{"invalid_ok", m("kind", "invalid", "layout", "frame", "error", "bad_magic", "frame_hex", "00"+good[2:]), "=", Pass, ""},
@@ -303,6 +310,9 @@ func TestNormalizeMember(t *testing.T) {
 	}
 	if _, _, err := normalizeMember("x", make(chan int)); err == nil {
 		t.Fatal("unmarshalable value accepted")
+	}
+	if Pass.String() != "pass" || Fail.String() != "fail" || Skip.String() != "skip" || Status(9).String() != "status(9)" {
+		t.Fatal("Status.String")
 	}
 	if !errors.Is(safeCall(func() error { panic("x") }), errPanic) {
 		t.Fatal("safeCall did not recover")

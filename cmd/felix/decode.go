@@ -98,7 +98,7 @@ func describe(frame []byte, maxPayload uint32, showMax bool) ([]vectors.Member, 
 	if !ok {
 		return nil, fmt.Errorf("flags %v select kind %s, which has no codec registered yet", f.Flags, kind)
 	}
-	members, _, err := decodeSafely(c, frame, maxPayload)
+	members, reenc, err := decodeSafely(c, frame, maxPayload)
 	if err != nil {
 		return invalid(frame, f.Payload, kind, maxPayload, showMax, err), err
 	}
@@ -108,6 +108,10 @@ func describe(frame []byte, maxPayload uint32, showMax bool) ([]vectors.Member, 
 		{Name: "flags", Value: uint16(f.Flags)},
 		{Name: "frame_hex", Value: hex.EncodeToString(frame)},
 		{Name: "payload_hex", Value: hex.EncodeToString(f.Payload)},
+	}
+	if !bytes.Equal(reenc, frame) {
+		// Valid but not canonical: say what an encoder produces instead.
+		out = append(out, vectors.Member{Name: "canonical_frame_hex", Value: hex.EncodeToString(reenc)})
 	}
 	for _, m := range members {
 		if m.Name == "payload_json" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -357,4 +358,68 @@ func TestConformProjectVectors(t *testing.T) {
 	if n := strings.Count(stdout, "\nok   "); n < 10 {
 		t.Fatalf("only %d frame vectors ran", n)
 	}
+}
+
+// Every vector's frame, run through `felix decode`, yields a description
+// that itself passes as a vector; for an invalid vector the description
+// names the same error class.
+func TestDecodeDescribesEveryVector(t *testing.T) {
+	roots := []string{filepath.Join("..", "..", "vectors")}
+	if up := filepath.Join("..", "..", "..", "shared", "vectors", "upstream"); dirExists(up) {
+		roots = append(roots, up)
+	}
+	n := 0
+	for _, root := range roots {
+		dirs, err := vectors.FindDirs(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range dirs {
+			vs, err := vectors.LoadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vs {
+				if v.LoadErr != nil {
+					continue // reported by go test ./vectors/
+				}
+				n++
+				var kind, class string
+				var maxBytes uint64
+				_ = json.Unmarshal(v.Members["kind"], &kind)
+				_ = json.Unmarshal(v.Members["error"], &class)
+				_ = json.Unmarshal(v.Members["max_frame_bytes"], &maxBytes)
+				args := []string{"decode"}
+				if maxBytes != 0 {
+					args = append(args, "-max", strconv.FormatUint(maxBytes, 10))
+				}
+				code, stdout, stderr := felixRun(t, v.Hex, args...)
+				if kind == "invalid" {
+					if code != 1 {
+						t.Errorf("%s: code %d, want 1 (%s)", v.ID(), code, stderr)
+						continue
+					}
+					var got struct{ Error string }
+					_ = json.Unmarshal([]byte(stdout), &got)
+					if got.Error != class {
+						t.Errorf("%s: decode reports %q, vector %q", v.ID(), got.Error, class)
+					}
+				} else if code != 0 {
+					t.Errorf("%s: code %d: %s", v.ID(), code, stderr)
+					continue
+				}
+				if res := asVector(t, stdout); res.Status != vectors.Pass {
+					t.Errorf("%s: description fails as a vector: %s", v.ID(), res.Summary())
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d vectors found", n)
+	}
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }

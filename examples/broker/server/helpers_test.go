@@ -152,3 +152,5 @@ func engineStrict() (c engineConfig) {
 }
 
 type engineConfig = engine.Config
+
+func shardForKey(k []byte, n uint32) uint32 { return engine.ShardForKey(k, n) }

@@ -91,6 +91,9 @@ func parse(path string) ([]*def, error) {
 			cur = &def{goN: words[1], doc: doc}
 			defs = append(defs, cur)
 		case !indented && words[0] == "message" && len(words) == 3:
+			if words[2] != "C>B" && words[2] != "B>C" {
+				return nil, fmt.Errorf("%s:%d: direction %q is not C>B or B>C", path, line, words[2])
+			}
 			tag, goN, ok := strings.Cut(words[1], "=")
 			if !ok {
 				goN = camel(tag)
@@ -355,6 +358,13 @@ func (g *gen) encoder(d *def) {
 		g.p("// MessageType returns %q.", d.tag)
 		g.p("func (*%s) MessageType() string { return %q }", d.goN, d.tag)
 		g.p("")
+		g.p("// MarshalJSON returns the message's wire encoding (json.Marshaler).")
+		g.p("func (m *%s) MarshalJSON() ([]byte, error) { return m.AppendJSON(nil), nil }", d.goN)
+		g.p("")
+		g.p("// UnmarshalJSON decodes the wire encoding of a %q message", d.tag)
+		g.p("// (json.Unmarshaler) with the rules of DecodeMessage.")
+		g.p("func (m *%s) UnmarshalJSON(b []byte) error { return unmarshalMessage(b, m) }", d.goN)
+		g.p("")
 		g.p("// AppendJSON appends the message's canonical JSON encoding to dst.")
 		g.p("func (m *%s) AppendJSON(dst []byte) []byte {", d.goN)
 		g.lit(`{"type":` + strconv.Quote(d.tag))
@@ -522,6 +532,21 @@ func generate(defs []*def) []byte {
 	}
 	g.p("}")
 	g.p("return nil")
+	g.p("}")
+	g.p("")
+	g.p("// clientToBroker reports whether typ is a known client → broker message.")
+	g.p("func clientToBroker(typ string) bool {")
+	g.p("switch typ {")
+	var req []string
+	for _, d := range msgs {
+		if d.dir == "C>B" {
+			req = append(req, strconv.Quote(d.tag))
+		}
+	}
+	g.p("case %s:", strings.Join(req, ", "))
+	g.p("return true")
+	g.p("}")
+	g.p("return false")
 	g.p("}")
 	g.p("")
 	g.p("// newMessage returns a zero message of the given type, or nil.")

@@ -1,0 +1,119 @@
+package server_test
+
+import (
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/stretchr/testify/require"
+)
+
+// A legacy client (auth without client_flags) gets ok, publishes in JSON
+// and receives only frames it can parse: shared batches without offsets
+// and publish_ok without offset.
+func TestLegacyClient(t *testing.T) {
+	srv := startBroker(t, durableCfg())
+	ctx := ctxT(t)
+	legacy := dial(t, srv, func(c *conn.Config) { c.Legacy = true })
+	require.True(t, legacy.Capabilities().Legacy)
+	sub, err := legacy.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	require.False(t, sub.Info().StartOffset.Set, "no offsets in subscribed without flag 0x0020")
+	res, err := legacy.Publish(ctx, topic, []byte("old"), conn.PublishOptions{Ack: felix.AckPerMessage})
+	require.NoError(t, err)
+	require.False(t, res.HasOffset)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "old", string(ev.Payload))
+	require.False(t, ev.HasOffset)
+	require.Nil(t, ev.Publisher)
+
+	// the raw view: the event frame is exactly 0x0004
+	r := dialRaw(t, srv)
+	s := r.stream(t, felix.OriginalV1Flags, 0)
+	s.send(&felix.Subscribe{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream})
+	us, err := r.qc.AcceptUniStream(ctxT(t))
+	require.NoError(t, err)
+	er := felix.NewReader(us)
+	f, err := er.ReadFrame()
+	require.NoError(t, err)
+	hello, err := felix.DecodeMessage(f.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.EventStreamHello{}, hello)
+	require.IsType(t, &felix.Subscribed{}, s.recv())
+	_, err = legacy.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
+	require.NoError(t, err)
+	f, err = er.ReadFrame()
+	require.NoError(t, err)
+	require.Equal(t, felix.FlagBinaryEventBatchShared, f.Flags)
+}
+
+// Publish-only uni streams: auth, then publishes, never answered.
+func TestUniPublishStream(t *testing.T) {
+	srv := startBroker(t, durableCfg())
+	ctx := ctxT(t)
+	c := dial(t, srv, nil)
+	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	r := dialRaw(t, srv)
+	us, err := r.qc.OpenUniStreamSync(ctx)
+	require.NoError(t, err)
+	frame := func(m felix.Message) []byte {
+		b, err := felix.AppendMessageFrame(nil, m)
+		require.NoError(t, err)
+		return b
+	}
+	_, err = us.Write(frame(&felix.Auth{TenantID: topic.TenantID, Token: "demo-token"}))
+	require.NoError(t, err)
+	bin, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{TenantID: topic.TenantID, Namespace: topic.Namespace,
+		Stream: topic.Stream, Payloads: [][]byte{[]byte("uni-1")}})
+	require.NoError(t, err)
+	_, err = us.Write(bin)
+	require.NoError(t, err)
+	_, err = us.Write(frame(&felix.PublishBatchMessage{TenantID: topic.TenantID, Namespace: topic.Namespace,
+		Stream: topic.Stream, Payloads: [][]byte{[]byte("uni-2")}, Ack: felix.Some(felix.AckNone)}))
+	require.NoError(t, err)
+	require.NoError(t, us.Close())
+	for _, want := range []string{"uni-1", "uni-2"} {
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, string(ev.Payload))
+	}
+}
+
+// Keyed publishes land on the shard of their key; subscribing per shard
+// sees per-shard offsets; stream_shards reports the width.
+func TestShardedStream(t *testing.T) {
+	cfg := durableCfg()
+	cfg.Engine.DefaultStream.Shards = 4
+	srv := startBroker(t, cfg)
+	ctx := ctxT(t)
+	c := dial(t, srv, nil)
+	r := dialRaw(t, srv)
+	s := r.stream(t, rawFlags, 0)
+	s.send(&felix.StreamShards{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream, RequestID: 1})
+	v := s.recv().(*felix.StreamShardsView)
+	require.Equal(t, uint32(4), v.Shards)
+	subs := make([]*conn.Subscription, 4)
+	for i := range subs {
+		sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Shard: felix.Some(uint32(i))})
+		require.NoError(t, err)
+		defer sub.Close()
+		subs[i] = sub
+	}
+	counts := map[uint32]uint64{}
+	for i := range 20 {
+		key := []byte("customer-" + string(rune('a'+i)))
+		res, err := c.Publish(ctx, topic, key, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
+		require.NoError(t, err)
+		shard := shardForKey(key, 4)
+		require.Equal(t, counts[shard], res.Offset, "offsets are per shard")
+		counts[shard]++
+		ev, err := subs[shard].Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(key), string(ev.Payload))
+	}
+	require.Greater(t, len(counts), 1)
+}
