@@ -257,3 +257,68 @@ func TestPropStringEscaping(t *testing.T) {
 		}
 	})
 }
+
+// TestPropMessageNonCanonical re-arranges the encoding of random values of
+// every type (members shuffled with "type" anywhere, unknown members added,
+// indentation) and checks that it decodes to the same value and re-encodes
+// to the canonical bytes.
+func TestPropMessageNonCanonical(t *testing.T) {
+	unknown := []string{`null`, `1e400`, `-0.5`, `"<\u2028>"`, `[{"a":[]}]`, `{"type":"x","request_id":1}`, `true`}
+	for _, typ := range MessageTypes() {
+		t.Run(typ, func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) {
+				m := drawMessage(t, typ)
+				canonical := m.AppendJSON(nil)
+				type member struct {
+					key string
+					val json.RawMessage
+				}
+				var members []member
+				dec := json.NewDecoder(bytes.NewReader(canonical))
+				dec.Token()
+				for dec.More() {
+					k, _ := dec.Token()
+					var v json.RawMessage
+					if err := dec.Decode(&v); err != nil {
+						t.Fatal(err)
+					}
+					members = append(members, member{k.(string), v})
+				}
+				for i := rapid.IntRange(0, 3).Draw(t, "unknown"); i > 0; i-- {
+					members = append(members, member{fmt.Sprintf("zz_unknown_%d", i), json.RawMessage(rapid.SampledFrom(unknown).Draw(t, "value"))})
+				}
+				perm := rapid.Permutation(members).Draw(t, "order")
+				var b bytes.Buffer
+				b.WriteString("{")
+				for i, mb := range perm {
+					if i > 0 {
+						b.WriteString(",")
+					}
+					key, _ := json.Marshal(mb.key)
+					b.Write(key)
+					b.WriteString(":")
+					b.Write(mb.val)
+				}
+				b.WriteString("}")
+				in := b.Bytes()
+				if rapid.Bool().Draw(t, "indent") {
+					var ind bytes.Buffer
+					if err := json.Indent(&ind, in, " ", "\t"); err != nil {
+						t.Fatal(err)
+					}
+					in = append(ind.Bytes(), "\r\n"...)
+				}
+				got, err := DecodeMessage(in)
+				if err != nil {
+					t.Fatalf("decode %s: %v", in, err)
+				}
+				if diff := cmp.Diff(m, got, cmpMsg); diff != "" {
+					t.Fatalf("%s decodes differently:\n%s", in, diff)
+				}
+				if out := got.AppendJSON(nil); !bytes.Equal(out, canonical) {
+					t.Fatalf("re-encoding of %s:\n got %s\nwant %s", in, out, canonical)
+				}
+			})
+		})
+	}
+}

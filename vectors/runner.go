@@ -186,7 +186,9 @@ func Run(v Vector) (res Result) {
 		r.failf("%v", v.LoadErr)
 		return res
 	}
-	if reason := r.check(); reason != "" {
+	// A vector whose codec is missing is skipped, unless its own files are
+	// already inconsistent (hex file, payload_hex, flags): that is a failure.
+	if reason := r.check(); reason != "" && len(r.problems) == 0 {
 		return Result{ID: res.ID, Status: Skip, Reason: reason}
 	}
 	return res

@@ -213,6 +213,7 @@ func TestRunnerChecks(t *testing.T) {
 		{"invalid_no_error", m("kind", "invalid", "layout", "frame", "frame_hex", good), "=", Fail, "without error"},
 		{"unknown_kind", m("kind", "nonsense", "frame_hex", good, "flags", 4), "=", Fail, "unknown kind"},
 		{"missing_codec", m("kind", "x_not_registered", "frame_hex", good, "flags", 4), "=", Skip, "no codec registered for kind \"x_not_registered\""},
+		{"missing_codec_but_bad_hex_file", m("kind", "x_not_registered", "frame_hex", good, "flags", 4), "00", Fail, "differs from frame_hex"},
 		{"invalid_ok", m("kind", "invalid", "layout", "frame", "error", "bad_magic", "frame_hex", "00"+good[2:]), "=", Pass, ""},
 		{"invalid_too_large", m("kind", "invalid", "layout", "frame", "error", "frame_too_large", "max_frame_bytes", 1, "flags", 4, "frame_hex", good), "=", Pass, ""},
 		{"invalid_wrong_class", m("kind", "invalid", "layout", "frame", "error", "truncated", "frame_hex", "00"+good[2:]), "=", Fail, "error class \"bad_magic\""},

@@ -130,6 +130,7 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 	inflight atomic.Int64   // requests being answered
+	pumps    atomic.Int64   // event-stream pumps running
 	wg       sync.WaitGroup // connection, stream and pump goroutines
 	served   chan struct{}
 	stopOnce sync.Once
@@ -303,11 +304,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		// End subscriptions and watches: each pump finishes its event
+		// stream with a FIN.
 		s.eng.Close()
-		// Let the last answers and terminal frames leave before closing:
-		// closing a QUIC connection does not flush stream data.
+		for s.pumps.Load() > 0 && dctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Let the last answers and FINs leave before closing: closing a
+		// QUIC connection does not flush stream data.
 		select {
-		case <-time.After(min(200*time.Millisecond, s.cfg.DrainTimeout)):
+		case <-time.After(min(300*time.Millisecond, s.cfg.DrainTimeout)):
 		case <-dctx.Done():
 		}
 		s.cancel()

@@ -41,14 +41,20 @@ func TestGracefulShutdown(t *testing.T) {
 	defer cancel()
 	require.NoError(t, srv.Shutdown(sctx))
 	require.NoError(t, <-done)
+	// The broker finishes event streams before closing; the FIN normally
+	// arrives first (io.EOF), but under heavy load the close (code 0) may
+	// overtake it.
 	_, err = sub.Next(ctx)
-	require.ErrorIs(t, err, io.EOF, "the subscription ended cleanly")
+	var ae *quic.ApplicationError
+	if !errors.Is(err, io.EOF) {
+		require.ErrorAs(t, err, &ae, "subscription end: %v", err)
+		require.Equal(t, quic.ApplicationErrorCode(0), ae.ErrorCode)
+	}
 	select {
 	case <-c.Context().Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("connection not closed")
 	}
-	var ae *quic.ApplicationError
 	require.True(t, errors.As(context.Cause(c.Context()), &ae), "%v", context.Cause(c.Context()))
 	require.Equal(t, quic.ApplicationErrorCode(0), ae.ErrorCode)
 	require.Equal(t, "broker shutting down", ae.ErrorMessage)

@@ -64,6 +64,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	h.st.Close()
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
 	h.s.wg.Add(1)
+	h.s.pumps.Add(1)
 	go h.s.pumpSubscription(sub, es)
 }
 
@@ -73,6 +74,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 // with a reset when the client stopped reading or the connection died.
 func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream) {
 	defer s.wg.Done()
+	defer s.pumps.Add(-1)
 	defer sub.Close()
 	ctx := es.Context()
 	for {
@@ -142,6 +144,7 @@ func (h *handler) watch(m *felix.CacheWatch) {
 	}
 	h.st.Close()
 	h.s.wg.Add(1)
+	h.s.pumps.Add(1)
 	go h.s.pumpWatch(w, es)
 }
 
@@ -149,6 +152,7 @@ func (h *handler) watch(m *felix.CacheWatch) {
 // for a watcher that fell behind.
 func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream) {
 	defer s.wg.Done()
+	defer s.pumps.Add(-1)
 	defer w.Close()
 	ctx := es.Context()
 	for {
