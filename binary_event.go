@@ -298,12 +298,12 @@ func (v *EventBatchView) Batch() EventBatch {
 // ignores them; this package is deliberately stricter. Error offsets are
 // relative to the payload. A 0x0800 section holding 0 decodes (upstream
 // encoders omit it), and re-encodes without the section.
-func ParseEventBatch(flags Flags, payload []byte) (EventBatchView, error) {
+func ParseEventBatch(flags Flags, payload []byte) (v EventBatchView, err error) {
 	if err := flags.CheckLayout(LayoutEventBatch); err != nil {
-		return EventBatchView{}, err
+		return v, err
 	}
 	c := cursor{b: payload, layout: layoutEvent}
-	v := EventBatchView{Flags: flags}
+	v.Flags = flags
 	if flags.Has(FlagBinaryEventBatch) {
 		v.SubscriptionID = c.u64("subscription_id")
 	}

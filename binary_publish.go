@@ -298,16 +298,16 @@ func readAckedPrefix(c *cursor) (uint64, AckMode) {
 // Trailing bytes after the last payload are rejected with ErrTrailingBytes.
 // Upstream ignores them; this package is deliberately stricter. Error
 // offsets are relative to the payload.
-func ParsePublishBatch(flags Flags, payload []byte) (PublishBatchView, error) {
+func ParsePublishBatch(flags Flags, payload []byte) (v PublishBatchView, err error) {
 	l := LayoutPublishBatch
 	if flags.Has(FlagBinaryPublishAcked) {
 		l = LayoutAckedPublishBatch
 	}
 	if err := flags.CheckLayout(l); err != nil {
-		return PublishBatchView{}, err
+		return v, err
 	}
 	c := cursor{b: payload, layout: l.String()}
-	v := PublishBatchView{Flags: flags}
+	v.Flags = flags
 	if l == LayoutAckedPublishBatch {
 		v.RequestID, v.AckMode = readAckedPrefix(&c)
 		if flags.Has(FlagBinaryPublishIdempotent) {

@@ -48,6 +48,12 @@ func AppendHeader(dst []byte, h Header) []byte {
 // (ErrBadMagic), the version (ErrBadVersion) and that no flag bit outside
 // KnownFlags is set (ErrUnknownFlags). Bytes after the header are not looked at.
 func ParseHeader(b []byte) (Header, error) {
+	if len(b) >= HeaderLen && binary.BigEndian.Uint32(b) == Magic && binary.BigEndian.Uint16(b[4:]) == Version {
+		h := Header{Flags: Flags(binary.BigEndian.Uint16(b[6:])), Length: binary.BigEndian.Uint32(b[8:])}
+		if h.Flags.Unknown() == 0 {
+			return h, nil // the common case, small enough to inline
+		}
+	}
 	h, err := ParseHeaderLenient(b)
 	if err != nil {
 		return h, err

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type testBroker struct {
 	watches  map[*testWatch]struct{}
 	seen     []felix.Flags // flag words of publish frames, in arrival order
 	seenJSON []string      // types of JSON requests, in arrival order
+	seqs     []string      // stream/key:sequence of idempotent publishes
 	conns    []*ServerConn
 	subID    atomic.Uint64
 	prodID   atomic.Uint64
@@ -150,6 +152,9 @@ func (b *testBroker) acceptLoop() {
 				st, err := sc.AcceptStream(b.ctx)
 				if err != nil {
 					return
+				}
+				if !sc.Authenticated() || st.Auth() == nil || st.Conn() != sc {
+					b.t.Errorf("stream handed over without authentication")
 				}
 				b.wg.Add(1)
 				go func() {
@@ -274,18 +279,31 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 		}
 		v, err := felix.ParsePublishBatch(req.Flags, req.Payload)
 		if err != nil {
-			return b.ack(st, pre, 0, &BrokerError{Message: "malformed publish batch", Code: felix.CodeInvalidRequest})
+			return b.ack(st, pre, 0, &BrokerError{Message: "malformed publish batch", Code: felix.CodeInvalidRequest}, false)
 		}
 		if strings.HasPrefix(string(v.Stream), "stall") {
 			return true
 		}
 		if strings.HasPrefix(string(v.Stream), "missing") {
-			return b.ack(st, pre, 0, &BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+			return b.ack(st, pre, 0, &BrokerError{Message: "stream not found", Code: felix.CodeNotFound}, false)
 		}
-		base := b.append(topicKey(string(v.TenantID), string(v.Namespace), string(v.Stream)), collect(v.Payloads()))
-		return b.ack(st, pre, base, nil)
+		recs := collect(v.Payloads())
+		if pre.Idempotent {
+			b.recordSeq(string(v.Stream), v.Key, pre.Sequence)
+		}
+		if len(recs) > 0 && string(recs[0]) == "refuse" {
+			return b.ack(st, pre, 0, nil, true)
+		}
+		base := b.append(topicKey(string(v.TenantID), string(v.Namespace), string(v.Stream)), recs)
+		return b.ack(st, pre, base, nil, false)
 	}
 	return st.WriteError(&BrokerError{Message: "unexpected frame", Code: felix.CodeInvalidRequest}) == nil
+}
+
+func (b *testBroker) recordSeq(stream string, key []byte, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seqs = append(b.seqs, fmt.Sprintf("%s/%s:%d", stream, key, seq))
 }
 
 func collect(seq func(func([]byte) bool)) [][]byte {
@@ -296,7 +314,11 @@ func collect(seq func(func([]byte) bool)) [][]byte {
 	return out
 }
 
-func (b *testBroker) ack(st *Stream, pre felix.AckedPrefix, base uint64, fail *BrokerError) bool {
+func (b *testBroker) ack(st *Stream, pre felix.AckedPrefix, base uint64, fail *BrokerError, refuse bool) bool {
+	if pre.Idempotent && refuse {
+		return st.WriteMessage(&felix.PublishRefused{RequestID: pre.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
+			Message: "sequence reused"}) == nil
+	}
 	if pre.Idempotent {
 		if fail != nil {
 			return st.WriteMessage(&felix.PublishError{RequestID: pre.RequestID, Message: fail.Message, Code: felix.Some(fail.Code)}) == nil
@@ -344,10 +366,11 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 	case *felix.ProducerInit:
 		return st.WriteMessage(&felix.ProducerInitOK{RequestID: r.RequestID, ProducerID: 1000 + b.prodID.Add(1)}) == nil
 	case *felix.PublishIdempotent:
+		b.recordSeq(r.Stream, r.Key.V, r.Sequence)
 		if strings.HasPrefix(r.Stream, "stall") {
 			return true
 		}
-		if r.Sequence > 0 && r.Sequence%1000 == 999 {
+		if len(r.Payloads) > 0 && string(r.Payloads[0]) == "refuse" {
 			return st.WriteMessage(&felix.PublishRefused{RequestID: r.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
 				Message: "sequence reused"}) == nil
 		}

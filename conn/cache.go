@@ -2,8 +2,8 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"io"
-	"iter"
 	"sync"
 	"time"
 
@@ -13,26 +13,6 @@ import (
 // CacheRef names a cache.
 type CacheRef struct {
 	TenantID, Namespace, Cache string
-}
-
-// CacheEvent is one change delivered on a cache watch.
-type CacheEvent struct {
-	Key string
-	// Value is the new value; Deleted reports a delete (Value nil).
-	Value   []byte
-	Deleted bool
-	// Offset is the cache-log offset of the change.
-	Offset uint64
-	// ExpiresAt is the entry's expiry, zero for none (and for deletes).
-	ExpiresAt time.Time
-}
-
-func cacheEventFrom(m *felix.CacheEvent) CacheEvent {
-	ev := CacheEvent{Key: m.Key, Value: m.Value.V, Deleted: !m.Value.Set, Offset: m.Offset}
-	if m.ExpiresAtMillis != 0 && m.ExpiresAtMillis <= 1<<62 {
-		ev.ExpiresAt = time.UnixMilli(int64(m.ExpiresAtMillis))
-	}
-	return ev
 }
 
 // CachePut writes key = value with an optional TTL (0 = no expiry). It
@@ -82,36 +62,6 @@ func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old
 	cv, ok := ans.(*felix.CacheValue)
 	if !ok {
 		return nil, false, answerError(ans, m.RequestID.V)
-	}
-	return cv.Value.V, cv.Value.Set, nil
-}
-
-// CounterAdd adds delta to a counter and returns the broker's answer
-// value (found false when the broker reported none). Counters need
-// FeatureCounters; adds are at-least-once.
-func (c *Client) CounterAdd(ctx context.Context, ref CacheRef, key string, delta int64) (value int64, found bool, err error) {
-	m := &felix.CounterAdd{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Delta: delta}
-	ans, err := c.cacheRequest(ctx, "counter_add", func(id uint64) felix.Message { m.RequestID = id; return m })
-	if err != nil {
-		return 0, false, err
-	}
-	cv, ok := ans.(*felix.CounterValue)
-	if !ok {
-		return 0, false, answerError(ans, m.RequestID)
-	}
-	return cv.Value.V, cv.Value.Set, nil
-}
-
-// CounterGet reads a counter; found is false when it was never written.
-func (c *Client) CounterGet(ctx context.Context, ref CacheRef, key string) (value int64, found bool, err error) {
-	m := &felix.CounterGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
-	ans, err := c.cacheRequest(ctx, "counter_get", func(id uint64) felix.Message { m.RequestID = id; return m })
-	if err != nil {
-		return 0, false, err
-	}
-	cv, ok := ans.(*felix.CounterValue)
-	if !ok {
-		return 0, false, answerError(ans, m.RequestID)
 	}
 	return cv.Value.V, cv.Value.Set, nil
 }
@@ -193,7 +143,7 @@ func (s *cacheStream) request(ctx context.Context, mk func(id uint64) felix.Mess
 	m := mk(rid)
 	if err := writeCtx(ctx, s.cs.s, func() error { return s.cs.w.writeMessage(m) }); err != nil {
 		s.take(rid)
-		if ctx.Err() != nil {
+		if errors.Is(err, errWriteInterrupted) {
 			s.fail(err)
 		}
 		return nil, err
@@ -300,107 +250,4 @@ func (s *cacheStream) readLoop() {
 		}
 		ch <- answer{msg: m}
 	}
-}
-
-// WatchOptions selects what a cache watch follows: exactly one of Key and
-// Prefix must be set.
-type WatchOptions struct {
-	// Key watches one key.
-	Key felix.Opt[string]
-	// Prefix watches every key with the prefix ("" = every key of the shard).
-	Prefix felix.Opt[string]
-	// Shard selects the shard of a prefix watch (absent = 0).
-	Shard felix.Opt[uint32]
-	// FromOffset resumes from a cache-log offset (absent = live only).
-	FromOffset felix.Opt[uint64]
-	// Retained first replays the current values (FeatureCacheWatchRetained;
-	// not together with FromOffset).
-	Retained bool
-}
-
-// Watch delivers the changes of one cache watch. Next and All are not safe
-// for concurrent use; Close may be called from any goroutine.
-type Watch struct {
-	es   *eventSub
-	info *felix.CacheWatchStarted
-}
-
-// Info returns the broker's cache_watch_started answer.
-func (w *Watch) Info() *felix.CacheWatchStarted { return w.info }
-
-// Next returns the next change: io.EOF at a clean end, *LaggedError
-// (cache_watch_lagged), *ShardMovedError or *BrokerError for terminal
-// frames, ErrClosed after Close.
-func (w *Watch) Next(ctx context.Context) (CacheEvent, error) {
-	for {
-		if len(w.es.cevents) > 0 {
-			ev := w.es.cevents[0]
-			w.es.cevents = w.es.cevents[1:]
-			return ev, nil
-		}
-		if err := w.es.fill(ctx); err != nil {
-			return CacheEvent{}, err
-		}
-	}
-}
-
-// All iterates over the changes like Subscription.All.
-func (w *Watch) All(ctx context.Context) iter.Seq2[CacheEvent, error] {
-	return func(yield func(CacheEvent, error) bool) {
-		for {
-			ev, err := w.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(CacheEvent{}, err)
-				return
-			}
-			if !yield(ev, nil) {
-				return
-			}
-		}
-	}
-}
-
-// Close ends the watch; it is idempotent.
-func (w *Watch) Close() error {
-	w.es.close()
-	return nil
-}
-
-// CacheWatch starts a watch (FeatureCacheWatch; Retained also needs
-// FeatureCacheWatchRetained) on a stream of its own: auth, cache_watch,
-// FIN, then cache_watch_started and the event stream matched by its hello.
-func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (*Watch, error) {
-	if o.Key.Set == o.Prefix.Set {
-		return nil, &felix.Error{Class: felix.ErrInvalidValue, Layout: "cache_watch", Field: "key", Offset: -1, Detail: "exactly one of Key and Prefix"}
-	}
-	cs, err := c.openStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !cs.caps.CanRequest("cache_watch") {
-		cs.abort()
-		return nil, notAdvertised("cache_watch (FEATURE_CACHE_WATCH)")
-	}
-	if o.Retained && !cs.caps.CanRetained() {
-		cs.abort()
-		return nil, notAdvertised("cache_watch retained (FEATURE_CACHE_WATCH_RETAINED)")
-	}
-	m := &felix.CacheWatch{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: o.Key, Prefix: o.Prefix,
-		Shard: o.Shard, FromOffset: o.FromOffset, Retained: o.Retained}
-	ans, err := cs.oneShot(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	started, ok := ans.(*felix.CacheWatchStarted)
-	if !ok {
-		return nil, answerError(ans, 0)
-	}
-	es, err := c.router.claim(ctx, started.SubscriptionID)
-	if err != nil {
-		return nil, err
-	}
-	return &Watch{es: c.startEventSub(es, true), info: started}, nil
 }

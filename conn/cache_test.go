@@ -156,8 +156,11 @@ func TestCacheWatch(t *testing.T) {
 	require.Equal(t, "user/1", ev.Key)
 
 	b.lagWatches(42)
-	_, err = w.Next(ctx)
 	var le *LaggedError
+	for _, err := range w.All(ctx) {
+		require.ErrorAs(t, err, &le)
+	}
+	_, err = w.Next(ctx)
 	require.ErrorAs(t, err, &le)
 	require.True(t, le.Watch)
 	require.EqualValues(t, 42, le.ResumeFrom)

@@ -3,7 +3,7 @@ package conn
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -87,7 +87,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	}
 	// The client owns its transport so that Close stops every goroutine.
 	c.tr, c.udp = &quic.Transport{Conn: udp}, udp
-	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, cfg.ServerName, cfg.OfferALPN), quicConfig(cfg.QUIC, false))
+	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN), quicConfig(cfg.QUIC, false))
 	if err != nil {
 		c.tr.Close()
 		udp.Close()
@@ -118,6 +118,22 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	go c.router.run()
 	c.log.Debug("connected", "addr", addr, "flags", c.caps.Flags, "features", c.caps.Features, "window", c.caps.PublishWindow)
 	return c, nil
+}
+
+// serverName picks the TLS server name: Config.ServerName, else
+// TLS.ServerName, else the host of addr when it is a name, else
+// "localhost" (a development broker's certificate name) for an IP address.
+func serverName(cfg *Config, addr string) string {
+	if cfg.ServerName != "" {
+		return cfg.ServerName
+	}
+	if cfg.TLS != nil && cfg.TLS.ServerName != "" {
+		return cfg.TLS.ServerName
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" && net.ParseIP(host) == nil {
+		return host
+	}
+	return "localhost"
 }
 
 // Capabilities returns what the broker advertised on the client's first
@@ -202,7 +218,19 @@ type clientStream struct {
 
 // openStream opens a bidirectional stream, writes auth at once (quic-go does
 // not tell the peer about a stream until data is sent) and reads the answer.
+//
+// With Config.TokenFunc, a refused auth is retried once on a fresh stream
+// with a fresh token (covering a token that expired early).
 func (c *Client) openStream(ctx context.Context) (*clientStream, error) {
+	cs, err := c.openStreamOnce(ctx)
+	if err != nil && c.cfg.TokenFunc != nil && errors.Is(err, ErrAuthRejected) {
+		c.log.Debug("auth refused; retrying with a fresh token", "err", err)
+		cs, err = c.openStreamOnce(ctx)
+	}
+	return cs, err
+}
+
+func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -225,40 +253,14 @@ func (c *Client) openStream(ctx context.Context) (*clientStream, error) {
 	return cs, nil
 }
 
-// authenticate writes the auth frame and reads the broker's answer.
-func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Reader, w *frameWriter) (felix.Capabilities, error) {
-	if err := writeCtx(ctx, s, func() error { return w.writeMessage(c.offer.Auth()) }); err != nil {
-		return felix.Capabilities{}, err
-	}
-	f, _, err := readFrameCtx(ctx, r, s)
-	if err != nil {
-		if err == io.EOF {
-			return felix.Capabilities{}, protocolErr("stream ended before the auth answer")
-		}
-		return felix.Capabilities{}, transportErr("read auth answer", err)
-	}
-	if f.Flags != 0 {
-		return felix.Capabilities{}, protocolErr("binary frame %s in answer to auth", f.Flags)
-	}
-	m, err := felix.DecodeMessage(f.Payload)
-	if err != nil {
-		return felix.Capabilities{}, err
-	}
-	if em, ok := m.(*felix.ErrorMessage); ok {
-		be := brokerErrorFrom(em)
-		be.Auth = true
-		return felix.Capabilities{}, be
-	}
-	caps, err := felix.CapabilitiesFromAnswer(m)
-	if err != nil {
-		return felix.Capabilities{}, protocolErr("answer to auth: %v", err)
-	}
-	return caps, nil
-}
+// errWriteInterrupted marks a write that ctx interrupted after it started:
+// the stream's send side was reset and the stream must be abandoned.
+var errWriteInterrupted = errors.New("write interrupted; stream reset")
 
-// writeCtx runs write (one whole frame) on s honouring ctx. If ctx
-// interrupts the write, the stream may hold a partial frame: it is reset and
-// ctx's error returned.
+// writeCtx runs write (one whole frame) on s honouring ctx. When ctx is
+// already done nothing is written and ctx's error is returned. If ctx
+// interrupts the write, the stream may hold a partial frame: its send side
+// is reset and the error (matching ctx's error) wraps errWriteInterrupted.
 func writeCtx(ctx context.Context, s writeDeadliner, write func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -269,7 +271,7 @@ func writeCtx(ctx context.Context, s writeDeadliner, write func() error) error {
 		if cw, ok := s.(interface{ CancelWrite(quic.StreamErrorCode) }); ok {
 			cw.CancelWrite(0)
 		}
-		return ctx.Err()
+		return fmt.Errorf("%w (%w)", ctx.Err(), errWriteInterrupted)
 	}
 	if err != nil {
 		var fe *felix.Error

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -408,4 +410,118 @@ func TestPublishBatchAsync(t *testing.T) {
 	c.Close()
 	require.Error(t, (<-results).err)
 	require.ErrorIs(t, c.PublishBatchAsync(ctx, topic, nil, PublishOptions{}, done), ErrClosed)
+}
+
+func TestServerName(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  *Config
+		addr string
+		want string
+	}{
+		{&Config{}, "127.0.0.1:5000", "localhost"},
+		{&Config{}, "[::1]:5000", "localhost"},
+		{&Config{}, "broker.example:5000", "broker.example"},
+		{&Config{ServerName: "x"}, "broker.example:5000", "x"},
+		{&Config{TLS: &tls.Config{ServerName: "y"}}, "127.0.0.1:5000", "y"},
+	} {
+		require.Equal(t, tc.want, serverName(tc.cfg, tc.addr))
+		require.Equal(t, tc.want, clientTLS(tc.cfg.TLS, serverName(tc.cfg, tc.addr), false).ServerName)
+	}
+	c := clientTLS(&tls.Config{NextProtos: []string{"h3"}}, "x", false)
+	require.Empty(t, c.NextProtos)
+	require.Equal(t, []string{ALPN}, clientTLS(nil, "x", true).NextProtos)
+	require.EqualValues(t, tls.VersionTLS13, c.MinVersion)
+}
+
+func TestPublishRefused(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	ctx := testCtx(t)
+	for _, force := range []bool{false, true} {
+		c := b.dial(t, func(c *Config) { c.ForceJSON = force })
+		p, err := c.NewProducer(ctx)
+		require.NoError(t, err)
+		_, err = p.PublishBatch(ctx, topic, [][]byte{[]byte("refuse")}, nil)
+		var pr *PublishRefusedError
+		require.ErrorAs(t, err, &pr)
+		require.Equal(t, "sequence_reused", pr.Reason)
+		require.Equal(t, felix.RefusalSequenceReused, pr.Refusal.Reason.Kind)
+		require.Contains(t, pr.Error(), "sequence_reused")
+		_, err = p.PublishBatch(ctx, topic, [][]byte{[]byte("ok")}, nil)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []felix.Flags{0x0109, 0x0109}, b.seenFlags())
+}
+
+func TestErrorStrings(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want []string
+	}{
+		{&BrokerError{Type: "error", RequestID: 3, Message: "no", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, Reason: "busy"},
+			[]string{"request 3", "no", "overloaded", "retry_after", "busy"}},
+		{&NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4}, []string{"b2", "h:1", "4"}},
+		{&CursorError{Reason: "too_old", Requested: 1, Available: 5}, []string{"too_old", "1", "5"}},
+		{&ShardMovedError{SubscriptionID: 7, NodeID: "b3"}, []string{"7", "b3"}},
+		{&LaggedError{SubscriptionID: 8, ResumeFrom: 9}, []string{"8", "9"}},
+		{&LaggedError{ResumeFrom: 9, Watch: true}, []string{"watch", "9"}},
+		{&StreamDeletedError{SubscriptionID: 10}, []string{"10", "deleted"}},
+		{&TransportError{Op: "dial", Err: io.ErrUnexpectedEOF}, []string{"dial", "unexpected EOF"}},
+	} {
+		for _, w := range tc.want {
+			require.Contains(t, tc.err.Error(), w)
+		}
+	}
+	require.ErrorIs(t, &TransportError{Op: "x", Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF)
+	require.ErrorIs(t, &BrokerError{Auth: true}, ErrAuthRejected)
+	require.NotErrorIs(t, &BrokerError{}, ErrAuthRejected)
+	require.Equal(t, felix.RetryRetry, (&BrokerError{Code: felix.CodeDraining}).RetryClass())
+}
+
+func TestQUICConfigDefaults(t *testing.T) {
+	q := quicConfig(nil, false)
+	require.Equal(t, DefaultKeepAlive, q.KeepAlivePeriod)
+	require.Equal(t, DefaultIdleTimeout, q.MaxIdleTimeout)
+	require.EqualValues(t, DefaultMaxStreams, q.MaxIncomingUniStreams) // one per subscription
+	require.EqualValues(t, -1, q.MaxIncomingStreams)                   // brokers open no bidi streams
+	require.GreaterOrEqual(t, q.MaxStreamReceiveWindow, uint64(felix.DefaultMaxFrameBytes))
+	s := quicConfig(nil, true)
+	require.EqualValues(t, DefaultMaxStreams, s.MaxIncomingStreams)
+	// Overrides are cloned; zero keep-alive and stream limits are raised.
+	base := &quic.Config{MaxIdleTimeout: time.Second, MaxIncomingUniStreams: 5}
+	o := quicConfig(base, false)
+	require.Equal(t, time.Second, o.MaxIdleTimeout)
+	require.EqualValues(t, 5, o.MaxIncomingUniStreams)
+	require.Equal(t, DefaultKeepAlive, o.KeepAlivePeriod)
+	require.Zero(t, base.KeepAlivePeriod)
+}
+
+func TestProducerSequencesPerRoute(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	ctx := testCtx(t)
+	for _, force := range []bool{false, true} {
+		c := b.dial(t, func(c *Config) { c.ForceJSON = force })
+		p, err := c.NewProducer(ctx)
+		require.NoError(t, err)
+		a, bt := Topic{"t1", "ns", "a"}, Topic{"t1", "ns", "b"}
+		for _, step := range []struct {
+			t   Topic
+			key []byte
+		}{{a, nil}, {a, nil}, {bt, nil}, {a, []byte("k")}, {a, nil}} {
+			_, err := p.PublishBatch(ctx, step.t, [][]byte{[]byte("x")}, step.key)
+			require.NoError(t, err)
+		}
+		// Cancelled before the write: the sequence is not consumed.
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = p.PublishBatch(cctx, a, [][]byte{[]byte("x")}, nil)
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = p.PublishBatch(ctx, a, [][]byte{[]byte("x")}, nil)
+		require.NoError(t, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	want := []string{"a/:0", "a/:1", "b/:0", "a/k:0", "a/:2", "a/:3"}
+	require.Equal(t, append(append([]string{}, want...), want...), b.seqs)
 }

@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -40,8 +41,9 @@ type Config struct {
 	// cloned; MinVersion is forced to TLS 1.3 and NextProtos is set from
 	// OfferALPN. Nil uses the system roots.
 	TLS *tls.Config
-	// ServerName overrides TLS.ServerName; when both are empty "localhost"
-	// is used (the name of a development broker's certificate).
+	// ServerName overrides TLS.ServerName. When both are empty the host of
+	// the dialled address is used, or "localhost" (the name of a
+	// development broker's certificate) when that is an IP address.
 	ServerName string
 	// OfferALPN offers the "felix/1" ALPN id. Off by default: an older
 	// broker configures no ALPN and refuses any client that offers one.
@@ -50,6 +52,11 @@ type Config struct {
 	// TenantID and Token are sent in the auth frame of every stream.
 	TenantID string
 	Token    string
+	// TokenFunc, when set, supplies the token for every auth instead of
+	// Token (e.g. a refreshing JWT provider); a refused auth is then
+	// retried once on a fresh stream with a fresh token. Its error fails
+	// the call that needed the stream.
+	TokenFunc func(ctx context.Context) (string, error)
 	// Flags is the client_flags offer: the modifier bits the broker may set
 	// on frames to this client. 0 means felix.DefaultClientFlags(). Only
 	// offer bits this package decodes (every felix.KnownFlags bit).

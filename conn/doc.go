@@ -75,7 +75,7 @@
 // answers, ErrAuthRejected for a refused auth, *CursorError,
 // *NotLeaderError, *PublishRefusedError, the terminal *ShardMovedError,
 // *LaggedError and *StreamDeletedError, ErrNotAdvertised when the broker
-// did not advertise what a call needs (nothing is sent), ErrProtocol for a
+// did not advertise what a call needs (the request is not sent), ErrProtocol for a
 // peer that broke the protocol, and *TransportError wrapping quic-go's
 // errors.
 //

@@ -24,7 +24,8 @@ const (
 var (
 	// ErrNotAdvertised: the request, field or encoding needs a flag or
 	// feature bit the peer did not advertise (client side) or offer
-	// (server side) on the stream it would travel on. Nothing was sent.
+	// (server side) on the stream it would travel on. The request or frame
+	// was not sent.
 	ErrNotAdvertised = errors.New("conn: not advertised by the peer")
 	// ErrClosed: the Client, Subscription, Listener or stream was closed by
 	// this side.

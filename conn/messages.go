@@ -178,18 +178,16 @@ func subscribeMessage(t Topic, o SubscribeOptions) *felix.Subscribe {
 	return m
 }
 
-// messageGates lists broker→client messages a client can only parse when
-// it offered a feature (negotiation.md, broker side).
+// messageGates lists the broker→client messages a client can only parse
+// when it offered a feature (negotiation.md, broker side). Answers to
+// feature-gated requests (counter_value, cache_watch_started, ...) are not
+// listed: a client that sent the request parses its answer, whatever it
+// offered.
 var messageGates = map[string]felix.Features{
-	"shard_moved":         felix.FeatureShardMoved,
-	"stream_deleted":      felix.FeatureStreamDeleted,
-	"unsupported":         felix.FeatureUnsupported,
-	"not_leader":          felix.FeatureRedirect,
-	"cache_watch_started": felix.FeatureCacheWatch,
-	"cache_event":         felix.FeatureCacheWatch,
-	"cache_watch_lagged":  felix.FeatureCacheWatch,
-	"counter_value":       felix.FeatureCounters,
-	"producer_init_ok":    felix.FeatureIdempotentProducer,
+	"shard_moved":    felix.FeatureShardMoved,
+	"stream_deleted": felix.FeatureStreamDeleted,
+	"unsupported":    felix.FeatureUnsupported,
+	"not_leader":     felix.FeatureRedirect,
 }
 
 // shapeMessage fits a broker→client message to what the client offered:

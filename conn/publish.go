@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 
@@ -96,15 +97,29 @@ func (c *Client) PublishBatchAsync(ctx context.Context, t Topic, payloads [][]by
 }
 
 // Producer is an idempotent producer (FeatureIdempotentProducer, or binary
-// flag 0x0100): every batch carries the producer id and the next sequence, so
-// the broker can refuse duplicates (a *PublishRefusedError). Its methods are
-// safe for concurrent use; sequences are assigned in call order.
+// flag 0x0100): every batch carries the producer id and a sequence, so the
+// broker can refuse a duplicate or a gap (a *PublishRefusedError).
+//
+// Brokers keep sequence state per producer and shard, starting at 0. A
+// Producer numbers the batches of each (topic, key) route separately,
+// 0, 1, 2, ...: exact for unkeyed publishes (shard 0) and for keys that each
+// own their shard; when two keys of one Producer hash to the same shard,
+// use one Producer per key. Batches of one route are written in sequence
+// order even when PublishBatch is called concurrently. A Producer is bound
+// to the publish stream it was created on; once that stream fails, create
+// a new Producer.
 type Producer struct {
 	c  *Client
 	ps *pubStream
 	id uint64
 	mu sync.Mutex
-	nx uint64
+	nx map[producerRoute]uint64
+}
+
+type producerRoute struct {
+	t   Topic
+	key string
+	has bool
 }
 
 // NewProducer asks the broker for a producer id (producer_init). It needs
@@ -123,23 +138,36 @@ func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
 	}
 	pid, ok := producerID(ans)
 	if !ok {
-		return nil, protocolErr("unexpected answer %q to producer_init", ans.MessageType())
+		return nil, answerError(ans, 0)
 	}
-	return &Producer{c: c, ps: ps, id: pid}, nil
+	return &Producer{c: c, ps: ps, id: pid, nx: make(map[producerRoute]uint64)}, nil
 }
 
 // ID returns the broker-assigned producer id.
 func (p *Producer) ID() uint64 { return p.id }
 
-// PublishBatch publishes records with the producer's next sequence (always
+// PublishBatch publishes records with the route's next sequence (always
 // acked per batch). Binary flag 0x0100 is used when advertised, else JSON
-// publish_idempotent.
+// publish_idempotent. A batch that fails before it is written does not
+// consume its sequence.
 func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, key []byte) (PublishResult, error) {
+	route := producerRoute{t: t, key: string(key), has: key != nil}
 	p.mu.Lock()
-	seq := p.nx
-	p.nx++
+	seq := p.nx[route]
+	pa, rid, err := p.ps.send(ctx, t, payloads, PublishOptions{Ack: felix.AckPerBatch, Key: key}, &idem{producer: p.id, seq: seq}, nil)
+	if err == nil {
+		p.nx[route] = seq + 1
+	}
 	p.mu.Unlock()
-	return p.ps.publish(ctx, t, payloads, PublishOptions{Ack: felix.AckPerBatch, Key: key}, &idem{producer: p.id, seq: seq})
+	if err != nil {
+		return PublishResult{}, err
+	}
+	select {
+	case a := <-pa.ch:
+		return publishResult(rid, a)
+	case <-ctx.Done():
+		return PublishResult{}, ctx.Err()
+	}
 }
 
 type idem struct{ producer, seq uint64 }
@@ -279,8 +307,8 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
 			err = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
 		}
-		if err != nil && ctx.Err() != nil {
-			ps.fail(err) // the write was interrupted and the stream reset
+		if errors.Is(err, errWriteInterrupted) {
+			ps.fail(err) // the stream's send side was reset
 		}
 		return nil, 0, err
 	}
@@ -329,9 +357,8 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 	}
 	if werr != nil {
 		ps.unregister(rid)
-		if ctx.Err() != nil {
-			// The write was interrupted and the stream reset: fail it.
-			ps.fail(werr)
+		if errors.Is(werr, errWriteInterrupted) {
+			ps.fail(werr) // the stream's send side was reset
 		}
 		return nil, 0, werr
 	}
@@ -349,7 +376,7 @@ func (ps *pubStream) request(ctx context.Context, mk func(id uint64) felix.Messa
 	m := mk(rid)
 	if err := writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) }); err != nil {
 		ps.unregister(rid)
-		if ctx.Err() != nil {
+		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err)
 		}
 		return nil, err

@@ -2,8 +2,6 @@ package conn
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -17,8 +15,11 @@ import (
 // Authenticator decides whether an auth frame is accepted. It returns an
 // identity (anything; available as Stream.Identity) or an error. A returned
 // *BrokerError is answered as it is (its Code/Retry only to clients that
-// offered FeatureErrorCodes); any other error is answered as
-// "auth failed" with code unauthenticated. The context is the connection's.
+// offered FeatureErrorCodes), and the stream is then finished; any other
+// error is answered as "auth failed" with code unauthenticated. A
+// *BrokerError with code draining is answered only to clients that offered
+// FeatureErrorCodes; older clients get no answer until the connection
+// closes (negotiation.md). The context is the connection's.
 type Authenticator func(ctx context.Context, a *felix.Auth) (identity any, err error)
 
 // Listener accepts Felix client connections (see Listen).
@@ -276,74 +277,4 @@ func (c *ServerConn) CloseWithError(code quic.ApplicationErrorCode, reason strin
 func (c *ServerConn) Wait() {
 	<-c.qc.Context().Done()
 	c.wg.Wait()
-}
-
-// handshake reads and answers the auth frame of st. It returns true when st
-// authenticated; otherwise it has answered (bidi) and ended st.
-func (c *ServerConn) handshake(st *Stream) bool {
-	cfg := &c.l.cfg
-	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
-	st.r.SetLenientFlags(true)
-	if cfg.AuthTimeout > 0 {
-		st.recv.SetReadDeadline(time.Now().Add(cfg.AuthTimeout))
-	}
-	f, err := st.r.ReadFrame()
-	if cfg.AuthTimeout > 0 {
-		st.recv.SetReadDeadline(time.Time{})
-	}
-	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			c.log.Debug("auth frame unreadable", "err", err)
-		}
-		st.Abort()
-		return false
-	}
-	var a *felix.Auth
-	if f.Flags == 0 {
-		m, derr := felix.DecodeMessage(f.Payload)
-		if derr != nil {
-			c.log.Debug("auth frame undecodable", "err", derr)
-			st.Abort()
-			return false
-		}
-		a, _ = m.(*felix.Auth)
-	}
-	if a == nil {
-		// Until a stream authenticates the client is assumed to be an
-		// original v1 client: no codes.
-		st.refuse(&BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
-		return false
-	}
-	answer, peer := cfg.Offer.Answer(a)
-	if cfg.LegacyAuth {
-		answer, peer = &felix.OK{}, felix.UnauthenticatedPeer()
-		peer.Legacy = true
-	}
-	st.peer = peer
-	var ident any
-	if cfg.Authenticate != nil {
-		ident, err = cfg.Authenticate(c.qc.Context(), a)
-	}
-	if err != nil {
-		var be *BrokerError
-		if !errors.As(err, &be) {
-			be = &BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
-		}
-		c.log.Debug("auth rejected", "tenant", a.TenantID, "err", err)
-		st.refuse(be)
-		return false
-	}
-	if st.w != nil {
-		if err := st.w.writeMessage(answer); err != nil {
-			st.Abort()
-			return false
-		}
-	}
-	st.auth = a
-	st.identity = ident
-	st.r.SetMaxPayload(cfg.MaxFrameBytes)
-	if !c.authed.Swap(true) && c.timer != nil {
-		c.timer.Stop()
-	}
-	return true
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,13 +186,16 @@ func TestServerRefusesUnparsableFrames(t *testing.T) {
 			if !st.Peer().Legacy || st.Peer().Flags != felix.OriginalV1Flags {
 				return errors.New("peer not legacy")
 			}
+			if sc.NegotiatedALPN() != "" || sc.RemoteAddr() == nil || st.Unidirectional() || st.Identity() != nil || st.Auth().Token != "x" {
+				return errors.New("unexpected stream/connection state")
+			}
 			for _, f := range []felix.Flags{0x0024, 0x0010, 0x2004} {
 				if err := st.WriteFrame(f, nil); !errors.Is(err, ErrNotAdvertised) {
 					return errors.New("flags " + f.String() + " not refused")
 				}
 			}
 			for _, m := range []felix.Message{&felix.ShardMoved{}, &felix.SubscriptionLagged{}, &felix.StreamDeleted{},
-				&felix.Unsupported{}, &felix.NotLeader{}, &felix.AuthOK{}, &felix.CacheEvent{}} {
+				&felix.Unsupported{}, &felix.NotLeader{}, &felix.AuthOK{}} {
 				if err := st.WriteMessage(m); !errors.Is(err, ErrNotAdvertised) {
 					return errors.New(m.MessageType() + " not refused")
 				}
@@ -213,7 +218,7 @@ func TestServerRefusesUnparsableFrames(t *testing.T) {
 				return err
 			}
 			st.Close()
-			<-sc.Context().Done()
+			sc.Wait()
 			return nil
 		}()
 	}()
@@ -457,4 +462,62 @@ func TestSharedConnectionWindow(t *testing.T) {
 	c.Close()
 	require.Error(t, <-errs)
 	require.Error(t, <-errs)
+}
+
+func TestDrainingAuth(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: func(ctx context.Context, a *felix.Auth) (any, error) {
+		return nil, &BrokerError{Message: "broker draining", Code: felix.CodeDraining}
+	}})
+	// A client with error codes gets the answer.
+	ctx := testCtx(t)
+	_, err := Dial(ctx, b.addr(), b.clientConfig())
+	var be *BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeDraining, be.Code)
+	require.Equal(t, felix.RetryRetry, be.RetryClass())
+	// An older client gets none until the connection closes.
+	cfg := b.clientConfig()
+	cfg.NoFeatures = true
+	_, err = Dial(shortCtx(t), b.addr(), cfg)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestTokenFuncRetriesOnce(t *testing.T) {
+	leakCheck(t)
+	var mu sync.Mutex
+	var seen []string
+	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: func(ctx context.Context, a *felix.Auth) (any, error) {
+		mu.Lock()
+		seen = append(seen, a.Token)
+		mu.Unlock()
+		if a.Token == "expired" {
+			return nil, errors.New("expired")
+		}
+		return a.TenantID, nil
+	}})
+	tokens := []string{"expired", "fresh", "fresh2"}
+	var n atomic.Int32
+	c := b.dial(t, func(c *Config) {
+		c.TokenFunc = func(ctx context.Context) (string, error) {
+			i := n.Add(1) - 1
+			return tokens[min(int(i), len(tokens)-1)], nil
+		}
+	})
+	ctx := testCtx(t)
+	require.NoError(t, c.CachePut(ctx, cref, "k", []byte("v"), 0)) // a second stream: a fresh token
+	mu.Lock()
+	require.Equal(t, []string{"expired", "fresh", "fresh2"}, seen)
+	mu.Unlock()
+
+	// A provider error fails the call.
+	cfg := b.clientConfig()
+	cfg.TokenFunc = func(ctx context.Context) (string, error) { return "", errors.New("no token") }
+	_, err := Dial(ctx, b.addr(), cfg)
+	require.ErrorContains(t, err, "no token")
+	// Without TokenFunc a refusal is final.
+	cfg = b.clientConfig()
+	cfg.Token = "expired"
+	_, err = Dial(ctx, b.addr(), cfg)
+	require.ErrorIs(t, err, ErrAuthRejected)
 }

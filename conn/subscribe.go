@@ -28,7 +28,7 @@ type SubscribeOptions struct {
 // Event is one delivered record.
 type Event struct {
 	// Payload is the record. The client never reuses its memory (each
-	// batch is copied once off the stream), so it may be kept.
+	// frame is read into a buffer of its own), so it may be kept.
 	Payload []byte
 	// Offset is the record's log offset, valid when HasOffset (durable
 	// streams, flag 0x0020 negotiated).

@@ -40,7 +40,10 @@ func main() {
 // streamFlags collects repeated -stream flags.
 type streamFlags []string
 
-func (s *streamFlags) String() string     { return strings.Join(*s, ",") }
+// String implements flag.Value.
+func (s *streamFlags) String() string { return strings.Join(*s, ",") }
+
+// Set implements flag.Value.
 func (s *streamFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func run(args []string) error {

@@ -24,6 +24,7 @@ type Error struct {
 	Reason string
 }
 
+// Error returns the message.
 func (e *Error) Error() string { return e.Message }
 
 func errorf(code felix.ErrorCode, msg string) *Error {
@@ -48,6 +49,7 @@ const (
 	CursorInFuture = "in_future"
 )
 
+// Error describes the cursor error.
 func (e *CursorError) Error() string {
 	return "engine: cursor " + e.Reason + ": requested " + strconv.FormatUint(e.Requested, 10) +
 		", available " + strconv.FormatUint(e.Available, 10)
@@ -89,4 +91,5 @@ type Refusal struct {
 	Message string
 }
 
+// Error returns the message.
 func (r *Refusal) Error() string { return r.Message }

@@ -117,3 +117,44 @@ func TestShardedStream(t *testing.T) {
 	}
 	require.Greater(t, len(counts), 1)
 }
+
+// stream_read, cache_shards and counter_get, served because advertised.
+func TestStreamReadAndSmallRequests(t *testing.T) {
+	srv := startBroker(t, durableCfg())
+	ctx := ctxT(t)
+	c := dial(t, srv, nil)
+	for _, p := range []string{"r0", "r1", "r2", "r3"} {
+		_, err := c.Publish(ctx, topic, []byte(p), conn.PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	r := dialRaw(t, srv)
+	s := r.stream(t, rawFlags, felix.FeatureStreamRead|felix.FeatureCounters|felix.FeatureCacheShards)
+	s.send(&felix.StreamRead{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream, From: 1, End: felix.Some[uint64](3), RequestID: 1})
+	recs := s.recv().(*felix.StreamRecords)
+	require.Equal(t, uint64(1), recs.RequestID)
+	require.Equal(t, uint64(3), recs.NextOffset)
+	require.Len(t, recs.Records, 2)
+	require.Equal(t, "r1", string(recs.Records[0].Payload))
+	require.Equal(t, "t1", recs.Records[0].Publisher.V)
+	require.NotZero(t, recs.Records[0].TimestampMicros)
+	s.send(&felix.StreamRead{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream, From: 4, RequestID: 2})
+	recs = s.recv().(*felix.StreamRecords)
+	require.Empty(t, recs.Records)
+	require.Equal(t, uint64(4), recs.NextOffset, "nothing committed there yet")
+	s.send(&felix.StreamRead{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream, From: 9, RequestID: 3})
+	ce := s.recv().(*felix.SubscribeCursorError)
+	require.Equal(t, felix.CursorInFuture, ce.Reason)
+
+	s.send(&felix.CacheShards{TenantID: topic.TenantID, Namespace: "ns", Cache: "c", RequestID: 4})
+	require.Equal(t, uint32(1), s.recv().(*felix.CacheShardsView).Shards)
+	s.send(&felix.CounterGet{TenantID: topic.TenantID, Namespace: "ns", Cache: "c", Key: "n", RequestID: 5})
+	require.False(t, s.recv().(*felix.CounterValue).Value.Set, "never written: absent, not 0")
+	s.send(&felix.CounterAdd{TenantID: topic.TenantID, Namespace: "ns", Cache: "c", Key: "n", Delta: -4, RequestID: 6})
+	require.Equal(t, int64(-4), s.recv().(*felix.CounterValue).Value.V)
+
+	// a request for another tenant is forbidden and ends the stream
+	s.send(&felix.CacheGet{TenantID: "other", Namespace: "ns", Cache: "c", Key: "k", RequestID: felix.Some[uint64](7)})
+	em := s.recv().(*felix.ErrorMessage)
+	require.Equal(t, "tenant mismatch", em.Message)
+	s.ended()
+}

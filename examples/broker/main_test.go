@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets the test binary act as the broker command when re-executed
+// with FELIX_BROKER_MAIN=1 (the signal test runs it as a child process).
+func TestMain(m *testing.M) {
+	if os.Getenv("FELIX_BROKER_MAIN") == "1" {
+		if err := run(os.Args[1:]); err != nil {
+			os.Stderr.WriteString("broker: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func freeUDPPort(t *testing.T) string {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := pc.LocalAddr().String()
+	require.NoError(t, pc.Close())
+	return addr
+}
+
+// The broker command serves clients with its exported certificate and, on
+// SIGTERM, shuts down gracefully: connections closed with code 0, exit 0.
+func TestBrokerCommandSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			addr := freeUDPPort(t)
+			certFile := filepath.Join(t.TempDir(), "cert.pem")
+			cmd := exec.Command(os.Args[0], "-addr", addr, "-cert-out", certFile, "-tokens", "t1:secret:alice",
+				"-stream", "t1/ns/keyed:durable:shards=2")
+			cmd.Env = append(os.Environ(), "FELIX_BROKER_MAIN=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Start())
+			defer cmd.Process.Kill()
+			var pem []byte
+			require.Eventually(t, func() bool {
+				b, err := os.ReadFile(certFile)
+				pem = b
+				return err == nil && len(b) > 0
+			}, 20*time.Second, 20*time.Millisecond)
+			pool := x509.NewCertPool()
+			require.True(t, pool.AppendCertsFromPEM(pem))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: "t1", Token: "secret",
+				Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher})
+			require.NoError(t, err)
+			defer c.Close()
+			topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+			sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
+			require.NoError(t, err)
+			res, err := c.Publish(ctx, topic, []byte("hi"), conn.PublishOptions{Ack: felix.AckPerBatch})
+			require.NoError(t, err)
+			require.True(t, res.HasOffset, "streams are durable by default")
+			ev, err := sub.Next(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "alice", string(ev.Publisher), "the token's principal")
+
+			require.NoError(t, cmd.Process.Signal(sig))
+			require.NoError(t, cmd.Wait(), stderr.String())
+			select {
+			case <-c.Context().Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("connection still open")
+			}
+			var ae *quic.ApplicationError
+			require.True(t, errors.As(context.Cause(c.Context()), &ae))
+			require.Equal(t, quic.ApplicationErrorCode(0), ae.ErrorCode)
+			require.Contains(t, stderr.String(), "broker stopped")
+		})
+	}
+}
+
+func TestParseStreamSpec(t *testing.T) {
+	def := engine.StreamConfig{Durable: true, Shards: 1, RetainRecords: 10}
+	tp, c, err := ParseStreamSpec("t1/ns/s:ephemeral:shards=4:retain=5:retain-bytes=100", def)
+	require.NoError(t, err)
+	require.Equal(t, engine.Topic{Tenant: "t1", Namespace: "ns", Stream: "s"}, tp)
+	require.Equal(t, engine.StreamConfig{Durable: false, Shards: 4, RetainRecords: 5, RetainBytes: 100}, c)
+	_, c, err = ParseStreamSpec("t1/ns/s", def)
+	require.NoError(t, err)
+	require.Equal(t, def, c)
+	for _, bad := range []string{"t1/ns", "t1//s", "t1/ns/s:shards=0", "t1/ns/s:frob", "t1/ns/s:retain=-1", "t1/ns/s:durable=1"} {
+		_, _, err := ParseStreamSpec(bad, def)
+		require.Error(t, err, bad)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	require.Error(t, run([]string{"-log-level", "loud"}))
+	require.Error(t, run([]string{"-tokens", "nocolon"}))
+	require.Error(t, run([]string{"-cert", "/nonexistent.pem", "-key", "/nonexistent.key"}))
+}
