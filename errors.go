@@ -142,9 +142,3 @@ func (e *Error) Unwrap() []error {
 	}
 	return []error{e.Class}
 }
-
-// newError builds an *Error. It is the single constructor used by decoders
-// so that every error carries a class and a location.
-func newError(class error, layout, field string, offset int, detail string) *Error {
-	return &Error{Class: class, Layout: layout, Field: field, Offset: offset, Detail: detail}
-}

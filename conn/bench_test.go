@@ -235,6 +235,47 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.StopTimer()
 		sub.Close()
 	})
+	b.Run("felix-reuse", func(b *testing.B) {
+		n := b.N
+		ln, tc := startBenchServer(b, ev, &n)
+		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+		require.NoError(b, err)
+		defer c.Close()
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		ctx := context.Background()
+		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: true})
+		require.NoError(b, err)
+		for range b.N * benchRecords {
+			if _, err := sub.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		sub.Close()
+	})
+	b.Run("raw-quic-uni", func(b *testing.B) {
+		s := rawUniPair(b, func(s *quic.SendStream) {
+			for range b.N {
+				if _, err := s.Write(ev); err != nil {
+					return
+				}
+			}
+			s.Close()
+		})
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		r := felix.NewReader(s)
+		for range b.N {
+			if _, err := r.ReadFrame(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		s.CancelRead(0)
+	})
 	b.Run("raw-quic", func(b *testing.B) {
 		s := rawPair(b, func(s *quic.Stream) {
 			for range b.N {
@@ -257,6 +298,44 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.StopTimer()
 		s.Close()
 	})
+}
+
+// rawUniPair starts a raw quic-go server that opens a uni stream to the
+// client (as a broker opens an event stream) and runs serve on it; it
+// returns the client's end.
+func rawUniPair(b *testing.B, serve func(*quic.SendStream)) *quic.ReceiveStream {
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(b, err)
+	tc, err := serverTLS(srvTLS, false)
+	require.NoError(b, err)
+	ln, err := quic.ListenAddr("127.0.0.1:0", tc, quicConfig(nil, true))
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sc, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		s, err := sc.OpenUniStreamSync(ctx)
+		if err != nil {
+			return
+		}
+		serve(s)
+		<-ctx.Done()
+		sc.CloseWithError(0, "")
+	})
+	qc, err := quic.DialAddr(ctx, ln.Addr().String(), clientTLS(&tls.Config{RootCAs: pool}, "", false), quicConfig(nil, false))
+	require.NoError(b, err)
+	s, err := qc.AcceptUniStream(ctx)
+	require.NoError(b, err)
+	b.Cleanup(func() {
+		cancel()
+		qc.CloseWithError(0, "")
+		wg.Wait()
+		ln.Close()
+	})
+	return s
 }
 
 // rawPair starts a raw quic-go server whose first accepted stream runs

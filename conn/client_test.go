@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -524,4 +525,35 @@ func TestProducerSequencesPerRoute(t *testing.T) {
 	defer b.mu.Unlock()
 	want := []string{"a/:0", "a/:1", "b/:0", "a/k:0", "a/:2", "a/:3"}
 	require.Equal(t, append(append([]string{}, want...), want...), b.seqs)
+}
+
+func TestSubscribeReuseBuffers(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	for i := range 20 {
+		_, err := c.PublishBatch(ctx, topic, [][]byte{[]byte(fmt.Sprint(i)), make([]byte, 100*i)}, PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(0), ReuseBuffers: true})
+	require.NoError(t, err)
+	for i := range 40 {
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, i, ev.Offset)
+		if i%2 == 0 {
+			require.Equal(t, fmt.Sprint(i/2), string(ev.Payload))
+		} else {
+			require.Len(t, ev.Payload, 100*(i/2))
+		}
+	}
+	// Live frames of varying sizes through the one buffer.
+	for i := range 6 {
+		_, err := c.Publish(ctx, topic, bytes.Repeat([]byte{byte('a' + i)}, 1+(5-i)*3000), PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, bytes.Repeat([]byte{byte('a' + i)}, 1+(5-i)*3000), ev.Payload)
+	}
 }

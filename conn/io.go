@@ -63,14 +63,18 @@ func readFrameCtx(ctx context.Context, r *felix.Reader, d readDeadliner) (f feli
 
 // frameReader reads frames from a stream whose reads may be interrupted by
 // a deadline (ctxGuard): the bytes already read are kept, so the next call
-// resumes the same frame and the stream stays on a frame boundary. Each
-// payload gets a fresh buffer, so decoded values may alias it. Headers are
+// resumes the same frame and the stream stays on a frame boundary. Unless
+// reuse is set, each payload gets a fresh buffer, so decoded values may
+// alias it and outlive the next frame. Headers are
 // checked strictly (unknown flag bits are refused) and the length against
 // max before any payload byte is read; the buffer grows with the bytes
 // received, so a hostile length costs nothing up front.
 type frameReader struct {
 	src io.Reader
 	max uint32
+	// reuse keeps one payload buffer across frames (the previous frame's
+	// payload is overwritten by the next one).
+	reuse bool
 
 	hdr     [felix.HeaderLen]byte
 	hn      int
@@ -97,7 +101,11 @@ func (r *frameReader) next() (felix.Frame, error) {
 					Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(r.max), 10)}
 			}
 			r.h, r.haveHdr = h, true
-			r.buf = make([]byte, min(int(h.Length), frameChunk))
+			if first := min(int(h.Length), frameChunk); r.reuse && cap(r.buf) >= first {
+				r.buf = r.buf[:cap(r.buf)]
+			} else {
+				r.buf = make([]byte, first)
+			}
 			r.pn = 0
 			break
 		}
@@ -118,7 +126,7 @@ func (r *frameReader) next() (felix.Frame, error) {
 			copy(nb, r.buf[:r.pn])
 			r.buf = nb
 		}
-		n, err := r.src.Read(r.buf[r.pn:])
+		n, err := r.src.Read(r.buf[r.pn:min(len(r.buf), want)])
 		r.pn += n
 		if err != nil && r.pn < want {
 			if err == io.EOF {
@@ -128,7 +136,10 @@ func (r *frameReader) next() (felix.Frame, error) {
 		}
 	}
 	f := felix.Frame{Header: r.h, Payload: r.buf[:want:want]}
-	r.haveHdr, r.hn, r.buf, r.pn = false, 0, nil, 0
+	r.haveHdr, r.hn, r.pn = false, 0, 0
+	if !r.reuse {
+		r.buf = nil
+	}
 	return f, nil
 }
 

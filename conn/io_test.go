@@ -61,8 +61,8 @@ func readAllReference(data []byte, max uint32) readResult {
 	}
 }
 
-func readAllResumable(data, sizes []byte, max uint32) readResult {
-	fr := frameReader{src: &chunkReader{data: data, sizes: sizes}, max: max}
+func readAllResumable(data, sizes []byte, max uint32, reuse bool) readResult {
+	fr := frameReader{src: &chunkReader{data: data, sizes: sizes}, max: max, reuse: reuse}
 	var res readResult
 	for {
 		f, err := fr.next()
@@ -92,13 +92,15 @@ func TestFrameReaderResumes(t *testing.T) {
 	for _, data := range frameSeeds(t) {
 		want := readAllReference(data, 1024)
 		for _, sizes := range [][]byte{nil, {1}, {0, 1}, {3, 0, 0, 7}, {255}} {
-			got := readAllResumable(data, sizes, 1024)
-			require.Equal(t, want, got, "sizes %v", sizes)
+			for _, reuse := range []bool{false, true} {
+				got := readAllResumable(data, sizes, 1024, reuse)
+				require.Equal(t, want, got, "sizes %v reuse %v", sizes, reuse)
+			}
 		}
 	}
 	// A length above the limit fails before any payload byte is read.
 	big := felix.AppendHeader(nil, felix.Header{Length: 1 << 30})
-	got := readAllResumable(big, nil, 1024)
+	got := readAllResumable(big, nil, 1024, false)
 	require.Equal(t, "frame_too_large", got.class)
 }
 
@@ -114,10 +116,10 @@ func FuzzFrameReader(f *testing.F) {
 			sizes = append(sizes, 1) // all-timeout schedules never progress
 		}
 		want := readAllReference(data, 4096)
-		got := readAllResumable(data, sizes, 4096)
 		if len(want.frames) == 0 {
 			want.frames = nil
 		}
-		require.Equal(t, want, got)
+		require.Equal(t, want, readAllResumable(data, sizes, 4096, false))
+		require.Equal(t, want, readAllResumable(data, sizes, 4096, true))
 	})
 }

@@ -23,12 +23,18 @@ type SubscribeOptions struct {
 	// QueueCapacity asks for a broker-side queue of that many published
 	// batches (FeatureSubscribeQueue); 0 leaves the broker's default.
 	QueueCapacity uint32
+	// ReuseBuffers reads every event frame into one reused buffer instead
+	// of a fresh one: an Event's Payload and Publisher are then valid only
+	// until the Next call that reads the following frame, and must be
+	// copied to be kept. It saves one allocation per frame.
+	ReuseBuffers bool
 }
 
 // Event is one delivered record.
 type Event struct {
-	// Payload is the record. The client never reuses its memory (each
-	// frame is read into a buffer of its own), so it may be kept.
+	// Payload is the record. By default the client never reuses its memory
+	// (each frame is read into a buffer of its own), so it may be kept; see
+	// SubscribeOptions.ReuseBuffers.
 	Payload []byte
 	// Offset is the record's log offset, valid when HasOffset (durable
 	// streams, flag 0x0020 negotiated).
@@ -136,7 +142,9 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	return &Subscription{es: c.startEventSub(es, false), info: sub}, nil
+	s := c.startEventSub(es, false)
+	s.fr.reuse = o.ReuseBuffers
+	return &Subscription{es: s, info: sub}, nil
 }
 
 // oneShot writes req, finishes the send side, reads the single answer and
