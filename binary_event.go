@@ -299,7 +299,7 @@ func (v *EventBatchView) Batch() EventBatch {
 // relative to the payload. A 0x0800 section holding 0 decodes (upstream
 // encoders omit it), and re-encodes without the section.
 func ParseEventBatch(flags Flags, payload []byte) (v EventBatchView, err error) {
-	if err := flags.CheckLayout(LayoutEventBatch); err != nil {
+	if err = flags.CheckLayout(LayoutEventBatch); err != nil {
 		return v, err
 	}
 	c := cursor{b: payload, layout: layoutEvent}

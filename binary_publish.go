@@ -303,7 +303,7 @@ func ParsePublishBatch(flags Flags, payload []byte) (v PublishBatchView, err err
 	if flags.Has(FlagBinaryPublishAcked) {
 		l = LayoutAckedPublishBatch
 	}
-	if err := flags.CheckLayout(l); err != nil {
+	if err = flags.CheckLayout(l); err != nil {
 		return v, err
 	}
 	c := cursor{b: payload, layout: l.String()}

@@ -44,14 +44,6 @@ func binWantErr(t testing.TB, err error, class error) *felix.Error {
 	return fe
 }
 
-// binReframe builds a frame with the given flags around payload.
-func binReframe(t testing.TB, flags felix.Flags, payload []byte) []byte {
-	t.Helper()
-	b, err := felix.AppendFrame(nil, flags, payload)
-	require.NoError(t, err)
-	return b
-}
-
 var binCmp = cmpopts.EquateEmpty()
 
 var specBody = felix.PublishBatch{TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("hi"), {}}}

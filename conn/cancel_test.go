@@ -50,10 +50,15 @@ func TestCancelPublish(t *testing.T) {
 	for _, force := range []bool{false, true} {
 		c.cfg.ForceJSON = force
 		// Waiting for an answer that never comes.
-		_, err := c.Publish(shortCtx(t), stall, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		_, err := c.Publish(ctx, stall, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
 	c.cfg.ForceJSON = false
+	c.pubMu.Lock()
+	require.Len(t, c.pubs[0].window, 2) // both slots held by the abandoned publishes
+	c.pubMu.Unlock()
 	// Both window slots are now held by unanswered publishes: the next
 	// acked publish waits for a slot and is cancelled there.
 	_, err := c.Publish(shortCtx(t), topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})

@@ -323,7 +323,7 @@ func TestOversizeFrameAfterAuth(t *testing.T) {
 
 func TestAuthTimeout(t *testing.T) {
 	leakCheck(t)
-	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 300 * time.Millisecond})
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Second})
 	qc, err := rawConn(t, b, nil)
 	require.NoError(t, err)
 	select {
@@ -338,7 +338,7 @@ func TestAuthTimeout(t *testing.T) {
 
 	// An authenticated connection outlives the timeout.
 	c := b.dial(t, nil)
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	_, err = c.Publish(testCtx(t), topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 }
@@ -450,7 +450,7 @@ func TestSharedConnectionWindow(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	require.Eventually(t, func() bool { return len(c.window) == 2 }, 10*time.Second, time.Millisecond)
 	for range 2 { // both streams now wait for a slot of the shared window
 		_, err := c.Publish(shortCtx(t), topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})
 		require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -61,6 +61,7 @@ func run(args []string) error {
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
 	queue := fs.Int("queue", engine.DefaultQueueCapacity, "default subscriber queue capacity (published batches)")
 	queueMax := fs.Int("queue-max", engine.DefaultMaxQueueCapacity, "largest queue_capacity a subscriber may ask for")
+	maxSubs := fs.Int("max-subs-per-conn", server.DefaultMaxSubscriptionsPerConn, "subscriptions plus cache watches allowed on one connection")
 	window := fs.Uint("publish-window", server.DefaultPublishWindow, "publish window granted to pipelining clients (0 disables)")
 	drain := fs.Duration("drain", server.DefaultDrainTimeout, "graceful shutdown budget")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -95,10 +96,11 @@ func run(args []string) error {
 			DefaultQueueCapacity: *queue,
 			MaxQueueCapacity:     *queueMax,
 		},
-		PublishWindow: uint32(*window),
-		NoPipeline:    *window == 0,
-		DrainTimeout:  *drain,
-		Logger:        log,
+		PublishWindow:           uint32(*window),
+		MaxSubscriptionsPerConn: *maxSubs,
+		NoPipeline:              *window == 0,
+		DrainTimeout:            *drain,
+		Logger:                  log,
 	}
 	if *certFile != "" || *keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)

@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
 
@@ -157,4 +159,88 @@ func TestStreamReadAndSmallRequests(t *testing.T) {
 	em := s.recv().(*felix.ErrorMessage)
 	require.Equal(t, "tenant mismatch", em.Message)
 	s.ended()
+}
+
+// Idempotent publishes over the wire: binary 0x0109 and JSON
+// publish_idempotent are both answered in JSON, with typed refusals;
+// sequence_reused only for clients that offered it.
+func TestIdempotentRefusals(t *testing.T) {
+	srv := startBroker(t, durableCfg())
+	r := dialRaw(t, srv)
+	s := r.stream(t, rawFlags|felix.FlagBinaryPublishIdempotent, felix.FeatureIdempotentProducer|felix.FeatureSequenceReused)
+	s.send(&felix.ProducerInit{RequestID: 1})
+	pid := s.recv().(*felix.ProducerInitOK).ProducerID
+	bin := func(seq uint64, payload string) []byte {
+		b, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{AckMode: felix.AckPerBatch, RequestID: seq + 10,
+			Idempotent: true, ProducerID: pid, Sequence: seq, TenantID: topic.TenantID, Namespace: topic.Namespace,
+			Stream: topic.Stream, Payloads: [][]byte{[]byte(payload)}})
+		require.NoError(t, err)
+		return b
+	}
+	s.write(bin(1, "x"))
+	rf := s.recv().(*felix.PublishRefused)
+	require.Equal(t, felix.RefusalUnknownProducer, rf.Reason.Kind)
+	s.write(bin(0, "a"))
+	ok := s.recv().(*felix.PublishOK)
+	require.Equal(t, uint64(10), ok.RequestID)
+	require.Equal(t, uint64(0), ok.Offset.V)
+	s.send(&felix.PublishIdempotent{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream,
+		Payloads: [][]byte{[]byte("c")}, RequestID: 30, ProducerID: pid, Sequence: 2})
+	rf = s.recv().(*felix.PublishRefused)
+	require.Equal(t, felix.RefusalSequenceGap, rf.Reason.Kind)
+	require.Equal(t, uint64(1), rf.Reason.Expected)
+	s.write(bin(0, "a")) // duplicate: ok with the original offset
+	ok = s.recv().(*felix.PublishOK)
+	require.Equal(t, uint64(0), ok.Offset.V)
+	s.write(bin(0, "changed"))
+	rf = s.recv().(*felix.PublishRefused)
+	require.Equal(t, felix.RefusalSequenceReused, rf.Reason.Kind)
+
+	old := r.stream(t, rawFlags|felix.FlagBinaryPublishIdempotent, felix.FeatureIdempotentProducer)
+	old.write(bin(0, "changed again"))
+	ok = old.recv().(*felix.PublishOK)
+	require.False(t, ok.Offset.Set, "reuse is answered ok (not written) without SEQUENCE_REUSED")
+	_, tail, err := srv.Engine().Tail(engineTopic(), 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), tail, "only the first batch was written")
+}
+
+func TestALPNOptional(t *testing.T) {
+	srv := startBroker(t, server.Config{})
+	with := dial(t, srv, func(c *conn.Config) { c.OfferALPN = true })
+	require.Equal(t, "felix/1", with.NegotiatedALPN())
+	without := dial(t, srv, nil)
+	require.Equal(t, "", without.NegotiatedALPN())
+}
+
+// Subscriptions and watches per connection are bounded; a slot is freed
+// when its subscription ends.
+func TestSubscriptionLimitPerConnection(t *testing.T) {
+	cfg := durableCfg()
+	cfg.MaxSubscriptionsPerConn = 2
+	srv := startBroker(t, cfg)
+	ctx := ctxT(t)
+	c := dial(t, srv, nil)
+	a, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	require.NoError(t, err)
+	w, err := c.CacheWatch(ctx, conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "c"}, conn.WatchOptions{Key: felix.Some("k")})
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = c.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	var be *conn.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeLimitExceeded, be.Code)
+	other := dial(t, srv, nil) // the limit is per connection
+	b, err := other.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool {
+		s, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
+		if err != nil {
+			return false
+		}
+		defer s.Close()
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "the closed subscription's slot is reused")
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -20,7 +21,20 @@ type handler struct {
 	peer felix.PeerCapabilities
 	id   Identity
 	buf  []byte
-	pl   [][]byte // reused payload list
+	pl   [][]byte      // reused payload list
+	subs *atomic.Int64 // subscriptions and watches open on the connection
+}
+
+// reserveSub counts a new subscription or watch against the connection's
+// limit; it answers limit_exceeded and returns false when the limit is
+// reached. The pump releases the slot when it ends.
+func (h *handler) reserveSub() bool {
+	if h.subs.Add(1) > int64(h.s.cfg.MaxSubscriptionsPerConn) {
+		h.subs.Add(-1)
+		h.refuse(felix.CodeLimitExceeded, "max subscriptions per connection exceeded")
+		return false
+	}
+	return true
 }
 
 func (h *handler) serve() {

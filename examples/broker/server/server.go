@@ -32,6 +32,9 @@ const (
 	DefaultAddr          = "127.0.0.1:7447"
 	DefaultPublishWindow = 256
 	DefaultDrainTimeout  = 5 * time.Second
+	// DefaultMaxSubscriptionsPerConn bounds subscriptions plus cache
+	// watches on one connection.
+	DefaultMaxSubscriptionsPerConn = 4096
 	// DemoTenant and DemoToken are the credentials accepted when no token
 	// list is configured.
 	DemoTenant = "t1"
@@ -103,6 +106,10 @@ type Config struct {
 	// (0 = DefaultPublishWindow); NoPipeline disables the grant.
 	PublishWindow uint32
 	NoPipeline    bool
+	// MaxSubscriptionsPerConn bounds the subscriptions and cache watches
+	// open on one connection (0 = DefaultMaxSubscriptionsPerConn); beyond
+	// it subscribe and cache_watch are refused with limit_exceeded.
+	MaxSubscriptionsPerConn int
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
 	// AuthTimeout is passed to conn (0 = its default, negative disables).
@@ -150,6 +157,9 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	if cfg.PublishWindow == 0 {
 		cfg.PublishWindow = DefaultPublishWindow
+	}
+	if cfg.MaxSubscriptionsPerConn <= 0 {
+		cfg.MaxSubscriptionsPerConn = DefaultMaxSubscriptionsPerConn
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
@@ -264,6 +274,7 @@ func (s *Server) Serve() error {
 
 func (s *Server) serveConn(sc *conn.ServerConn) {
 	defer s.wg.Done()
+	subs := new(atomic.Int64) // subscriptions and watches open on sc
 	for {
 		st, err := sc.AcceptStream(s.ctx)
 		if err != nil {
@@ -277,7 +288,7 @@ func (s *Server) serveConn(sc *conn.ServerConn) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			h := &handler{s: s, st: st, peer: st.Peer()}
+			h := &handler{s: s, st: st, peer: st.Peer(), subs: subs}
 			if id, ok := st.Identity().(Identity); ok {
 				h.id = id
 			}

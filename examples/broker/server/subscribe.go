@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -36,14 +37,19 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	if m.QueueCapacity.Set {
 		req.QueueCapacity = max(int(m.QueueCapacity.V), 1)
 	}
+	if !h.reserveSub() {
+		return
+	}
 	sub, info, err := h.s.eng.Subscribe(req)
 	if err != nil {
+		h.subs.Add(-1)
 		h.write(errorMessage(err))
 		h.st.Close()
 		return
 	}
 	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
 	if err != nil {
+		h.subs.Add(-1)
 		sub.Close()
 		h.refuse(felix.CodeInternal, "cannot open the event stream")
 		return
@@ -56,6 +62,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 		ans.QueueCapacity = felix.Some(uint32(info.QueueCapacity))
 	}
 	if err := h.st.WriteMessage(ans); err != nil {
+		h.subs.Add(-1)
 		sub.Close()
 		es.Abort()
 		h.st.Abort()
@@ -65,16 +72,17 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpSubscription(sub, es)
+	go h.s.pumpSubscription(sub, es, h.subs)
 }
 
 // pumpSubscription writes a subscription's deliveries to its event
 // stream. It ends with a clean FIN when the engine ends the subscription
 // (shutdown), after subscription_lagged when the subscriber lagged, and
 // with a reset when the client stopped reading or the connection died.
-func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream) {
+func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slots *atomic.Int64) {
 	defer s.wg.Done()
 	defer s.pumps.Add(-1)
+	defer slots.Add(-1)
 	defer sub.Close()
 	ctx := es.Context()
 	for {
@@ -120,14 +128,19 @@ func (h *handler) watch(m *felix.CacheWatch) {
 		HasFrom: m.FromOffset.Set, FromOffset: m.FromOffset.V, Retained: m.Retained,
 		ID: m.SubscriptionID.V,
 	}
+	if !h.reserveSub() {
+		return
+	}
 	w, info, err := h.s.eng.Watch(req)
 	if err != nil {
+		h.subs.Add(-1)
 		h.write(errorMessage(err))
 		h.st.Close()
 		return
 	}
 	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
 	if err != nil {
+		h.subs.Add(-1)
 		w.Close()
 		h.refuse(felix.CodeInternal, "cannot open the event stream")
 		return
@@ -137,6 +150,7 @@ func (h *handler) watch(m *felix.CacheWatch) {
 		ans.RetainedCount = felix.Some(info.RetainedCount)
 	}
 	if err := h.st.WriteMessage(ans); err != nil {
+		h.subs.Add(-1)
 		w.Close()
 		es.Abort()
 		h.st.Abort()
@@ -145,14 +159,15 @@ func (h *handler) watch(m *felix.CacheWatch) {
 	h.st.Close()
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpWatch(w, es)
+	go h.s.pumpWatch(w, es, h.subs)
 }
 
 // pumpWatch writes a watch's cache_event frames, then cache_watch_lagged
 // for a watcher that fell behind.
-func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream) {
+func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.Int64) {
 	defer s.wg.Done()
 	defer s.pumps.Add(-1)
+	defer slots.Add(-1)
 	defer w.Close()
 	ctx := es.Context()
 	for {
