@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"io"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -182,5 +181,4 @@ func TestWatchLaggedResume(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, off, ev.Offset)
 	}
-	_ = io.EOF
 }

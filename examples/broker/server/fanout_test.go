@@ -9,7 +9,6 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,5 +97,3 @@ func TestFanout8x10000x4(t *testing.T) {
 	require.Zero(t, st.DroppedBatches)
 	require.Equal(t, uint64(pubs*per*nsubs), st.DeliveredRecords)
 }
-
-var _ = server.Flags
