@@ -264,18 +264,19 @@ func (r *payloadRun) events(ts bool, base, step uint64, yield func(Event) bool) 
 	}
 	b := r.body
 	start := 0
+	k := min(r.count, indexLen)
 	for i := range r.count {
-		var end int
-		if i < indexLen {
+		end := 0
+		if i < k {
 			end = int(r.ends[i])
 		} else {
 			end = start + prefix + 4 + be32(b, start+prefix)
 		}
-		e := Event{Offset: base, Payload: b[start+prefix+4 : end : end]}
+		var t uint64
 		if ts {
-			e.TimestampMicros = binary.BigEndian.Uint64(b[start:])
+			t = binary.BigEndian.Uint64(b[start:])
 		}
-		if !yield(e) {
+		if !yield(Event{Offset: base, TimestampMicros: t, Payload: b[start+prefix+4 : end : end]}) {
 			return
 		}
 		base += step

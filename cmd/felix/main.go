@@ -1,9 +1,16 @@
 // Command felix is the Felix wire protocol tool: it turns frames into their
-// conformance-vector description and back, and runs vector directories.
+// conformance-vector description and back, runs vector directories, and talks
+// to a broker over QUIC.
 //
 //	felix decode [-raw] [-max N] [HEX]   describe a frame as a vector JSON object
 //	felix encode [FILE]                  print the frame hex of a vector JSON object
 //	felix conform DIR...                 run every vector below each DIR
+//	felix pub ...                        publish to a stream of a broker
+//	felix sub ...                        subscribe to a stream and print its events
+//	felix cache get|put|del|watch ...    use a broker's cache
+//
+// Run "felix help" for every command's flags; the broker commands take
+// -addr, -cert FILE or -insecure, -tenant, -token and -json.
 //
 // Errors are reported as one line on stderr with a non-zero exit status.
 //
