@@ -264,19 +264,18 @@ func (r *payloadRun) events(ts bool, base, step uint64, yield func(Event) bool) 
 	}
 	b := r.body
 	start := 0
-	k := min(r.count, indexLen)
 	for i := range r.count {
-		end := 0
-		if i < k {
+		var end int
+		if i < indexLen {
 			end = int(r.ends[i])
 		} else {
 			end = start + prefix + 4 + be32(b, start+prefix)
 		}
-		var t uint64
+		e := Event{Offset: base, Payload: b[start+prefix+4 : end : end]}
 		if ts {
-			t = binary.BigEndian.Uint64(b[start:])
+			e.TimestampMicros = binary.BigEndian.Uint64(b[start:])
 		}
-		if !yield(Event{Offset: base, TimestampMicros: t, Payload: b[start+prefix+4 : end : end]}) {
+		if !yield(e) {
 			return
 		}
 		base += step
