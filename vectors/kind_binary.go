@@ -123,8 +123,7 @@ func decodePublishAck(frame []byte, maxPayload uint32) ([]Member, []byte, error)
 		ms = append(ms, Member{"reason", nullIfZero(a.Reason)}, Member{"retry_after_ms", nullIfZero(a.RetryAfterMs)})
 	}
 	if a.HasOwner {
-		ms = append(ms, Member{"owner", map[string]any{
-			"node_id": a.Owner.NodeID, "addr": nullIfZero(a.Owner.Addr), "generation": a.Owner.Generation}})
+		ms = append(ms, Member{"owner", ownerMember{NodeID: a.Owner.NodeID, Addr: nullIfZero(a.Owner.Addr), Generation: a.Owner.Generation}})
 	}
 	if a.HasOffset {
 		ms = append(ms, Member{"offset", a.Offset})
@@ -332,4 +331,12 @@ func (m *memberReader) list(name string) ([][]byte, bool) {
 		out[i] = b
 	}
 	return out, true
+}
+
+// ownerMember is the `owner` member of a binary_publish_ack vector, with its
+// members in the order FORMAT.md lists them.
+type ownerMember struct {
+	NodeID     string `json:"node_id"`
+	Addr       any    `json:"addr"`
+	Generation uint64 `json:"generation"`
 }
