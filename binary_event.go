@@ -206,7 +206,8 @@ type EventBatchView struct {
 	// Publisher is set with 0x2000 (possibly empty), else nil.
 	Publisher []byte
 
-	run payloadRun // count × ([u64 ts], u32 len, bytes), validated
+	step uint64     // 1 with base offsets (0x0020), else 0
+	run  payloadRun // count × ([u64 ts], u32 len, bytes), validated
 }
 
 // Legacy reports whether the batch has the per-subscriber layout 0x0002.
@@ -228,12 +229,16 @@ func (v *EventBatchView) Len() int { return v.run.count }
 // allocation (the frame was validated by ParseEventBatch). Each slice
 // aliases the input with its capacity capped.
 func (v *EventBatchView) Payloads() iter.Seq[[]byte] {
+	r := &v.run
 	return func(yield func([]byte) bool) {
-		prefix := 0
-		if v.HasTimestamps() {
-			prefix = 8
+		b, start, hdr := r.body, 0, r.hdr
+		for i := range r.count {
+			end := r.end(i, start, hdr)
+			if !yield(b[start+hdr : end : end]) {
+				return
+			}
+			start = end
 		}
-		v.run.payloads(prefix, yield)
 	}
 }
 
@@ -241,12 +246,22 @@ func (v *EventBatchView) Payloads() iter.Seq[[]byte] {
 // timestamps, without checks or allocation. Payloads alias the input with
 // their capacity capped.
 func (v *EventBatchView) Events() iter.Seq[Event] {
+	r := &v.run
 	return func(yield func(Event) bool) {
-		var base, step uint64
-		if v.HasBaseOffset() {
-			base, step = v.BaseOffset, 1
+		b, start, hdr := r.body, 0, r.hdr
+		off, step := v.BaseOffset, v.step
+		for i := range r.count {
+			end := r.end(i, start, hdr)
+			var ts uint64
+			if hdr == 12 {
+				ts = binary.BigEndian.Uint64(b[start:])
+			}
+			if !yield(Event{off, ts, b[start+hdr : end : end]}) {
+				return
+			}
+			off += step
+			start = end
 		}
-		v.run.events(v.HasTimestamps(), base, step, yield)
 	}
 }
 
@@ -309,6 +324,7 @@ func ParseEventBatch(flags Flags, payload []byte) (v EventBatchView, err error) 
 	}
 	if flags.Has(FlagEventBatchOffsets) {
 		v.BaseOffset = c.u64("base_offset")
+		v.step = 1
 	}
 	if flags.Has(FlagEventBatchSkipped) {
 		v.SkippedBefore = c.u64("skipped_before")

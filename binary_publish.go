@@ -200,7 +200,17 @@ func (v *PublishBatchView) Len() int { return v.run.count }
 // parsed input with its capacity capped. The walk does no checking and no
 // allocation: the whole frame was validated by ParsePublishBatch.
 func (v *PublishBatchView) Payloads() iter.Seq[[]byte] {
-	return func(yield func([]byte) bool) { v.run.payloads(0, yield) }
+	r := &v.run
+	return func(yield func([]byte) bool) {
+		b, start := r.body, 0
+		for i := range r.count {
+			end := r.end(i, start, 4)
+			if !yield(b[start+4 : end : end]) {
+				return
+			}
+			start = end
+		}
+	}
 }
 
 // Batch returns an owned deep copy of the batch: strings are copied and the
@@ -223,12 +233,11 @@ func (v *PublishBatchView) Batch() PublishBatch {
 		arena = append(arena, v.Key...)
 		b.Key = capped(arena, 0, len(arena))
 	}
-	v.run.payloads(0, func(p []byte) bool {
+	for p := range v.Payloads() {
 		s := len(arena)
 		arena = append(arena, p...)
 		b.Payloads = append(b.Payloads, capped(arena, s, len(arena)))
-		return true
-	})
+	}
 	return b
 }
 

@@ -188,6 +188,7 @@ const indexLen = 64
 type payloadRun struct {
 	body  []byte
 	count int
+	hdr   int // bytes before each payload: prefix + 4
 	// ends[i] is the end offset in body of entry i, for i < min(count, indexLen).
 	ends [indexLen]uint32
 }
@@ -196,91 +197,76 @@ type payloadRun struct {
 // them. The count is first bounded by the remaining bytes (each entry needs
 // prefix+4), so a hostile count costs nothing; then every length is
 // checked against the bytes that remain.
+//
+// The loop is the serial part of a decode (where entry i+1 starts depends
+// on entry i's length), so it is kept to a load, a byte swap and an add on
+// that chain; the checks branch off it.
 func (r *payloadRun) validate(c *cursor, count uint32, countOff, prefix int) {
 	b := c.b[c.off:]
 	hdr := prefix + 4
-	if uint64(count) > uint64(len(b)/hdr) {
+	n := len(b)
+	// count < 2^32 and hdr <= 12, so the product cannot overflow.
+	if uint64(count)*uint64(hdr) > uint64(n) {
 		c.fail(ErrTruncated, "count", countOff, "count "+strconv.FormatUint(uint64(count), 10)+" exceeds the "+
-			strconv.Itoa(len(b))+" remaining bytes")
+			strconv.Itoa(n)+" remaining bytes")
 		return
 	}
-	n, cnt, p, i := len(b), int(count), 0, 0
-	short := false // the failing entry's length field itself is missing
-	for ; i < cnt; i++ {
+	if uint64(n) > MaxPayloadLen {
+		// Only a caller that parses a slice of its own can get here (a
+		// frame's payload is shorter); the index holds 32-bit offsets.
+		c.fail(ErrFrameTooLarge, "payload", c.off, strconv.Itoa(n)+" bytes")
+		return
+	}
+	cnt := int(count)
+	k := min(cnt, indexLen)
+	lens := b[prefix:] // lens[p:p+4] is the length field of the entry at p
+	p, i := 0, 0
+	for ; i < k; i++ {
 		if n-p < hdr {
-			short = true
 			break
 		}
-		l := be32(b, p+prefix)
-		p += hdr
-		if l > n-p {
+		q := p + hdr
+		e := q + be32(lens, p)
+		if e > n {
 			break
 		}
-		p += l
-		if i < indexLen {
-			r.ends[i] = uint32(p)
+		r.ends[i] = uint32(e)
+		p = e
+	}
+	if i == k {
+		for ; i < cnt; i++ {
+			if n-p < hdr {
+				break
+			}
+			q := p + hdr
+			e := q + be32(lens, p)
+			if e > n {
+				break
+			}
+			p = e
 		}
 	}
 	if i < cnt {
-		if short {
+		if n-p < hdr {
 			c.fail(ErrTruncated, "payload", c.off+p, "entry "+strconv.Itoa(i)+" needs "+strconv.Itoa(hdr)+" bytes")
 		} else {
-			c.fail(ErrTruncated, "payload", c.off+p, "payload "+strconv.Itoa(i)+" of "+
-				strconv.FormatUint(uint64(binary.BigEndian.Uint32(b[p-4:])), 10)+" bytes, "+strconv.Itoa(n-p)+" remain")
+			c.fail(ErrTruncated, "payload", c.off+p+hdr, "payload "+strconv.Itoa(i)+" of "+
+				strconv.Itoa(be32(b, p+prefix))+" bytes, "+strconv.Itoa(n-p-hdr)+" remain")
 		}
 		return
 	}
-	r.body, r.count = b[:p:p], cnt
+	r.body, r.count, r.hdr = b[:p:p], cnt, hdr
 	c.off += p
 }
 
-// payloads yields each entry's payload (capacity capped).
-func (r *payloadRun) payloads(prefix int, yield func([]byte) bool) {
-	b := r.body
-	start := 0
-	k := min(r.count, indexLen)
-	for i := range k {
-		end := int(r.ends[i])
-		if !yield(b[start+prefix+4 : end : end]) {
-			return
-		}
-		start = end
+// end returns the end offset in body of entry i, which starts at start:
+// from the index for the first indexLen entries, else from its length
+// field. Small enough to inline into the iterators.
+func (r *payloadRun) end(i, start, hdr int) int {
+	if i < indexLen {
+		return int(r.ends[i])
 	}
-	for range r.count - k {
-		end := start + prefix + 4 + be32(b, start+prefix)
-		if !yield(b[start+prefix+4 : end : end]) {
-			return
-		}
-		start = end
-	}
-}
-
-// events yields each entry as an Event: offsets base, base+step, ... and,
-// with ts, the 8-byte timestamp that leads each entry.
-func (r *payloadRun) events(ts bool, base, step uint64, yield func(Event) bool) {
-	prefix := 0
-	if ts {
-		prefix = 8
-	}
-	b := r.body
-	start := 0
-	for i := range r.count {
-		var end int
-		if i < indexLen {
-			end = int(r.ends[i])
-		} else {
-			end = start + prefix + 4 + be32(b, start+prefix)
-		}
-		e := Event{Offset: base, Payload: b[start+prefix+4 : end : end]}
-		if ts {
-			e.TimestampMicros = binary.BigEndian.Uint64(b[start:])
-		}
-		if !yield(e) {
-			return
-		}
-		base += step
-		start = end
-	}
+	return start + hdr + be32(r.body, start+hdr-4)
 }
 
 // be32 reads the big-endian u32 at b[i:] by index rather than by

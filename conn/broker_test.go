@@ -121,9 +121,7 @@ func (b *testBroker) dial(t testing.TB, mod func(*Config)) *Client {
 	if mod != nil {
 		mod(cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, b.addr(), cfg)
+	c, err := Dial(deadlineCtx(t), b.addr(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -218,7 +218,7 @@ func (s *cacheStream) readLoop() {
 				s.cs.s.Close()
 				return
 			}
-			s.fail(transportErr("read cache answer", err))
+			s.fail(clientErr("read cache answer", err))
 			return
 		}
 		if f.Flags != 0 {

@@ -239,7 +239,7 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, transportErr("open stream", err)
+		return nil, clientErr("open stream", err)
 	}
 	cs := &clientStream{s: s, r: felix.NewReader(s), w: &frameWriter{w: s}}
 	cs.r.SetMaxPayload(c.cfg.MaxFrameBytes)
@@ -278,7 +278,7 @@ func writeCtx(ctx context.Context, s writeDeadliner, write func() error) error {
 		if errors.As(err, &fe) {
 			return err
 		}
-		return transportErr("write", err)
+		return clientErr("write", err)
 	}
 	return nil
 }

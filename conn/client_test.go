@@ -22,8 +22,24 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 }
 
+// testCtx returns the context of a test's blocking calls. It is bounded
+// only by the test binary's deadline (-timeout), not by a guess of how long
+// the calls take: the machine running the tests may be heavily loaded.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return deadlineCtx(t)
+}
+
+// deadlineCtx returns a context cancelled when t ends or shortly before the
+// test binary's -timeout, so that a hang fails the test with a context
+// error rather than a panic.
+func deadlineCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	// *testing.T and *testing.B have Deadline; testing.TB does not.
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+		}
+	}
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -81,12 +81,6 @@ type Config struct {
 	PublishStreams int
 	// CacheStreams is the number of pooled cache/counter streams (default 2).
 	CacheStreams int
-	// SubscriptionBuffer is not used.
-	//
-	// Deprecated: a subscription reads its event stream only inside Next,
-	// so a slow reader is slowed by QUIC flow control without a client-side
-	// buffer; the field is kept so existing callers compile.
-	SubscriptionBuffer int
 	// QUIC overrides the QUIC configuration. Nil uses the package defaults
 	// (keep-alive DefaultKeepAlive, idle DefaultIdleTimeout, DefaultMaxStreams
 	// incoming uni streams, large flow-control windows). When set it is

@@ -37,6 +37,17 @@ var (
 	// that point (an unexpected message type, an answer to an unknown
 	// request id, a malformed frame). The stream it came on is abandoned.
 	ErrProtocol = errors.New("conn: protocol violation")
+	// ErrBrokerShutdown: the broker closed the connection with
+	// CloseShuttingDown (it is shutting down or draining); reconnect, to
+	// another broker if need be. A client call that failed because of it
+	// returns a *TransportError wrapping the *quic.ApplicationError, which
+	// errors.Is matches with ErrBrokerShutdown. A subscription or cache
+	// watch ends with io.EOF when Next read the end of its event stream
+	// (the broker finishes every event stream before it closes) and with
+	// an ErrBrokerShutdown error when the connection closed first: QUIC
+	// then discards what Next had not read yet, so resume from the last
+	// offset seen.
+	ErrBrokerShutdown = errors.New("conn: broker shut down")
 )
 
 // BrokerError is an error answered by the broker: an error message, a
@@ -188,10 +199,30 @@ func (e *StreamDeletedError) Error() string {
 // TransportError wraps an error of the QUIC layer (connection closed, idle
 // timeout, stream reset, ...). Unwrap reaches the quic-go error, e.g.
 // *quic.ApplicationError with ErrorCode CloseShuttingDown when the broker
-// went away.
+// went away; on the client side errors.Is(err, ErrBrokerShutdown) reports
+// that case.
 type TransportError struct {
-	Op  string
+	// Op is the operation that failed ("dial", "read event stream", ...).
+	Op string
+	// Err is the underlying (usually quic-go) error.
 	Err error
+
+	// client marks an error of a Client, for which a remote close with
+	// CloseShuttingDown is a broker shutdown.
+	client bool
+}
+
+// Is makes errors.Is(err, ErrBrokerShutdown) true for a client error caused
+// by the broker closing the connection with CloseShuttingDown.
+func (e *TransportError) Is(target error) bool {
+	return target == ErrBrokerShutdown && e.client && isRemoteShutdown(e.Err)
+}
+
+// isRemoteShutdown reports whether err is the peer's connection close with
+// CloseShuttingDown.
+func isRemoteShutdown(err error) bool {
+	var ae *quic.ApplicationError
+	return errors.As(err, &ae) && ae.Remote && ae.ErrorCode == CloseShuttingDown
 }
 
 // Error formats the error.
@@ -213,6 +244,17 @@ func transportErr(op string, err error) error {
 		return err
 	}
 	return &TransportError{Op: op, Err: err}
+}
+
+// clientErr is transportErr for the client side: the resulting
+// *TransportError matches ErrBrokerShutdown when the broker closed the
+// connection with CloseShuttingDown.
+func clientErr(op string, err error) error {
+	err = transportErr(op, err)
+	if te, ok := err.(*TransportError); ok {
+		te.client = true
+	}
+	return err
 }
 
 // protocolErr builds an ErrProtocol error with a detail.

@@ -30,7 +30,7 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 		if err == io.EOF {
 			return felix.Capabilities{}, protocolErr("stream ended before the auth answer")
 		}
-		return felix.Capabilities{}, transportErr("read auth answer", err)
+		return felix.Capabilities{}, clientErr("read auth answer", err)
 	}
 	if f.Flags != 0 {
 		return felix.Capabilities{}, protocolErr("binary frame %s in answer to auth", f.Flags)

@@ -471,7 +471,7 @@ func (ps *pubStream) readLoop() {
 				ps.finish(ErrClosed)
 				return
 			}
-			ps.fail(transportErr("read publish answer", err))
+			ps.fail(clientErr("read publish answer", err))
 			return
 		}
 		if err := ps.handle(f); err != nil {

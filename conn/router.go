@@ -122,7 +122,7 @@ func (er *eventRouter) claim(ctx context.Context, id uint64) (*eventStream, erro
 		return nil, ctx.Err()
 	case <-er.c.qc.Context().Done():
 		er.cancelWait(id, ch)
-		return nil, transportErr("wait for event stream", context.Cause(er.c.qc.Context()))
+		return nil, clientErr("wait for event stream", context.Cause(er.c.qc.Context()))
 	case <-er.c.ctx.Done():
 		er.cancelWait(id, ch)
 		return nil, ErrClosed

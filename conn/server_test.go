@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -18,9 +19,7 @@ import (
 // rawConn dials the broker with quic-go directly, for tests that need to
 // send what the Client never would.
 func rawConn(t *testing.T, b *testBroker, alpn []string) (*quic.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	qc, err := quic.DialAddr(ctx, b.addr(), &tls.Config{RootCAs: b.pool, ServerName: "localhost", NextProtos: alpn}, nil)
+	qc, err := quic.DialAddr(deadlineCtx(t), b.addr(), &tls.Config{RootCAs: b.pool, ServerName: "localhost", NextProtos: alpn}, nil)
 	if err == nil {
 		t.Cleanup(func() { qc.CloseWithError(0, "") })
 	}
@@ -36,7 +35,9 @@ type rawStream struct {
 func openRaw(t *testing.T, qc *quic.Conn) *rawStream {
 	s, err := qc.OpenStreamSync(testCtx(t))
 	require.NoError(t, err)
-	s.SetDeadline(time.Now().Add(10 * time.Second))
+	if d, ok := testCtx(t).Deadline(); ok {
+		s.SetDeadline(d)
+	}
 	return &rawStream{t: t, s: s, r: felix.NewReader(s)}
 }
 
@@ -90,9 +91,7 @@ func TestALPN(t *testing.T) {
 
 	// RequireALPN refuses clients without ALPN.
 	b2 := startBroker(t, brokerOpts{offer: fullOffer(), requireALPN: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = Dial(ctx, b2.addr(), b2.clientConfig())
+	_, err = Dial(deadlineCtx(t), b2.addr(), b2.clientConfig())
 	var te *TransportError
 	require.ErrorAs(t, err, &te)
 	b2.dial(t, func(c *Config) { c.OfferALPN = true })
@@ -347,14 +346,57 @@ func TestBrokerShutdownCloseCode(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	// A subscription and a watch whose events were sent but not read
+	// when the broker went away.
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+	require.NoError(t, err)
+	w, err := c.CacheWatch(ctx, cref, WatchOptions{Key: felix.Some("k")})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, topic, []byte("unread"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	require.NoError(t, c.CachePut(ctx, cref, "k", []byte("v"), 0))
 	b.close()
 	<-c.Context().Done()
 	var ae *quic.ApplicationError
 	require.ErrorAs(t, context.Cause(c.Context()), &ae)
 	require.Equal(t, CloseShuttingDown, ae.ErrorCode)
 	require.True(t, ae.Remote)
-	_, err := c.Publish(testCtx(t), topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
-	require.Error(t, err)
+
+	// Every call now fails with an error matching ErrBrokerShutdown that
+	// still unwraps to quic-go's close error.
+	_, err = sub.Next(ctx)
+	require.ErrorIs(t, err, ErrBrokerShutdown)
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, CloseShuttingDown, ae.ErrorCode)
+	_, err2 := sub.Next(ctx)
+	require.Equal(t, err, err2, "the end is sticky")
+	for ev, err := range sub.All(ctx) {
+		require.Equal(t, Event{}, ev)
+		require.ErrorIs(t, err, ErrBrokerShutdown, "All yields the shutdown, it is not a clean end")
+	}
+	_, err = w.Next(ctx)
+	require.ErrorIs(t, err, ErrBrokerShutdown)
+	_, err = c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	require.ErrorIs(t, err, ErrBrokerShutdown)
+	_, _, err = c.CacheGet(ctx, cref, "k")
+	require.ErrorIs(t, err, ErrBrokerShutdown)
+	_, err = c.Subscribe(ctx, topic, SubscribeOptions{})
+	require.ErrorIs(t, err, ErrBrokerShutdown)
+	require.NotErrorIs(t, err, io.EOF)
+}
+
+// A connection closed with code 0 by the client, or with another code by
+// the broker, is not a broker shutdown.
+func TestBrokerShutdownOnlyForRemoteCodeZero(t *testing.T) {
+	local := &quic.ApplicationError{ErrorCode: CloseShuttingDown, Remote: false}
+	timeout := &quic.ApplicationError{ErrorCode: CloseAuthTimeout, Remote: true}
+	remote := &quic.ApplicationError{ErrorCode: CloseShuttingDown, Remote: true}
+	require.NotErrorIs(t, clientErr("read", local), ErrBrokerShutdown)
+	require.NotErrorIs(t, clientErr("read", timeout), ErrBrokerShutdown)
+	require.NotErrorIs(t, transportErr("read", remote), ErrBrokerShutdown, "server side: the client went away")
+	require.ErrorIs(t, clientErr("read", remote), ErrBrokerShutdown)
+	require.ErrorIs(t, clientErr("read", fmt.Errorf("wrapped: %w", remote)), ErrBrokerShutdown)
 }
 
 func TestPreAuthStreamLimit(t *testing.T) {

@@ -162,7 +162,7 @@ func (cs *clientStream) oneShot(ctx context.Context, req felix.Message) (felix.M
 		if err == io.EOF {
 			return nil, protocolErr("stream ended without an answer to %s", req.MessageType())
 		}
-		return nil, transportErr("read answer", err)
+		return nil, clientErr("read answer", err)
 	}
 	if f.Flags != 0 {
 		cs.s.CancelRead(0)
@@ -262,7 +262,7 @@ func (s *eventSub) end(err error) {
 	case errors.As(err, new(*BrokerError)), errors.As(err, new(*ShardMovedError)), errors.As(err, new(*LaggedError)),
 		errors.As(err, new(*StreamDeletedError)):
 	default:
-		err = transportErr("read event stream", err)
+		err = clientErr("read event stream", err)
 	}
 	s.err = err
 	s.closeStream()

@@ -149,7 +149,7 @@ func TestWatchLaggedResume(t *testing.T) {
 	cfg.Engine.WatchQueueCapacity = 4
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
-	slowC := dial(t, srv, func(c *conn.Config) { c.SubscriptionBuffer = 1 })
+	slowC := dial(t, srv, nil)
 	w, err := slowC.CacheWatch(ctx, cref, conn.WatchOptions{Key: felix.Some("hot")})
 	require.NoError(t, err)
 	defer w.Close()

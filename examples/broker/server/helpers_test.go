@@ -57,7 +57,14 @@ func dial(t testing.TB, srv *server.Server, adjust func(*conn.Config)) *conn.Cli
 }
 
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Bounded by the test binary's -timeout only: the machine running the
+	// tests may be heavily loaded, so no guess of how long calls take.
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if d, ok := dt.Deadline(); ok {
+			ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+		}
+	}
 	t.Cleanup(cancel)
 	return ctx
 }

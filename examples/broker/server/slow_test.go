@@ -22,7 +22,7 @@ func TestSlowSubscriberLagged(t *testing.T) {
 	srv := startBroker(t, durableCfg())
 	ctx := ctxT(t)
 
-	slowC := dial(t, srv, func(c *conn.Config) { c.SubscriptionBuffer = 1 })
+	slowC := dial(t, srv, nil)
 	slow, err := slowC.Subscribe(ctx, topic, conn.SubscribeOptions{QueueCapacity: 16})
 	require.NoError(t, err)
 	defer slow.Close()
@@ -91,7 +91,6 @@ func TestSlowSubscriberGapWithoutLagFeature(t *testing.T) {
 	srv := startBroker(t, durableCfg())
 	ctx := ctxT(t)
 	slowC := dial(t, srv, func(c *conn.Config) {
-		c.SubscriptionBuffer = 1
 		c.Features = felix.DefaultClientFeatures() &^ felix.FeatureSubscriptionLagged
 	})
 	slow, err := slowC.Subscribe(ctx, topic, conn.SubscribeOptions{QueueCapacity: 8})
