@@ -191,9 +191,10 @@ type Event struct {
 // only as long as that payload is; use Batch for an owned copy.
 //
 // While validating, the parser records the end offsets of the first 64
-// payloads in the view, so iterating over them reads no length field again;
-// a view is therefore a few hundred bytes: keep it in a local variable or
-// pass a pointer to it.
+// payloads in the view, so iterating over them reads no length field again
+// (the walk has no serial length-to-next-entry dependency, and the range
+// loop of a caller inlines into a plain loop); a view is therefore a few
+// hundred bytes: keep it in a local variable or pass a pointer to it.
 type EventBatchView struct {
 	// Flags is the frame's flag word.
 	Flags Flags
@@ -232,8 +233,15 @@ func (v *EventBatchView) Payloads() iter.Seq[[]byte] {
 	r := &v.run
 	return func(yield func([]byte) bool) {
 		b, start, hdr := r.body, 0, r.hdr
-		for i := range r.count {
-			end := r.end(i, start, hdr)
+		for _, e := range r.indexed() {
+			end := int(e)
+			if !yield(b[start+hdr : end : end]) {
+				return
+			}
+			start = end
+		}
+		for range r.count - indexLen { // entries past the index
+			end := start + hdr + be32(b, start+hdr-4)
 			if !yield(b[start+hdr : end : end]) {
 				return
 			}
@@ -250,11 +258,32 @@ func (v *EventBatchView) Events() iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		b, start, hdr := r.body, 0, r.hdr
 		off, step := v.BaseOffset, v.step
-		for i := range r.count {
-			end := r.end(i, start, hdr)
+		// One loop per layout over the indexed entries, so that neither
+		// tests for timestamps per event.
+		if hdr == 12 {
+			for _, e := range r.indexed() {
+				end := int(e)
+				if !yield(Event{off, be64(b, start), b[start+12 : end : end]}) {
+					return
+				}
+				off += step
+				start = end
+			}
+		} else {
+			for _, e := range r.indexed() {
+				end := int(e)
+				if !yield(Event{off, 0, b[start+4 : end : end]}) {
+					return
+				}
+				off += step
+				start = end
+			}
+		}
+		for range r.count - indexLen { // entries past the index
+			end := start + hdr + be32(b, start+hdr-4)
 			var ts uint64
 			if hdr == 12 {
-				ts = binary.BigEndian.Uint64(b[start:])
+				ts = be64(b, start)
 			}
 			if !yield(Event{off, ts, b[start+hdr : end : end]}) {
 				return
@@ -314,9 +343,32 @@ func (v *EventBatchView) Batch() EventBatch {
 // relative to the payload. A 0x0800 section holding 0 decodes (upstream
 // encoders omit it), and re-encodes without the section.
 func ParseEventBatch(flags Flags, payload []byte) (v EventBatchView, err error) {
-	if err = flags.CheckLayout(LayoutEventBatch); err != nil {
-		return v, err
+	// A small wrapper that inlines, so that parse fills the caller's view
+	// in place instead of copying a few hundred bytes out.
+	if err = v.parse(flags, payload); err != nil {
+		v = EventBatchView{}
 	}
+	return v, err
+}
+
+// parse is ParseEventBatch into v. On error v holds partial values.
+func (v *EventBatchView) parse(flags Flags, payload []byte) error {
+	if err := flags.CheckLayout(LayoutEventBatch); err != nil {
+		return err
+	}
+	v.Flags = flags
+	if v.parseFast(flags, payload) {
+		return nil
+	}
+	// Something is wrong: read again with the cursor, which checks the same
+	// things in the same order and reports the first failure.
+	return v.parseCursor(flags, payload)
+}
+
+// parseCursor is the reference reader behind parseFast: every read goes
+// through the sticky-error cursor, so the first failure is reported with
+// its class, field and offset. flags has passed CheckLayout.
+func (v *EventBatchView) parseCursor(flags Flags, payload []byte) error {
 	c := cursor{b: payload, layout: layoutEvent}
 	v.Flags = flags
 	if flags.Has(FlagBinaryEventBatch) {
@@ -335,18 +387,68 @@ func ParseEventBatch(flags Flags, payload []byte) (v EventBatchView, err error) 
 	cOff := c.off
 	count := c.u32("count")
 	if c.err != nil {
-		return EventBatchView{}, c.err
+		return c.err
 	}
 	prefix := 0
 	if flags.Has(FlagEventBatchTimestamps) {
 		prefix = 8
 	}
-	v.run.validate(&c, count, cOff, prefix)
+	v.run.validate(&c, count, cOff, prefix+4)
 	c.end()
 	if c.err != nil {
-		return EventBatchView{}, c.err
+		return c.err
 	}
-	return v, nil
+	return nil
+}
+
+// parseFast is the straight-line path of parse for a well-formed batch,
+// with no error bookkeeping: it reads the sections of spec §7/§8 present in
+// flags, bounding each against the bytes that remain, and accepts only a
+// payload run that ends exactly at the end of b. On anything else it
+// returns false and parse falls back to the cursor, which reports the
+// error.
+func (v *EventBatchView) parseFast(flags Flags, b []byte) bool {
+	off := 0
+	if flags&FlagBinaryEventBatch != 0 {
+		if len(b) < 8 {
+			return false
+		}
+		v.SubscriptionID = binary.BigEndian.Uint64(b)
+		off = 8
+	}
+	if flags&FlagEventBatchOffsets != 0 {
+		if len(b)-off < 8 {
+			return false
+		}
+		v.BaseOffset, v.step = binary.BigEndian.Uint64(b[off:]), 1
+		off += 8
+	}
+	if flags&FlagEventBatchSkipped != 0 {
+		if len(b)-off < 8 {
+			return false
+		}
+		v.SkippedBefore = binary.BigEndian.Uint64(b[off:])
+		off += 8
+	}
+	if flags&FlagEventBatchPublisher != 0 {
+		if len(b)-off < 1 {
+			return false
+		}
+		end := off + 1 + int(b[off])
+		if end > len(b) {
+			return false
+		}
+		v.Publisher = b[off+1 : end : end]
+		off = end
+	}
+	if len(b)-off < 4 {
+		return false
+	}
+	hdr := 4
+	if flags&FlagEventBatchTimestamps != 0 {
+		hdr = 12
+	}
+	return v.run.scanExact(b[off+4:], binary.BigEndian.Uint32(b[off:]), hdr)
 }
 
 // DecodeEventBatch is ParseEventBatch followed by an owned copy

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"iter"
 	"strconv"
+	"unicode/utf8"
 )
 
 // PublishBatch is a binary publish batch (spec binary.md §1–§5) as an owned
@@ -164,9 +165,10 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 // ReadFrame. Use Batch for an owned copy.
 //
 // While validating, the parser records the end offsets of the first 64
-// payloads in the view, so iterating over them reads no length field again;
-// a view is therefore a few hundred bytes: keep it in a local variable or
-// pass a pointer to it.
+// payloads in the view, so iterating over them reads no length field again
+// (the walk has no serial length-to-next-entry dependency, and the range
+// loop of a caller inlines into a plain loop); a view is therefore a few
+// hundred bytes: keep it in a local variable or pass a pointer to it.
 type PublishBatchView struct {
 	// Flags is the frame's flag word.
 	Flags Flags
@@ -203,8 +205,15 @@ func (v *PublishBatchView) Payloads() iter.Seq[[]byte] {
 	r := &v.run
 	return func(yield func([]byte) bool) {
 		b, start := r.body, 0
-		for i := range r.count {
-			end := r.end(i, start, 4)
+		for _, e := range r.indexed() {
+			end := int(e)
+			if !yield(b[start+4 : end : end]) {
+				return
+			}
+			start = end
+		}
+		for range r.count - indexLen { // entries past the index
+			end := start + 4 + be32(b, start)
 			if !yield(b[start+4 : end : end]) {
 				return
 			}
@@ -302,19 +311,44 @@ func readAckedPrefix(c *cursor) (uint64, AckMode) {
 // of spec §5, bounds every length and the count against the remaining bytes
 // before looping (a count of 2^32-1 in a short payload fails at once),
 // checks that tenant, namespace and stream are UTF-8, and walks every
-// payload length once. It allocates nothing unless it fails.
+// payload length once. It allocates nothing unless it fails. The Payloads
+// iterator then walks the validated batch without any further checks.
 //
 // Trailing bytes after the last payload are rejected with ErrTrailingBytes.
 // Upstream ignores them; this package is deliberately stricter. Error
 // offsets are relative to the payload.
 func ParsePublishBatch(flags Flags, payload []byte) (v PublishBatchView, err error) {
+	// A small wrapper that inlines, so that parse fills the caller's view
+	// in place instead of copying a few hundred bytes out.
+	if err = v.parse(flags, payload); err != nil {
+		v = PublishBatchView{}
+	}
+	return v, err
+}
+
+// parse is ParsePublishBatch into v. On error v holds partial values.
+func (v *PublishBatchView) parse(flags Flags, payload []byte) error {
 	l := LayoutPublishBatch
 	if flags.Has(FlagBinaryPublishAcked) {
 		l = LayoutAckedPublishBatch
 	}
-	if err = flags.CheckLayout(l); err != nil {
-		return v, err
+	if err := flags.CheckLayout(l); err != nil {
+		return err
 	}
+	v.Flags = flags
+	if v.parseFast(flags, payload) {
+		return nil
+	}
+	// Something is wrong: read again with the cursor, which checks the same
+	// things in the same order and reports the first failure with its
+	// field and offset.
+	return v.parseCursor(l, flags, payload)
+}
+
+// parseCursor is the reference reader behind parseFast: every read goes
+// through the sticky-error cursor, so the first failure is reported with
+// its class, field and offset. flags has passed CheckLayout for l.
+func (v *PublishBatchView) parseCursor(l Layout, flags Flags, payload []byte) error {
 	c := cursor{b: payload, layout: l.String()}
 	v.Flags = flags
 	if l == LayoutAckedPublishBatch {
@@ -339,14 +373,64 @@ func ParsePublishBatch(flags Flags, payload []byte) (v PublishBatchView, err err
 	c.text(v.Namespace, "namespace", nOff)
 	c.text(v.Stream, "stream", sOff)
 	if c.err != nil {
-		return PublishBatchView{}, c.err
+		return c.err
 	}
-	v.run.validate(&c, count, cOff, 0)
+	v.run.validate(&c, count, cOff, 4)
 	c.end()
 	if c.err != nil {
-		return PublishBatchView{}, c.err
+		return c.err
 	}
-	return v, nil
+	return nil
+}
+
+// parseFast is the straight-line path of parse for a well-formed batch,
+// with no error bookkeeping: it reads the sections of spec §5 in order,
+// bounding each length against the bytes that remain, checks the ack mode
+// and that tenant, namespace and stream are UTF-8 (at once when the
+// section is all ASCII), and accepts only a payload run that ends exactly
+// at the end of b. On anything else it returns false and parse falls back
+// to the cursor, which reports the error.
+func (v *PublishBatchView) parseFast(flags Flags, b []byte) bool {
+	off := 0
+	if flags&FlagBinaryPublishAcked != 0 {
+		if len(b) < 9 || (b[8] != byte(AckPerMessage) && b[8] != byte(AckPerBatch)) {
+			return false
+		}
+		v.RequestID, v.AckMode = binary.BigEndian.Uint64(b), AckMode(b[8])
+		off = 9
+		if flags&FlagBinaryPublishIdempotent != 0 {
+			if len(b) < 25 {
+				return false
+			}
+			v.ProducerID, v.Sequence = binary.BigEndian.Uint64(b[9:]), binary.BigEndian.Uint64(b[17:])
+			off = 25
+		}
+	}
+	var ok bool
+	if flags&FlagBinaryPublishKeyed != 0 {
+		if v.Key, off, ok = str16At(b, off); !ok {
+			return false
+		}
+	}
+	text := off
+	if v.TenantID, off, ok = str16At(b, off); !ok {
+		return false
+	}
+	if v.Namespace, off, ok = str16At(b, off); !ok {
+		return false
+	}
+	if v.Stream, off, ok = str16At(b, off); !ok {
+		return false
+	}
+	if len(b)-off < 4 {
+		return false
+	}
+	// b[text:off] is the three strings with their length fields: when it
+	// is all ASCII, so is each string.
+	if !asciiOnly(b[text:off]) && !(utf8.Valid(v.TenantID) && utf8.Valid(v.Namespace) && utf8.Valid(v.Stream)) {
+		return false
+	}
+	return v.run.scanExact(b[off+4:], binary.BigEndian.Uint32(b[off:]), 4)
 }
 
 // DecodePublishBatch is ParsePublishBatch followed by an owned copy

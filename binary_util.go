@@ -183,8 +183,10 @@ func checkFrameSize(layout string, frameLen int) error {
 const indexLen = 64
 
 // payloadRun is the validated payload section of a batch: count entries of
-// ([prefix bytes], u32 len, len bytes). It is validated once (validate) and
-// then walked without checks (payloads, events).
+// ([prefix bytes], u32 len, len bytes). It is validated once (scanExact on
+// the fast path, validate on the cursor path) and then walked without
+// checks by the views' iterators: through ends for the first indexLen
+// entries, then by reading each length field again.
 type payloadRun struct {
 	body  []byte
 	count int
@@ -193,20 +195,81 @@ type payloadRun struct {
 	ends [indexLen]uint32
 }
 
-// validate checks count entries from the cursor's position and records
-// them. The count is first bounded by the remaining bytes (each entry needs
-// prefix+4), so a hostile count costs nothing; then every length is
-// checked against the bytes that remain.
+// scan walks cnt entries of hdr-4 prefix bytes, a u32 length and that many
+// bytes from the start of b, checking each length against the bytes that
+// remain, and records the end offsets of the first indexLen entries in
+// ends. It returns the offset after the last entry and i == cnt, or, at the
+// first entry that does not fit, its index i and start p. b must be at most
+// MaxPayloadLen bytes long (offsets are recorded as uint32).
 //
-// The loop is the serial part of a decode (where entry i+1 starts depends
-// on entry i's length), so it is kept to a load, a byte swap and an add on
-// that chain; the checks branch off it.
-func (r *payloadRun) validate(c *cursor, count uint32, countOff, prefix int) {
-	b := c.b[c.off:]
-	hdr := prefix + 4
+// This loop is the serial part of a decode: where entry i+1 starts depends
+// on entry i's length. It is written so that the dependency chain is a
+// load, a byte swap and an add (lens is b shifted by the prefix, so the
+// load's address is just p), with the checks branching off it.
+func scan(b []byte, cnt, hdr int, ends *[indexLen]uint32) (p, i int) {
 	n := len(b)
-	// count < 2^32 and hdr <= 12, so the product cannot overflow.
-	if uint64(count)*uint64(hdr) > uint64(n) {
+	if n < hdr {
+		return 0, 0 // not even one entry (the caller checks cnt)
+	}
+	lens := b[hdr-4:] // lens[p:p+4] is the length field of the entry at p
+	k := min(cnt, indexLen)
+	for ; i < k; i++ {
+		if n-p < hdr {
+			return p, i
+		}
+		q := p + hdr
+		e := q + be32(lens, p)
+		if e > n {
+			return p, i
+		}
+		ends[i] = uint32(e)
+		p = e
+	}
+	for ; i < cnt; i++ {
+		if n-p < hdr {
+			return p, i
+		}
+		q := p + hdr
+		e := q + be32(lens, p)
+		if e > n {
+			return p, i
+		}
+		p = e
+	}
+	return p, i
+}
+
+// fits bounds count entries of hdr bytes each (plus their payloads)
+// against the n bytes that remain: count < 2^32 and hdr <= 12, so the
+// product cannot overflow. A hostile count thus fails before any loop.
+func fits(count uint32, hdr, n int) bool { return uint64(count)*uint64(hdr) <= uint64(n) }
+
+// scanExact is the fast path of a batch decode: it reports whether b is
+// exactly count well-formed entries (no trailing bytes) and, if so, records
+// them in r. On false the caller's cursor-based path finds and reports the
+// error.
+func (r *payloadRun) scanExact(b []byte, count uint32, hdr int) bool {
+	if !fits(count, hdr, len(b)) || uint64(len(b)) > MaxPayloadLen {
+		return false
+	}
+	cnt := int(count)
+	p, i := scan(b, cnt, hdr, &r.ends)
+	if i != cnt || p != len(b) {
+		return false
+	}
+	r.body, r.count, r.hdr = b, cnt, hdr
+	return true
+}
+
+// validate checks count entries of hdr-4 prefix bytes, a u32 length and
+// that many bytes from the cursor's position and records them, reporting
+// the first failure on c. The count is first bounded by the remaining bytes
+// (each entry needs hdr bytes), so a hostile count costs nothing; then every
+// length is checked against the bytes that remain (scan).
+func (r *payloadRun) validate(c *cursor, count uint32, countOff, hdr int) {
+	b := c.b[c.off:]
+	n := len(b)
+	if !fits(count, hdr, n) {
 		c.fail(ErrTruncated, "count", countOff, "count "+strconv.FormatUint(uint64(count), 10)+" exceeds the "+
 			strconv.Itoa(n)+" remaining bytes")
 		return
@@ -218,40 +281,13 @@ func (r *payloadRun) validate(c *cursor, count uint32, countOff, prefix int) {
 		return
 	}
 	cnt := int(count)
-	k := min(cnt, indexLen)
-	lens := b[prefix:] // lens[p:p+4] is the length field of the entry at p
-	p, i := 0, 0
-	for ; i < k; i++ {
-		if n-p < hdr {
-			break
-		}
-		q := p + hdr
-		e := q + be32(lens, p)
-		if e > n {
-			break
-		}
-		r.ends[i] = uint32(e)
-		p = e
-	}
-	if i == k {
-		for ; i < cnt; i++ {
-			if n-p < hdr {
-				break
-			}
-			q := p + hdr
-			e := q + be32(lens, p)
-			if e > n {
-				break
-			}
-			p = e
-		}
-	}
+	p, i := scan(b, cnt, hdr, &r.ends)
 	if i < cnt {
 		if n-p < hdr {
 			c.fail(ErrTruncated, "payload", c.off+p, "entry "+strconv.Itoa(i)+" needs "+strconv.Itoa(hdr)+" bytes")
 		} else {
 			c.fail(ErrTruncated, "payload", c.off+p+hdr, "payload "+strconv.Itoa(i)+" of "+
-				strconv.Itoa(be32(b, p+prefix))+" bytes, "+strconv.Itoa(n-p-hdr)+" remain")
+				strconv.Itoa(be32(b, p+hdr-4))+" bytes, "+strconv.Itoa(n-p-hdr)+" remain")
 		}
 		return
 	}
@@ -259,20 +295,43 @@ func (r *payloadRun) validate(c *cursor, count uint32, countOff, prefix int) {
 	c.off += p
 }
 
-// end returns the end offset in body of entry i, which starts at start:
-// from the index for the first indexLen entries, else from its length
-// field. Small enough to inline into the iterators.
-func (r *payloadRun) end(i, start, hdr int) int {
-	if i < indexLen {
-		return int(r.ends[i])
+// str16At reads the u16 length at b[off:] and that many bytes (capacity
+// capped), returning the offset after them; ok is false when either does
+// not fit. off must be at most len(b).
+func str16At(b []byte, off int) (s []byte, next int, ok bool) {
+	if len(b)-off < 2 {
+		return nil, off, false
 	}
-	return start + hdr + be32(r.body, start+hdr-4)
+	end := off + 2 + int(binary.BigEndian.Uint16(b[off:]))
+	if end > len(b) {
+		return nil, off, false
+	}
+	return b[off+2 : end : end], end, true
 }
 
-// be32 reads the big-endian u32 at b[i:] by index rather than by
-// re-slicing, which keeps slice-pointer arithmetic off the serial
-// length-to-next-entry dependency of a batch walk.
-func be32(b []byte, i int) int {
-	_ = b[i+3]
-	return int(uint32(b[i])<<24 | uint32(b[i+1])<<16 | uint32(b[i+2])<<8 | uint32(b[i+3]))
+// asciiOnly reports whether every byte of b is below 0x80 (and so b is
+// valid UTF-8), eight bytes at a time.
+func asciiOnly(b []byte) bool {
+	var acc uint64
+	for len(b) >= 8 {
+		acc |= binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	for _, x := range b {
+		acc |= uint64(x)
+	}
+	return acc&0x8080808080808080 == 0
 }
+
+// indexed returns the recorded end offsets: one for each of the first
+// min(count, indexLen) entries.
+func (r *payloadRun) indexed() []uint32 { return r.ends[:min(r.count, indexLen)] }
+
+// be32 reads the big-endian u32 at b[i:]. Slicing a fixed-size window
+// costs one bounds check and keeps the load's address a plain base+index
+// (no clamping of the pointer), which matters on the serial
+// length-to-next-entry dependency of a batch walk.
+func be32(b []byte, i int) int { return int(binary.BigEndian.Uint32(b[i : i+4])) }
+
+// be64 reads the big-endian u64 at b[i:] (see be32).
+func be64(b []byte, i int) uint64 { return binary.BigEndian.Uint64(b[i : i+8]) }

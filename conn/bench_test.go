@@ -79,7 +79,7 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
 	defer st.Close()
 	var buf []byte
 	for {
-		req, err := st.ReadRequest()
+		req, err := st.ReadRequest(ctx)
 		if err != nil {
 			return
 		}

@@ -77,7 +77,11 @@
 // *LaggedError and *StreamDeletedError, ErrNotAdvertised when the broker
 // did not advertise what a call needs (the request is not sent), ErrProtocol for a
 // peer that broke the protocol, and *TransportError wrapping quic-go's
-// errors.
+// errors; when the broker shut down (it closed the connection with
+// CloseShuttingDown) that error matches ErrBrokerShutdown. A subscription
+// ends with io.EOF when Next read the end of its event stream, which the
+// broker finishes before it closes the connection, or with ErrBrokerShutdown
+// when the close came first.
 //
 // # Server
 //

@@ -34,7 +34,7 @@ func eventServer(t *testing.T, write func(es *EventStream) error) (addr string, 
 			}
 			wg.Go(func() {
 				defer st.Close()
-				req, err := st.ReadRequest()
+				req, err := st.ReadRequest(ctx)
 				if err != nil {
 					return
 				}

@@ -38,7 +38,7 @@ func exampleBroker(ctx context.Context, ln *conn.Listener) {
 func serveExample(ctx context.Context, st *conn.Stream, records *[][]byte) {
 	defer st.Close()
 	for {
-		req, err := st.ReadRequest()
+		req, err := st.ReadRequest(ctx)
 		if err != nil {
 			return // io.EOF: the client finished the stream
 		}
@@ -162,7 +162,7 @@ func ExampleClient_CacheGet() {
 			go func() {
 				defer st.Close()
 				for {
-					req, err := st.ReadRequest()
+					req, err := st.ReadRequest(ctx)
 					if err != nil {
 						return
 					}

@@ -97,10 +97,20 @@ func (s *Stream) Context() context.Context {
 // auth is answered with invalid_request and ends the stream. An oversize
 // frame ends the stream (no answer is possible once off a frame boundary).
 // A JSON payload that fails to decode is returned as an error; the caller
-// should then end the stream (Abort).
-func (s *Stream) ReadRequest() (Request, error) {
+// should then end the stream (Abort). When ctx ends the wait, the stream
+// may be in the middle of a frame: it is aborted and ctx's error returned.
+func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			s.Abort()
+			return Request{}, err
+		}
+		done := ctxGuard(ctx, s.recv.SetReadDeadline)
 		f, err := s.r.ReadFrame()
+		if done() && err != nil {
+			s.Abort()
+			return Request{}, ctx.Err()
+		}
 		if err != nil {
 			if err == io.EOF {
 				s.eof = true

@@ -69,7 +69,11 @@ func (s *Subscription) Info() *felix.Subscribed { return s.info }
 // Next returns the next event. It returns io.EOF when the broker ended the
 // subscription cleanly; a terminal frame is returned as a typed error:
 // *ShardMovedError, *LaggedError, *StreamDeletedError or *BrokerError.
-// After Close it returns ErrClosed. The terminal error is sticky.
+// When the broker shut down and closed the connection before Next read the
+// end of the event stream, the error matches ErrBrokerShutdown (events it
+// had sent but Next had not read are lost; resume from the last offset on
+// a new connection). After Close it returns ErrClosed. The terminal error
+// is sticky.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	for {
 		if len(s.es.events) > 0 {

@@ -57,7 +57,9 @@ func (w *Watch) Info() *felix.CacheWatchStarted { return w.info }
 
 // Next returns the next change: io.EOF at a clean end, *LaggedError
 // (cache_watch_lagged), *ShardMovedError or *BrokerError for terminal
-// frames, ErrClosed after Close.
+// frames, an error matching ErrBrokerShutdown when the broker closed the
+// connection before Next read the end of the stream (see
+// Subscription.Next), ErrClosed after Close.
 func (w *Watch) Next(ctx context.Context) (CacheEvent, error) {
 	for {
 		if len(w.es.cevents) > 0 {

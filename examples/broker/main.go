@@ -52,6 +52,7 @@ func run(args []string) error {
 	certFile := fs.String("cert", "", "PEM certificate file (default: a fresh self-signed certificate for localhost)")
 	keyFile := fs.String("key", "", "PEM private key file for -cert")
 	certOut := fs.String("cert-out", "", "write the server certificate (PEM) to this file for clients")
+	addrOut := fs.String("addr-out", "", "write the bound UDP address to this file once serving (useful with -addr 127.0.0.1:0)")
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
 		"comma-separated tenant:token[:principal] list (env FELIX_TOKENS)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (no history, no offsets) instead of durable")
@@ -132,6 +133,13 @@ func run(args []string) error {
 			return err
 		}
 		log.Info("certificate written", "path", *certOut)
+	}
+	if *addrOut != "" {
+		// Written last: once it exists the certificate file is complete too.
+		if err := server.WriteFileAtomic(*addrOut, []byte(srv.Addr().String()+"\n")); err != nil {
+			srv.Close()
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

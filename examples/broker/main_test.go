@@ -6,10 +6,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,12 +34,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freeUDPPort(t *testing.T) string {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := pc.LocalAddr().String()
-	require.NoError(t, pc.Close())
-	return addr
+// waitForFile waits until the broker process wrote path (atomically) and
+// returns its trimmed content; it fails the test if the process exits
+// first (exited receives the result of its Wait).
+func waitForFile(t *testing.T, path string, exited <-chan error, stderr *bytes.Buffer) string {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("broker exited (%v) before writing %s: %s", err, path, stderr.String())
+		case <-tick.C:
+		}
+	}
 }
 
 // The broker command serves clients with its exported certificate and, on
@@ -47,25 +58,25 @@ func freeUDPPort(t *testing.T) string {
 func TestBrokerCommandSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			addr := freeUDPPort(t)
-			certFile := filepath.Join(t.TempDir(), "cert.pem")
-			cmd := exec.Command(os.Args[0], "-addr", addr, "-cert-out", certFile, "-tokens", "t1:secret:alice",
-				"-stream", "t1/ns/keyed:durable:shards=2")
+			dir := t.TempDir()
+			certFile, addrFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "addr")
+			// Port 0: the broker picks a free port and reports it, so no
+			// other process can take the port between choice and bind.
+			cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-cert-out", certFile, "-addr-out", addrFile,
+				"-tokens", "t1:secret:alice", "-stream", "t1/ns/keyed:durable:shards=2")
 			cmd.Env = append(os.Environ(), "FELIX_BROKER_MAIN=1")
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			require.NoError(t, cmd.Start())
 			defer cmd.Process.Kill()
-			var pem []byte
-			require.Eventually(t, func() bool {
-				b, err := os.ReadFile(certFile)
-				pem = b
-				return err == nil && len(b) > 0
-			}, 20*time.Second, 20*time.Millisecond)
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			addr := waitForFile(t, addrFile, exited, &stderr)
+			pem, err := os.ReadFile(certFile) // complete: written before the address
+			require.NoError(t, err)
 			pool := x509.NewCertPool()
 			require.True(t, pool.AppendCertsFromPEM(pem))
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := t.Context()
 			c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: "t1", Token: "secret",
 				Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher})
 			require.NoError(t, err)
@@ -81,7 +92,7 @@ func TestBrokerCommandSignal(t *testing.T) {
 			require.Equal(t, "alice", string(ev.Publisher), "the token's principal")
 
 			require.NoError(t, cmd.Process.Signal(sig))
-			require.NoError(t, cmd.Wait(), stderr.String())
+			require.NoError(t, <-exited, stderr.String())
 			select {
 			case <-c.Context().Done():
 			case <-time.After(10 * time.Second):

@@ -1,11 +1,9 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -22,9 +20,9 @@ func TestFanout8x10000x4(t *testing.T) {
 	cfg.Engine.DefaultQueueCapacity = pubs * per // no drops: this test is about exactly-once
 	cfg.Engine.MaxQueueCapacity = pubs * per
 	srv := startBroker(t, cfg)
-	// 80,000 acked round trips: slow under -race on a shared 2-core machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	// 80,000 acked round trips: slow under -race on a shared 2-core machine,
+	// so bounded only by the test binary's -timeout.
+	ctx := ctxT(t)
 
 	subs := make([]*conn.Subscription, nsubs)
 	for i := range subs {

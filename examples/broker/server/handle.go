@@ -39,7 +39,7 @@ func (h *handler) reserveSub() bool {
 
 func (h *handler) serve() {
 	for {
-		req, err := h.st.ReadRequest()
+		req, err := h.st.ReadRequest(h.st.Conn().Context())
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				h.st.Close()

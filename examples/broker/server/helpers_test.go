@@ -122,7 +122,8 @@ func (s *rawStream) write(b []byte) {
 }
 
 func (s *rawStream) frame() (felix.Frame, error) {
-	_ = s.s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	d, _ := ctxT(s.t).Deadline() // zero (none) without -timeout
+	_ = s.s.SetReadDeadline(d)
 	return s.r.ReadFrame()
 }
 

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,12 +232,34 @@ func (s *Server) CertificatePEM() []byte { return s.certPEM }
 // CertPool returns a pool holding the server certificate.
 func (s *Server) CertPool() *x509.CertPool { return s.pool }
 
-// WriteCertificate writes CertificatePEM to path.
+// WriteCertificate writes CertificatePEM to path. The file appears whole
+// (it is written beside path and renamed), so a client polling for it never
+// reads half a certificate.
 func (s *Server) WriteCertificate(path string) error {
 	if len(s.certPEM) == 0 {
 		return errors.New("no certificate")
 	}
-	return os.WriteFile(path, s.certPEM, 0o644)
+	return WriteFileAtomic(path, s.certPEM)
+}
+
+// WriteFileAtomic writes data to a temporary file in path's directory and
+// renames it to path, so that readers see either no file or all of it.
+func WriteFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
 }
 
 func (s *Server) authenticate(_ context.Context, a *felix.Auth) (any, error) {
