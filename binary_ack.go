@@ -260,10 +260,11 @@ func DecodePublishAck(flags Flags, payload []byte) (PublishAck, error) {
 		a.HasOwner = true
 		nOff := c.off + 2
 		node := c.str16("node_id")
-		c.text(node, "node_id", nOff)
 		aOff := c.off + 2
 		addr := c.str16("addr")
 		a.Owner.Generation = c.u64("generation")
+		// Bounds of the whole section first, then UTF-8 (spec §6 order).
+		c.text(node, "node_id", nOff)
 		c.text(addr, "addr", aOff)
 		a.Owner.NodeID, a.Owner.Addr = string(node), string(addr)
 	}
