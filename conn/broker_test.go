@@ -230,7 +230,7 @@ func (b *testBroker) subscribers(key string) int {
 func (b *testBroker) serve(st *Stream) {
 	defer st.Close()
 	for {
-		req, err := st.ReadRequest(b.ctx)
+		req, err := st.ReadRequest(st.Conn().Context())
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				st.Abort()

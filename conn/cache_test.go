@@ -39,7 +39,7 @@ func TestCachePutGetDelete(t *testing.T) {
 
 	// TTL.
 	require.NoError(t, c.CachePut(ctx, cref, "ttl", []byte("x"), 50*time.Millisecond))
-	require.Eventually(t, func() bool {
+	waitFor(t, func() bool {
 		_, found, err := c.CacheGet(ctx, cref, "ttl")
 		return err == nil && !found
 	}, 5*time.Second, 10*time.Millisecond)

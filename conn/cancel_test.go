@@ -125,7 +125,7 @@ func TestCancelSubscribeAndNext(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, sub.Close())
 	require.ErrorIs(t, <-done, ErrClosed)
-	require.Eventually(t, func() bool { return b.subscribers(topicKey("t1", "ns", "s")) == 0 }, 5*time.Second, 5*time.Millisecond)
+	waitFor(t, func() bool { return b.subscribers(topicKey("t1", "ns", "s")) == 0 })
 }
 
 func TestCancelCache(t *testing.T) {
@@ -174,7 +174,7 @@ func TestCloseWhileWaiting(t *testing.T) {
 		select {
 		case err := <-errs:
 			require.Error(t, err)
-		case <-time.After(10 * time.Second):
+		case <-testCtx(t).Done():
 			t.Fatal("blocked call not released by Close")
 		}
 	}

@@ -22,6 +22,22 @@ func leakCheck(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 }
 
+// waitFor polls cond until it holds. It fails the test only when the
+// test's deadline comes first: no guess of how long a loaded machine takes.
+func waitFor(t *testing.T, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	ctx := testCtx(t)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			require.Fail(t, "condition not met before the test deadline", msgAndArgs...)
+		case <-tick.C:
+		}
+	}
+}
+
 // testCtx returns the context of a test's blocking calls. It is bounded
 // only by the test binary's deadline (-timeout), not by a guess of how long
 // the calls take: the machine running the tests may be heavily loaded.
@@ -330,7 +346,7 @@ func TestTerminalFrames(t *testing.T) {
 			ctx := testCtx(t)
 			sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
 			require.NoError(t, err)
-			require.Eventually(t, func() bool { return b.subscribers(topicKey("t1", "ns", "s")) == 1 }, 5*time.Second, time.Millisecond)
+			waitFor(t, func() bool { return b.subscribers(topicKey("t1", "ns", "s")) == 1 })
 			b.terminate(topicKey("t1", "ns", "s"), tc.msg)
 			_, err = sub.Next(ctx)
 			tc.check(t, err)
@@ -355,14 +371,14 @@ func TestSubscriptionCleanEnd(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	waitFor(t, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for s := range b.topic(topicKey("t1", "ns", "s")).subs {
 			return len(s.ch) == 0
 		}
 		return false
-	}, 5*time.Second, time.Millisecond)
+	})
 	b.terminate(topicKey("t1", "ns", "s"), func(uint64) felix.Message { return nil }) // FIN
 	var got []string
 	for ev, err := range sub.All(ctx) {

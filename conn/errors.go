@@ -112,8 +112,11 @@ func (e *BrokerError) Is(target error) bool { return target == ErrAuthRejected &
 // NotLeaderError is a not_leader answer: the request must go to the shard
 // owner named here.
 type NotLeaderError struct {
-	NodeID     string
-	Addr       string // "" when not published
+	// NodeID is the shard owner's node id.
+	NodeID string
+	// Addr is the owner's client address, "" when not published.
+	Addr string
+	// Generation is the ownership generation of the answer.
 	Generation uint64
 }
 
@@ -126,8 +129,11 @@ func (e *NotLeaderError) Error() string {
 // subscription or watch cannot be served.
 type CursorError struct {
 	// Reason is "too_old" or "in_future".
-	Reason    string
+	Reason string
+	// Requested is the offset the client asked for.
 	Requested uint64
+	// Available is the nearest offset the broker can serve: the oldest
+	// retained one (too_old) or the next to be written (in_future).
 	Available uint64
 }
 
@@ -139,11 +145,13 @@ func (e *CursorError) Error() string {
 // PublishRefusedError is a publish_refused answer (idempotent or conditional
 // publishes).
 type PublishRefusedError struct {
+	// RequestID is the refused request.
 	RequestID uint64
 	// Reason is the refusal reason's word: "unknown_producer",
 	// "sequence_expired", "sequence_reused", "sequence_gap",
 	// "offset_mismatch" or "not_leader".
-	Reason  string
+	Reason string
+	// Message is the broker's prose.
 	Message string
 	// Refusal is the decoded publish_refused message.
 	Refusal *felix.PublishRefused
@@ -156,13 +164,16 @@ func (e *PublishRefusedError) Error() string {
 
 // ShardMovedError ends an event stream whose shard moved to another broker.
 type ShardMovedError struct {
+	// SubscriptionID is the subscription that ended.
 	SubscriptionID uint64
-	// ResumeFrom is the first offset not offered (HasResumeFrom false on
-	// in-memory streams).
+	// ResumeFrom is the first offset not offered, valid when HasResumeFrom
+	// (false on in-memory streams).
 	ResumeFrom    uint64
 	HasResumeFrom bool
-	NodeID, Addr  string
-	Generation    uint64
+	// NodeID and Addr name the new owner (Addr "" when not published).
+	NodeID, Addr string
+	// Generation is the new ownership generation.
+	Generation uint64
 }
 
 // Error formats the error.
@@ -173,9 +184,12 @@ func (e *ShardMovedError) Error() string {
 // LaggedError ends a subscription (subscription_lagged) or cache watch
 // (cache_watch_lagged) that fell too far behind; resume from ResumeFrom.
 type LaggedError struct {
-	SubscriptionID uint64 // 0 for a cache watch
-	ResumeFrom     uint64
-	Watch          bool
+	// SubscriptionID is the subscription that ended, 0 for a cache watch.
+	SubscriptionID uint64
+	// ResumeFrom is the first offset the client did not get.
+	ResumeFrom uint64
+	// Watch is set for cache_watch_lagged.
+	Watch bool
 }
 
 // Error formats the error.
@@ -188,6 +202,7 @@ func (e *LaggedError) Error() string {
 
 // StreamDeletedError ends a subscription whose stream was deleted.
 type StreamDeletedError struct {
+	// SubscriptionID is the subscription that ended.
 	SubscriptionID uint64
 }
 

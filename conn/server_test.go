@@ -441,7 +441,7 @@ func TestPreAuthStreamLimit(t *testing.T) {
 	case m := <-answered:
 		_, ok := m.(*felix.AuthOK)
 		require.True(t, ok)
-	case <-time.After(5 * time.Second):
+	case <-testCtx(t).Done():
 		t.Fatal("auth not answered after a slot was freed")
 	}
 }
@@ -460,12 +460,12 @@ func TestUniPublishStream(t *testing.T) {
 	_, err = us.Write(fr)
 	require.NoError(t, err)
 	require.NoError(t, us.Close())
-	require.Eventually(t, func() bool {
+	waitFor(t, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		tl := b.topics[topicKey("t1", "ns", "uni")]
 		return tl != nil && len(tl.recs) == 1
-	}, 5*time.Second, time.Millisecond)
+	})
 
 	// A uni stream that does not start with auth is dropped (no answer is
 	// possible): nothing is stored.
@@ -497,7 +497,7 @@ func TestSharedConnectionWindow(t *testing.T) {
 			errs <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return len(c.window) == 2 }, 10*time.Second, time.Millisecond)
+	waitFor(t, func() bool { return len(c.window) == 2 })
 	for range 2 { // both streams now wait for a slot of the shared window
 		_, err := c.Publish(shortCtx(t), topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -579,11 +579,16 @@ func TestReadRequestCancel(t *testing.T) {
 	require.NoError(t, err)
 	defer ln.Close()
 	ctx := testCtx(t)
+	accepted := make(chan *ServerConn, 1)
+	go func() {
+		sc, _ := ln.Accept(ctx) // the handshake runs once accepted
+		accepted <- sc
+	}()
 	c, err := Dial(ctx, ln.Addr().String(), &Config{TLS: &tls.Config{RootCAs: pool}, TenantID: "t1", Token: "x"})
 	require.NoError(t, err)
 	defer c.Close()
-	sc, err := ln.Accept(ctx)
-	require.NoError(t, err)
+	sc := <-accepted
+	require.NotNil(t, sc)
 
 	// Already cancelled: nothing is read, the stream is aborted.
 	st, err := sc.AcceptStream(ctx) // the client's publish stream

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -235,12 +234,12 @@ func TestSubscriptionLimitPerConnection(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	require.NoError(t, a.Close())
-	require.Eventually(t, func() bool {
+	waitFor(t, func() bool {
 		s, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
 		if err != nil {
 			return false
 		}
 		defer s.Close()
 		return true
-	}, 10*time.Second, 20*time.Millisecond, "the closed subscription's slot is reused")
+	}, "the closed subscription's slot is reused")
 }

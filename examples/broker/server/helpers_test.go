@@ -56,6 +56,22 @@ func dial(t testing.TB, srv *server.Server, adjust func(*conn.Config)) *conn.Cli
 	return c
 }
 
+// waitFor polls cond until it holds. It fails the test only when the
+// test's deadline comes first: no guess of how long a loaded machine takes.
+func waitFor(t testing.TB, cond func() bool, msgAndArgs ...any) {
+	t.Helper()
+	ctx := ctxT(t)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			require.Fail(t, "condition not met before the test deadline", msgAndArgs...)
+		case <-tick.C:
+		}
+	}
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Bounded by the test binary's -timeout only: the machine running the
