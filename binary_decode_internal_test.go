@@ -268,3 +268,45 @@ func TestBatchIteratorsEveryLayout(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseFastMatchesCursor is TestParseFastMatchesCursor for arbitrary
+// bytes under any flag word that passes CheckLayout.
+func FuzzParseFastMatchesCursor(f *testing.F) {
+	ps := [][]byte{[]byte("hi"), nil, []byte("there")}
+	for _, w := range publishWords {
+		f.Add(uint16(w), rawPublish(w, 2, []byte("k"), [3]string{"t", "ns", "s"}, ps))
+	}
+	for _, w := range eventWords() {
+		f.Add(uint16(w), rawEvent(w, []byte("pub"), ps))
+	}
+	f.Fuzz(func(t *testing.T, w uint16, raw []byte) {
+		flags := Flags(w)
+		if flags.Has(FlagBinaryPublishBatch) {
+			l := LayoutPublishBatch
+			if flags.Has(FlagBinaryPublishAcked) {
+				l = LayoutAckedPublishBatch
+			}
+			if flags.CheckLayout(l) != nil {
+				return
+			}
+			var fast, ref PublishBatchView
+			fast.Flags = flags
+			ok := fast.parseFast(flags, raw)
+			err := ref.parseCursor(l, flags, raw)
+			if ok != (err == nil) || ok && !reflect.DeepEqual(fast, ref) {
+				t.Fatalf("fast ok=%v, cursor err=%v", ok, err)
+			}
+			return
+		}
+		if flags.CheckLayout(LayoutEventBatch) != nil {
+			return
+		}
+		var fast, ref EventBatchView
+		fast.Flags = flags
+		ok := fast.parseFast(flags, raw)
+		err := ref.parseCursor(flags, raw)
+		if ok != (err == nil) || ok && !reflect.DeepEqual(fast, ref) {
+			t.Fatalf("fast ok=%v, cursor err=%v", ok, err)
+		}
+	})
+}

@@ -257,7 +257,7 @@ func (r *payloadRun) scanExact(b []byte, count uint32, hdr int) bool {
 	if i != cnt || p != len(b) {
 		return false
 	}
-	r.body, r.count, r.hdr = b, cnt, hdr
+	r.body, r.count, r.hdr = b[:len(b):len(b)], cnt, hdr
 	return true
 }
 
