@@ -20,8 +20,10 @@ type PublishBatch struct {
 	// RequestID is the request id of an acked batch (0x0008).
 	RequestID uint64
 	// Idempotent adds the producer id and sequence (0x0100). It needs an
-	// acked batch; upstream encoders always use AckPerBatch with it, and a
-	// broker answers it in JSON rather than with a binary ack.
+	// acked batch (AckMode not AckNone), and the encoder always writes the
+	// ack mode byte as AckPerBatch (2), as upstream encoders do (spec
+	// binary.md §4): a decoded idempotent frame that carried 1 re-encodes
+	// with 2. A broker answers it in JSON rather than with a binary ack.
 	Idempotent bool
 	// ProducerID is the idempotent producer's id (with Idempotent).
 	ProducerID uint64
@@ -139,7 +141,11 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 	dst = BeginFrame(dst, b.Flags())
 	if b.AckMode != AckNone {
 		dst = binary.BigEndian.AppendUint64(dst, b.RequestID)
-		dst = append(dst, byte(b.AckMode))
+		mode := b.AckMode
+		if b.Idempotent {
+			mode = AckPerBatch
+		}
+		dst = append(dst, byte(mode))
 		if b.Idempotent {
 			dst = binary.BigEndian.AppendUint64(dst, b.ProducerID)
 			dst = binary.BigEndian.AppendUint64(dst, b.Sequence)

@@ -333,6 +333,9 @@ func genPublishBatch(t *rapid.T) felix.PublishBatch {
 		b.RequestID = rapid.Uint64().Draw(t, "request_id")
 	}
 	if form >= 4 {
+		// Canonical idempotent batches carry per_batch: the encoder always
+		// writes 2 (TestIdempotentAckModeIsPerBatch).
+		b.AckMode = felix.AckPerBatch
 		b.Idempotent = true
 		b.ProducerID = rapid.Uint64().Draw(t, "producer_id")
 		b.Sequence = rapid.Uint64().Draw(t, "sequence")
@@ -385,4 +388,26 @@ func TestPublishBatchProperties(t *testing.T) {
 			t.Fatalf("trailing byte: %v", err)
 		}
 	})
+}
+
+// TestIdempotentAckModeIsPerBatch: the encoder writes ack mode 2 for every
+// idempotent frame (spec binary.md §4), and the decoder accepts 1 there
+// (frame.md rule 3), so such a frame re-encodes with 2.
+func TestIdempotentAckModeIsPerBatch(t *testing.T) {
+	b := felix.PublishBatch{AckMode: felix.AckPerMessage, RequestID: 5, Idempotent: true, ProducerID: 0x0102030405060708, Sequence: 3,
+		TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("hi"), {}}}
+	frame, err := felix.AppendPublishBatch(nil, &b)
+	require.NoError(t, err)
+	// The hand-computed example of spec binary.md §4.
+	want := "464c58310001010900000032000000000000000502010203040506070800000000000000030002743100026e730001730000000200000002686900000000"
+	require.Equal(t, want, hex.EncodeToString(frame))
+
+	perMessage := append([]byte(nil), frame...)
+	perMessage[felix.HeaderLen+8] = byte(felix.AckPerMessage)
+	got, err := felix.DecodePublishBatch(b.Flags(), perMessage[felix.HeaderLen:])
+	require.NoError(t, err)
+	require.Equal(t, felix.AckPerMessage, got.AckMode, "the decoder keeps what it read")
+	re, err := felix.AppendPublishBatch(nil, &got)
+	require.NoError(t, err)
+	require.Equal(t, frame, re)
 }
