@@ -11,33 +11,51 @@ import (
 // objects (BrokerEndpoint, ErrorDetail, GroupRecord, ...) are generated
 // with the messages.
 
+// stringMember reads a member whose value must be a JSON string and
+// returns its unescaped bytes (valid until the next read); ok is false
+// after any failure, which is recorded in d.
+func (d *jsonDecoder) stringMember(field string) ([]byte, bool) {
+	if d.err != nil {
+		return nil, false
+	}
+	if d.ws() != '"' {
+		d.wrongType(field, "string")
+		return nil, false
+	}
+	return d.rawString(field)
+}
+
+// decodeWord reads a member that must be one of the words of a closed
+// enumeration into *dst, refusing any other word.
+func decodeWord[T ~string](d *jsonDecoder, field, what string, dst *T, words ...T) {
+	s, ok := d.stringMember(field)
+	if !ok {
+		return
+	}
+	for _, w := range words {
+		if string(w) == string(s) {
+			*dst = w
+			return
+		}
+	}
+	d.fail(field, "unknown "+what+" "+strconv.Quote(string(s)))
+}
+
 // ---------------------------------------------------------------------------
 // Enumerations from codes.go
 
 func (m AckMode) appendJSON(dst []byte) []byte { return appendJSONString(dst, m.String()) }
 
 func (m *AckMode) decodeJSON(d *jsonDecoder, field string) {
-	if d.err != nil {
-		return
-	}
-	if d.ws() != '"' {
-		d.wrongType(field, "string")
-		return
-	}
-	s, ok := d.rawString(field)
+	s, ok := d.stringMember(field)
 	if !ok {
 		return
 	}
-	switch string(s) {
-	case "none":
-		*m = AckNone
-	case "per_message":
-		*m = AckPerMessage
-	case "per_batch":
-		*m = AckPerBatch
-	default:
-		d.fail(field, "unknown ack mode "+strconv.Quote(string(s)))
+	if v, known := ParseAckMode(string(s)); known {
+		*m = v
+		return
 	}
+	d.fail(field, "unknown ack mode "+strconv.Quote(string(s)))
 }
 
 func (c ErrorCode) appendJSON(dst []byte) []byte { return appendJSONString(dst, string(c)) }
@@ -45,14 +63,7 @@ func (c ErrorCode) appendJSON(dst []byte) []byte { return appendJSONString(dst, 
 // decodeJSON keeps any string: an unknown code stays as received. A known
 // code is returned as its constant, without allocating.
 func (c *ErrorCode) decodeJSON(d *jsonDecoder, field string) {
-	if d.err != nil {
-		return
-	}
-	if d.ws() != '"' {
-		d.wrongType(field, "string")
-		return
-	}
-	s, ok := d.rawString(field)
+	s, ok := d.stringMember(field)
 	if !ok {
 		return
 	}
@@ -76,14 +87,7 @@ func (r RetryClass) appendJSON(dst []byte) []byte { return appendJSONString(dst,
 
 // decodeJSON reads a retry word; an unknown word reads as RetryFatal.
 func (r *RetryClass) decodeJSON(d *jsonDecoder, field string) {
-	if d.err != nil {
-		return
-	}
-	if d.ws() != '"' {
-		d.wrongType(field, "string")
-		return
-	}
-	s, ok := d.rawString(field)
+	s, ok := d.stringMember(field)
 	if ok {
 		*r = ParseRetryClass(string(s))
 	}
@@ -108,25 +112,7 @@ const (
 func (r CursorErrorReason) appendJSON(dst []byte) []byte { return appendJSONString(dst, string(r)) }
 
 func (r *CursorErrorReason) decodeJSON(d *jsonDecoder, field string) {
-	if d.err != nil {
-		return
-	}
-	if d.ws() != '"' {
-		d.wrongType(field, "string")
-		return
-	}
-	s, ok := d.rawString(field)
-	if !ok {
-		return
-	}
-	switch string(s) {
-	case "too_old":
-		*r = CursorTooOld
-	case "in_future":
-		*r = CursorInFuture
-	default:
-		d.fail(field, "unknown cursor error reason "+strconv.Quote(string(s)))
-	}
+	decodeWord(d, field, "cursor error reason", r, CursorTooOld, CursorInFuture)
 }
 
 // ShardKind says whether a shard query names a stream or a cache.
@@ -141,25 +127,7 @@ const (
 func (k ShardKind) appendJSON(dst []byte) []byte { return appendJSONString(dst, string(k)) }
 
 func (k *ShardKind) decodeJSON(d *jsonDecoder, field string) {
-	if d.err != nil {
-		return
-	}
-	if d.ws() != '"' {
-		d.wrongType(field, "string")
-		return
-	}
-	s, ok := d.rawString(field)
-	if !ok {
-		return
-	}
-	switch string(s) {
-	case "stream":
-		*k = ShardKindStream
-	case "cache":
-		*k = ShardKindCache
-	default:
-		d.fail(field, "unknown shard kind "+strconv.Quote(string(s)))
-	}
+	decodeWord(d, field, "shard kind", k, ShardKindStream, ShardKindCache)
 }
 
 // ShardRouting is how a stream maps keys to shards (stream_shards_view).
@@ -175,25 +143,7 @@ const (
 func (r ShardRouting) appendJSON(dst []byte) []byte { return appendJSONString(dst, string(r)) }
 
 func (r *ShardRouting) decodeJSON(d *jsonDecoder, field string) {
-	if d.err != nil {
-		return
-	}
-	if d.ws() != '"' {
-		d.wrongType(field, "string")
-		return
-	}
-	s, ok := d.rawString(field)
-	if !ok {
-		return
-	}
-	switch string(s) {
-	case "jump_hash":
-		*r = RoutingJumpHash
-	case "modulo":
-		*r = RoutingModulo
-	default:
-		d.fail(field, "unknown routing "+strconv.Quote(string(s)))
-	}
+	decodeWord(d, field, "routing", r, RoutingJumpHash, RoutingModulo)
 }
 
 // ---------------------------------------------------------------------------
