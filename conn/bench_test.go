@@ -90,7 +90,7 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
 			}
 			a := felix.PublishAck{Status: felix.AckOK, RequestID: pre.RequestID}
 			buf, _ = felix.AppendPublishAck(buf[:0], &a)
-			if st.WriteEncoded(buf) != nil {
+			if st.WriteEncoded(ctx, buf) != nil {
 				return
 			}
 			continue
@@ -100,10 +100,10 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
 			if err != nil {
 				return
 			}
-			st.WriteMessage(&felix.Subscribed{SubscriptionID: 1})
+			st.WriteMessage(ctx, &felix.Subscribed{SubscriptionID: 1})
 			st.Close()
 			for range n {
-				if es.WriteEncoded(eventFrame) != nil {
+				if es.WriteEncoded(ctx, eventFrame) != nil {
 					return
 				}
 			}

@@ -295,7 +295,7 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 		base := b.append(topicKey(string(v.TenantID), string(v.Namespace), string(v.Stream)), recs)
 		return b.ack(st, pre, base, nil, false)
 	}
-	return st.WriteError(&BrokerError{Message: "unexpected frame", Code: felix.CodeInvalidRequest}) == nil
+	return st.WriteError(b.ctx, &BrokerError{Message: "unexpected frame", Code: felix.CodeInvalidRequest}) == nil
 }
 
 func (b *testBroker) recordSeq(stream string, key []byte, seq uint64) {
@@ -314,18 +314,18 @@ func collect(seq func(func([]byte) bool)) [][]byte {
 
 func (b *testBroker) ack(st *Stream, pre felix.AckedPrefix, base uint64, fail *BrokerError, refuse bool) bool {
 	if pre.Idempotent && refuse {
-		return st.WriteMessage(&felix.PublishRefused{RequestID: pre.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
+		return st.WriteMessage(b.ctx, &felix.PublishRefused{RequestID: pre.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
 			Message: "sequence reused"}) == nil
 	}
 	if pre.Idempotent {
 		if fail != nil {
-			return st.WriteMessage(&felix.PublishError{RequestID: pre.RequestID, Message: fail.Message, Code: felix.Some(fail.Code)}) == nil
+			return st.WriteMessage(b.ctx, &felix.PublishError{RequestID: pre.RequestID, Message: fail.Message, Code: felix.Some(fail.Code)}) == nil
 		}
 		ok := &felix.PublishOK{RequestID: pre.RequestID}
 		if b.o.ackOffsets {
 			ok.Offset = felix.Some(base)
 		}
-		return st.WriteMessage(ok) == nil
+		return st.WriteMessage(b.ctx, ok) == nil
 	}
 	a := felix.PublishAck{Status: felix.AckOK, RequestID: pre.RequestID}
 	if fail != nil {
@@ -339,19 +339,19 @@ func (b *testBroker) ack(st *Stream, pre felix.AckedPrefix, base uint64, fail *B
 		b.t.Errorf("encode ack: %v", err)
 		return false
 	}
-	return st.WriteEncoded(fr) == nil
+	return st.WriteEncoded(b.ctx, fr) == nil
 }
 
 func (b *testBroker) publishAnswer(st *Stream, rid uint64, stream string, base uint64) bool {
 	if strings.HasPrefix(stream, "missing") {
-		return st.WriteMessage(&felix.PublishError{RequestID: rid, Message: "stream not found", Code: felix.Some(felix.CodeNotFound),
+		return st.WriteMessage(b.ctx, &felix.PublishError{RequestID: rid, Message: "stream not found", Code: felix.Some(felix.CodeNotFound),
 			Retry: felix.Some(felix.RetryAfter)}) == nil
 	}
 	ok := &felix.PublishOK{RequestID: rid}
 	if b.o.ackOffsets {
 		ok.Offset = felix.Some(base)
 	}
-	return st.WriteMessage(ok) == nil
+	return st.WriteMessage(b.ctx, ok) == nil
 }
 
 // handle serves one JSON request; false ends the stream.
@@ -362,14 +362,14 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 	case *felix.PublishBatchMessage:
 		return b.jsonPublish(st, r.TenantID, r.Namespace, r.Stream, r.Payloads, r.Ack, r.RequestID)
 	case *felix.ProducerInit:
-		return st.WriteMessage(&felix.ProducerInitOK{RequestID: r.RequestID, ProducerID: 1000 + b.prodID.Add(1)}) == nil
+		return st.WriteMessage(b.ctx, &felix.ProducerInitOK{RequestID: r.RequestID, ProducerID: 1000 + b.prodID.Add(1)}) == nil
 	case *felix.PublishIdempotent:
 		b.recordSeq(r.Stream, r.Key.V, r.Sequence)
 		if strings.HasPrefix(r.Stream, "stall") {
 			return true
 		}
 		if len(r.Payloads) > 0 && string(r.Payloads[0]) == "refuse" {
-			return st.WriteMessage(&felix.PublishRefused{RequestID: r.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
+			return st.WriteMessage(b.ctx, &felix.PublishRefused{RequestID: r.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
 				Message: "sequence reused"}) == nil
 		}
 		base := b.append(topicKey(r.TenantID, r.Namespace, r.Stream), r.Payloads)
@@ -382,7 +382,7 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 			return true
 		}
 		if strings.HasPrefix(r.Cache, "missing") {
-			return st.WriteError(&BrokerError{Message: "cache scope not found", Code: felix.CodeNotFound}) == nil
+			return st.WriteError(b.ctx, &BrokerError{Message: "cache scope not found", Code: felix.CodeNotFound}) == nil
 		}
 		e := cacheEntry{v: r.Value}
 		if r.TTLMs.Set {
@@ -395,9 +395,9 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 		b.notifyWatches(r.Key, felix.Some(r.Value), b.cacheOff)
 		b.mu.Unlock()
 		if !r.RequestID.Set {
-			return st.WriteMessage(&felix.OK{}) == nil
+			return st.WriteMessage(b.ctx, &felix.OK{}) == nil
 		}
-		return st.WriteMessage(&felix.CacheOK{RequestID: r.RequestID.V}) == nil
+		return st.WriteMessage(b.ctx, &felix.CacheOK{RequestID: r.RequestID.V}) == nil
 	case *felix.CacheGet:
 		if strings.HasPrefix(r.Cache, "stall") {
 			return true
@@ -413,7 +413,7 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 		if ok {
 			cv.Value = felix.Some(e.v)
 		}
-		return st.WriteMessage(cv) == nil
+		return st.WriteMessage(b.ctx, cv) == nil
 	case *felix.CacheDelete:
 		key := topicKey(r.TenantID, r.Namespace, r.Cache) + "/" + r.Key
 		b.mu.Lock()
@@ -426,14 +426,14 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 		if ok {
 			cv.Value = felix.Some(e.v)
 		}
-		return st.WriteMessage(cv) == nil
+		return st.WriteMessage(b.ctx, cv) == nil
 	case *felix.CounterAdd:
 		key := topicKey(r.TenantID, r.Namespace, r.Cache) + "/" + r.Key
 		b.mu.Lock()
 		b.counters[key] += r.Delta
 		v := b.counters[key]
 		b.mu.Unlock()
-		return st.WriteMessage(&felix.CounterValue{Value: felix.Some(v), RequestID: r.RequestID}) == nil
+		return st.WriteMessage(b.ctx, &felix.CounterValue{Value: felix.Some(v), RequestID: r.RequestID}) == nil
 	case *felix.CounterGet:
 		key := topicKey(r.TenantID, r.Namespace, r.Cache) + "/" + r.Key
 		b.mu.Lock()
@@ -443,24 +443,24 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 		if ok {
 			cv.Value = felix.Some(v)
 		}
-		return st.WriteMessage(cv) == nil
+		return st.WriteMessage(b.ctx, cv) == nil
 	case *felix.CacheWatch:
 		b.watch(st, r)
 		return false
 	case *felix.UnknownMessage:
 		if st.Peer().Unsupported(b.o.offer.Features.Has(felix.FeatureUnsupported)) {
-			return st.WriteMessage(&felix.Unsupported{RequestType: r.Type, RequestID: r.RequestID()}) == nil
+			return st.WriteMessage(b.ctx, &felix.Unsupported{RequestType: r.Type, RequestID: r.RequestID()}) == nil
 		}
 		return false
 	}
-	st.WriteError(&BrokerError{Message: "unexpected message type", Code: felix.CodeInvalidRequest})
+	st.WriteError(b.ctx, &BrokerError{Message: "unexpected message type", Code: felix.CodeInvalidRequest})
 	return false
 }
 
 func (b *testBroker) jsonPublish(st *Stream, tenant, ns, stream string, recs [][]byte, ack felix.Opt[felix.AckMode], rid felix.Opt[uint64]) bool {
 	acked := !ack.Set || ack.V != felix.AckNone
 	if acked && !rid.Set {
-		st.WriteError(&BrokerError{Message: "missing request_id for acked publish", Code: felix.CodeInvalidRequest})
+		st.WriteError(b.ctx, &BrokerError{Message: "missing request_id for acked publish", Code: felix.CodeInvalidRequest})
 		return false
 	}
 	if strings.HasPrefix(stream, "stall") {
@@ -482,12 +482,12 @@ func (b *testBroker) subscribe(st *Stream, r *felix.Subscribe) {
 		return
 	}
 	if strings.HasPrefix(r.Stream, "missing") {
-		st.WriteError(&BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+		st.WriteError(b.ctx, &BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
 		return
 	}
 	if strings.HasPrefix(r.Stream, "nohello") {
 		// subscribed, but the event stream never comes.
-		st.WriteMessage(&felix.Subscribed{SubscriptionID: 1 << 40})
+		st.WriteMessage(b.ctx, &felix.Subscribed{SubscriptionID: 1 << 40})
 		return
 	}
 	key := topicKey(r.TenantID, r.Namespace, r.Stream)
@@ -505,7 +505,7 @@ func (b *testBroker) subscribe(st *Stream, r *felix.Subscribe) {
 	if from > uint64(len(tl.recs)) {
 		avail := uint64(len(tl.recs))
 		b.mu.Unlock()
-		st.WriteMessage(&felix.SubscribeCursorError{Reason: felix.CursorInFuture, Requested: from, Available: avail})
+		st.WriteMessage(b.ctx, &felix.SubscribeCursorError{Reason: felix.CursorInFuture, Requested: from, Available: avail})
 		return
 	}
 	history := tl.recs[from:]
@@ -516,7 +516,7 @@ func (b *testBroker) subscribe(st *Stream, r *felix.Subscribe) {
 		ans.QueueCapacity = r.QueueCapacity
 	}
 	if b.o.helloLate {
-		if st.WriteMessage(ans) != nil {
+		if st.WriteMessage(b.ctx, ans) != nil {
 			return
 		}
 	}
@@ -533,7 +533,7 @@ func (b *testBroker) subscribe(st *Stream, r *felix.Subscribe) {
 	tl.subs[s] = struct{}{}
 	b.mu.Unlock()
 	if !b.o.helloLate {
-		if st.WriteMessage(ans) != nil {
+		if st.WriteMessage(b.ctx, ans) != nil {
 			es.Abort()
 			return
 		}
@@ -561,7 +561,7 @@ func (b *testBroker) runSub(s *testSub, from uint64, history [][]byte) {
 		if err != nil {
 			return err
 		}
-		return s.es.WriteEncoded(fr)
+		return s.es.WriteEncoded(b.ctx, fr)
 	}
 	if len(history) > 0 {
 		if write(from, history) != nil {
@@ -591,7 +591,7 @@ func (b *testBroker) runSub(s *testSub, from uint64, history [][]byte) {
 				s.es.Close()
 				return
 			case felix.Message:
-				if err := s.es.WriteMessage(v); err != nil {
+				if err := s.es.WriteMessage(b.ctx, v); err != nil {
 					b.t.Logf("terminal %s refused: %v", v.MessageType(), err)
 				}
 				s.es.Close()
@@ -621,7 +621,7 @@ func (b *testBroker) watch(st *Stream, r *felix.CacheWatch) {
 	b.watches[w] = struct{}{}
 	off := b.cacheOff
 	b.mu.Unlock()
-	if st.WriteMessage(&felix.CacheWatchStarted{SubscriptionID: id, ResumeOffset: off + 1}) != nil {
+	if st.WriteMessage(b.ctx, &felix.CacheWatchStarted{SubscriptionID: id, ResumeOffset: off + 1}) != nil {
 		es.Abort()
 		return
 	}
@@ -636,7 +636,7 @@ func (b *testBroker) watch(st *Stream, r *felix.CacheWatch) {
 		for {
 			select {
 			case m := <-w.ch:
-				if es.WriteMessage(m) != nil {
+				if es.WriteMessage(b.ctx, m) != nil {
 					es.Abort()
 					return
 				}

@@ -241,7 +241,7 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 		}
 		return nil, clientErr("open stream", err)
 	}
-	cs := &clientStream{s: s, r: felix.NewReader(s), w: &frameWriter{w: s}}
+	cs := &clientStream{s: s, r: felix.NewReader(s), w: newFrameWriter(s)}
 	cs.r.SetMaxPayload(c.cfg.MaxFrameBytes)
 	caps, err := c.authenticate(ctx, cs.s, cs.r, cs.w)
 	if err != nil {

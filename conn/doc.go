@@ -112,6 +112,14 @@
 //		}()
 //	}
 //
+// Server writes take a context too, since a QUIC write blocks while flow
+// control holds it back (a slow or stalled client): pass the connection's
+// context (ServerConn.Context) or a request's. A context that ends before a
+// frame was started leaves the stream as it was; one that interrupts a
+// frame half written resets the stream (a partial frame cannot be
+// continued) and the write returns an error matching the context's error.
+// ServerConn.Wait also takes a context.
+//
 // ServerConn.OpenEventStream opens the uni stream of a subscription or cache
 // watch and writes its event_stream_hello first. Outgoing frames are checked
 // against what the client offered on the stream (Stream.Peer): a frame flag

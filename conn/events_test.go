@@ -45,7 +45,7 @@ func eventServer(t *testing.T, write func(es *EventStream) error) (addr string, 
 				if err != nil {
 					return
 				}
-				st.WriteMessage(&felix.Subscribed{SubscriptionID: 9})
+				st.WriteMessage(ctx, &felix.Subscribed{SubscriptionID: 9})
 				if err := write(es); err != nil {
 					t.Errorf("server write: %v", err)
 				}
@@ -75,14 +75,14 @@ func TestEventLayouts(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := es.WriteEncoded(fr); err != nil {
+			if err := es.WriteEncoded(es.Context(), fr); err != nil {
 				return err
 			}
 		}
-		if err := es.WriteMessage(&felix.EventMessage{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("j0"), Offset: felix.Some[uint64](30)}); err != nil {
+		if err := es.WriteMessage(es.Context(), &felix.EventMessage{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("j0"), Offset: felix.Some[uint64](30)}); err != nil {
 			return err
 		}
-		if err := es.WriteMessage(&felix.EventBatchMessage{TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("j1"), []byte("j2")}}); err != nil {
+		if err := es.WriteMessage(es.Context(), &felix.EventBatchMessage{TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("j1"), []byte("j2")}}); err != nil {
 			return err
 		}
 		// A legacy batch for another subscription is a protocol violation.
@@ -90,7 +90,7 @@ func TestEventLayouts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return es.WriteEncoded(fr)
+		return es.WriteEncoded(es.Context(), fr)
 	})
 	ctx := testCtx(t)
 	c, err := Dial(ctx, addr, cfg)

@@ -53,16 +53,16 @@ func serveExample(ctx context.Context, st *conn.Stream, records *[][]byte) {
 			}
 			ack := felix.PublishAck{Status: felix.AckOK, RequestID: v.RequestID}
 			frame, _ := felix.AppendPublishAck(nil, &ack)
-			st.WriteEncoded(frame)
+			st.WriteEncoded(ctx, frame)
 		case req.Message != nil && req.Message.MessageType() == "subscribe":
 			es, err := st.OpenEventStream(ctx, 1) // writes event_stream_hello
 			if err != nil {
 				return
 			}
-			st.WriteMessage(&felix.Subscribed{SubscriptionID: 1})
+			st.WriteMessage(ctx, &felix.Subscribed{SubscriptionID: 1})
 			batch := felix.EventBatch{Payloads: *records}
 			frame, _ := felix.AppendEventBatch(nil, &batch, es.Peer().EventFlags())
-			es.WriteEncoded(frame)
+			es.WriteEncoded(ctx, frame)
 			es.Close() // a clean end: the client's Next returns io.EOF
 			return
 		}
@@ -167,7 +167,7 @@ func ExampleClient_CacheGet() {
 						return
 					}
 					if g, ok := req.Message.(*felix.CacheGet); ok {
-						st.WriteMessage(&felix.CacheValue{TenantID: g.TenantID, Namespace: g.Namespace, Cache: g.Cache, Key: g.Key, RequestID: g.RequestID})
+						st.WriteMessage(ctx, &felix.CacheValue{TenantID: g.TenantID, Namespace: g.Namespace, Cache: g.Cache, Key: g.Key, RequestID: g.RequestID})
 					}
 				}
 			}()

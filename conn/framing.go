@@ -1,69 +1,154 @@
 package conn
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
-	"sync"
+	"time"
 
 	"github.com/flxproto/felix"
 )
 
 // frameWriter writes whole frames to a stream, one Write per frame, under a
-// mutex so that several goroutines may answer on one stream. It reuses one
+// lock so that several goroutines may answer on one stream. It reuses one
 // encoding buffer.
+//
+// The lock is a one-slot channel so that waiting for it honours a context.
+// When d is set (server streams), a write also honours its context: the
+// stream's write deadline is moved to now when the context ends, and a
+// write interrupted that way calls abort before the lock is released, so
+// no other writer can append to a partial frame.
 type frameWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
+	sem   chan struct{}
+	w     io.Writer
+	d     writeDeadliner // nil: writes are not interruptible here
+	abort func()         // resets the stream after an interrupted write
+	fire  func()         // fw.interrupt, bound once so a write allocates less
+	fired chan struct{}  // interrupt has run
+	buf   []byte
+}
+
+func newFrameWriter(w io.Writer) *frameWriter {
+	return &frameWriter{sem: make(chan struct{}, 1), w: w}
+}
+
+// interruptible makes the writer's writes honour their context through d,
+// calling abort when a write is interrupted.
+func (fw *frameWriter) interruptible(d writeDeadliner, abort func()) {
+	fw.d, fw.abort = d, abort
+	fw.fire = fw.interrupt
+	fw.fired = make(chan struct{}, 1)
+}
+
+// interrupt runs when a write's context ends: it makes the blocked Write
+// return at once.
+func (fw *frameWriter) interrupt() {
+	_ = fw.d.SetWriteDeadline(time.Now())
+	fw.fired <- struct{}{}
+}
+
+// lock takes the writer's lock, or returns ctx's error (nothing written)
+// when ctx ends first.
+func (fw *frameWriter) lock(ctx context.Context) error {
+	select {
+	case fw.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case fw.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (fw *frameWriter) unlock() { <-fw.sem }
+
+// put writes b, one whole frame, with the lock held. A write that ctx
+// interrupted returns an error matching ctx's error and errWriteInterrupted
+// after the stream was reset.
+func (fw *frameWriter) put(ctx context.Context, b []byte) error {
+	if fw.d == nil {
+		_, err := fw.w.Write(b)
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil {
+		_, err := fw.w.Write(b)
+		return err
+	}
+	// Like ctxGuard, without its per-call state: the lock is held, so at
+	// most one interrupt is pending, and it is waited for before the
+	// deadline is restored.
+	stop := context.AfterFunc(ctx, fw.fire)
+	_, err := fw.w.Write(b)
+	if stop() {
+		return err
+	}
+	<-fw.fired
+	_ = fw.d.SetWriteDeadline(time.Time{})
+	if err != nil {
+		fw.abort()
+		return fmt.Errorf("%w (%w)", ctx.Err(), errWriteInterrupted)
+	}
+	return nil
 }
 
 // writeMessage encodes m as a JSON frame and writes it.
-func (fw *frameWriter) writeMessage(m felix.Message) error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
+func (fw *frameWriter) writeMessage(ctx context.Context, m felix.Message) error {
+	if err := fw.lock(ctx); err != nil {
+		return err
+	}
+	defer fw.unlock()
 	b, err := felix.AppendMessageFrame(fw.buf[:0], m)
 	if err != nil {
 		return err
 	}
 	fw.buf = keepSmall(b)
-	_, err = fw.w.Write(b)
-	return err
+	return fw.put(ctx, b)
 }
 
 // writeFrame writes a frame with the given flags and payload.
-func (fw *frameWriter) writeFrame(flags felix.Flags, payload []byte) error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
+func (fw *frameWriter) writeFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
+	if err := fw.lock(ctx); err != nil {
+		return err
+	}
+	defer fw.unlock()
 	b, err := felix.AppendFrame(fw.buf[:0], flags, payload)
 	if err != nil {
 		return err
 	}
 	fw.buf = keepSmall(b)
-	_, err = fw.w.Write(b)
-	return err
+	return fw.put(ctx, b)
 }
 
 // writeEncoded writes an already encoded whole frame.
-func (fw *frameWriter) writeEncoded(frame []byte) error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	_, err := fw.w.Write(frame)
-	return err
+func (fw *frameWriter) writeEncoded(ctx context.Context, frame []byte) error {
+	if err := fw.lock(ctx); err != nil {
+		return err
+	}
+	defer fw.unlock()
+	return fw.put(ctx, frame)
 }
 
 // encode runs enc on the writer's buffer and writes the resulting frame,
 // all under the lock, so that a frame is encoded in place without
 // allocating.
-func (fw *frameWriter) encode(enc func(dst []byte) ([]byte, error)) error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
+func (fw *frameWriter) encode(ctx context.Context, enc func(dst []byte) ([]byte, error)) error {
+	if err := fw.lock(ctx); err != nil {
+		return err
+	}
+	defer fw.unlock()
 	b, err := enc(fw.buf[:0])
 	if err != nil {
 		return err
 	}
 	fw.buf = keepSmall(b)
-	_, err = fw.w.Write(b)
-	return err
+	return fw.put(ctx, b)
 }
 
 // keepSmall returns b for reuse unless it grew beyond 1 MiB, so that one

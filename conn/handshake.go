@@ -22,7 +22,7 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 		}
 		offer.Token = tok
 	}
-	if err := writeCtx(ctx, s, func() error { return w.writeMessage(offer.Auth()) }); err != nil {
+	if err := writeCtx(ctx, s, func() error { return w.writeMessage(context.Background(), offer.Auth()) }); err != nil {
 		return felix.Capabilities{}, err
 	}
 	f, _, err := readFrameCtx(ctx, r, s)
@@ -84,7 +84,7 @@ func (c *ServerConn) handshake(st *Stream) bool {
 	if a == nil {
 		// Until a stream authenticates the client is assumed to be an
 		// original v1 client: no codes.
-		st.refuse(&BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
+		st.refuse(c.qc.Context(), &BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
 		return false
 	}
 	answer, peer := cfg.Offer.Answer(a)
@@ -111,11 +111,11 @@ func (c *ServerConn) handshake(st *Stream) bool {
 			st.Abort()
 			return false
 		}
-		st.refuse(be)
+		st.refuse(c.qc.Context(), be)
 		return false
 	}
 	if st.w != nil {
-		if err := st.w.writeMessage(answer); err != nil {
+		if err := st.w.writeMessage(c.qc.Context(), answer); err != nil {
 			st.Abort()
 			return false
 		}

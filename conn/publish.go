@@ -301,11 +301,11 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		var err error
 		if enc == felix.PublishBinary {
 			err = writeCtx(ctx, ps.cs.s, func() error {
-				return ps.cs.w.encode(func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+				return ps.cs.w.encode(context.Background(), func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
 			})
 		} else {
 			m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
-			err = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+			err = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) })
 		}
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err) // the stream's send side was reset
@@ -342,18 +342,18 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			b.AckMode = felix.AckPerBatch
 		}
 		werr = writeCtx(ctx, ps.cs.s, func() error {
-			return ps.cs.w.encode(func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+			return ps.cs.w.encode(context.Background(), func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
 		})
 	case felix.PublishJSONIdempotent:
 		m := jsonPublishIdempotent(t, payloads, o.Key, rid, id.producer, id.seq)
-		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) })
 	default:
 		ack := o.Ack
 		if ack == felix.AckNone {
 			ack = felix.AckPerBatch
 		}
 		m := jsonPublish(t, payloads, o.Key, ack, rid)
-		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) })
+		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) })
 	}
 	if werr != nil {
 		ps.unregister(rid)
@@ -374,7 +374,7 @@ func (ps *pubStream) request(ctx context.Context, mk func(id uint64) felix.Messa
 		return nil, err
 	}
 	m := mk(rid)
-	if err := writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(m) }); err != nil {
+	if err := writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) }); err != nil {
 		ps.unregister(rid)
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err)

@@ -160,11 +160,12 @@ type ServerConn struct {
 	timer   *time.Timer
 	wg      sync.WaitGroup
 	once    sync.Once
+	done    chan struct{} // closed once the connection ended and wg is done
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	return &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
-		streams: make(chan *Stream), preauth: make(chan struct{}, l.cfg.PreAuthStreams)}
+		streams: make(chan *Stream), preauth: make(chan struct{}, l.cfg.PreAuthStreams), done: make(chan struct{})}
 }
 
 func (c *ServerConn) start() {
@@ -188,6 +189,7 @@ func (c *ServerConn) start() {
 		}
 		c.wg.Wait()
 		c.l.forget(c)
+		close(c.done)
 	}()
 }
 
@@ -273,8 +275,13 @@ func (c *ServerConn) CloseWithError(code quic.ApplicationErrorCode, reason strin
 }
 
 // Wait blocks until the connection has closed and every goroutine this
-// package runs for it has returned.
-func (c *ServerConn) Wait() {
-	<-c.qc.Context().Done()
-	c.wg.Wait()
+// package runs for it has returned, and then returns nil; it returns ctx's
+// error when ctx ends first (the connection is left as it is).
+func (c *ServerConn) Wait(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

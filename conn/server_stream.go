@@ -24,12 +24,22 @@ type sender interface {
 	Close() error
 	CancelWrite(quic.StreamErrorCode)
 	Context() context.Context
+	SetWriteDeadline(time.Time) error
 }
 
 // Stream is an authenticated client-opened stream on the server side: a
 // bidirectional control stream (requests and answers) or a unidirectional
 // publish stream (requests only). Reads are not safe for concurrent use;
 // writes are (each frame is written whole under a lock).
+//
+// A write blocks while QUIC flow control holds it back (a slow or stalled
+// client) and honours its context: when the context ends before the frame
+// was started (including while waiting for another writer), nothing is
+// written, the stream stays usable and the context's error is returned.
+// When the context ends during the write, the stream may hold a partial
+// frame that cannot be continued: the stream is aborted (Abort: reset and
+// stop-sending) and the returned error matches the context's error; every
+// later write fails.
 type Stream struct {
 	c        *ServerConn
 	recv     receiver
@@ -47,7 +57,8 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 	st := &Stream{c: c, recv: recv, r: felix.NewReader(recv), peer: felix.UnauthenticatedPeer()}
 	if send != nil {
 		st.send = send
-		st.w = &frameWriter{w: send}
+		st.w = newFrameWriter(send)
+		st.w.interruptible(send, st.Abort)
 	}
 	return st
 }
@@ -128,7 +139,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 				return Request{}, f.Flags.CheckKnown()
 			}
 			be := &BrokerError{Type: "error", Message: "unsupported frame flags", Code: felix.CodeInvalidRequest}
-			if err := s.WriteError(be); err != nil {
+			if err := s.WriteError(ctx, be); err != nil {
 				return Request{}, err
 			}
 			continue
@@ -142,7 +153,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			return req, err
 		}
 		if _, again := m.(*felix.Auth); again {
-			s.refuse(&BrokerError{Type: "error", Message: "auth already established", Code: felix.CodeInvalidRequest})
+			s.refuse(ctx, &BrokerError{Type: "error", Message: "auth already established", Code: felix.CodeInvalidRequest})
 			return Request{}, protocolErr("second auth on an authenticated stream")
 		}
 		req.Message = m
@@ -157,7 +168,8 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 // FeatureCacheConditional), and a message the client cannot parse at all
 // (shard_moved, subscription_lagged, stream_deleted, unsupported,
 // not_leader without the matching offer) is refused with ErrNotAdvertised.
-func (s *Stream) WriteMessage(m felix.Message) error {
+// ctx bounds the write (see Stream).
+func (s *Stream) WriteMessage(ctx context.Context, m felix.Message) error {
 	if s.w == nil {
 		return errUniWrite
 	}
@@ -165,37 +177,40 @@ func (s *Stream) WriteMessage(m felix.Message) error {
 	if err != nil {
 		return err
 	}
-	return transportErr("write", s.w.writeMessage(m))
+	return writeErr("write", s.w.writeMessage(ctx, m))
 }
 
 // WriteFrame writes a binary answer frame. Flag bits the client did not
-// offer are refused with ErrNotAdvertised.
-func (s *Stream) WriteFrame(flags felix.Flags, payload []byte) error {
+// offer are refused with ErrNotAdvertised. ctx bounds the write (see
+// Stream).
+func (s *Stream) WriteFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
 	if s.w == nil {
 		return errUniWrite
 	}
 	if err := checkFlags(flags, s.peer); err != nil {
 		return err
 	}
-	return transportErr("write", s.w.writeFrame(flags, payload))
+	return writeErr("write", s.w.writeFrame(ctx, flags, payload))
 }
 
 // WriteEncoded writes an already encoded whole frame (header and payload)
-// with one Write; its flag bits are checked like WriteFrame's.
-func (s *Stream) WriteEncoded(frame []byte) error {
+// with one Write; its flag bits are checked like WriteFrame's. ctx bounds
+// the write (see Stream).
+func (s *Stream) WriteEncoded(ctx context.Context, frame []byte) error {
 	if s.w == nil {
 		return errUniWrite
 	}
 	if err := checkEncoded(frame, s.peer); err != nil {
 		return err
 	}
-	return transportErr("write", s.w.writeEncoded(frame))
+	return writeErr("write", s.w.writeEncoded(ctx, frame))
 }
 
 // WriteError writes an error message built from e, shaped to the client's
-// offer (code, retry and detail only with FeatureErrorCodes).
-func (s *Stream) WriteError(e *BrokerError) error {
-	return s.WriteMessage(errorMessage(e))
+// offer (code, retry and detail only with FeatureErrorCodes). ctx bounds
+// the write (see Stream).
+func (s *Stream) WriteError(ctx context.Context, e *BrokerError) error {
+	return s.WriteMessage(ctx, errorMessage(e))
 }
 
 // Close ends the stream gracefully: it finishes the write side (FIN) and,
@@ -225,18 +240,28 @@ func (s *Stream) Abort() {
 	})
 }
 
-// refuse answers an error (bidi streams) and ends the stream.
-func (s *Stream) refuse(e *BrokerError) {
+// refuse answers an error (bidi streams) and ends the stream. An answer
+// that ctx interrupts aborts the stream.
+func (s *Stream) refuse(ctx context.Context, e *BrokerError) {
 	if s.w != nil {
 		m, err := shapeMessage(errorMessage(e), s.peer)
 		if err == nil {
-			_ = s.w.writeMessage(m)
+			_ = s.w.writeMessage(ctx, m)
 		}
 	}
 	s.Close()
 }
 
 var errUniWrite = errors.New("conn: cannot write on a unidirectional client stream")
+
+// writeErr is transportErr for server writes: a context error (the write
+// was abandoned or interrupted) is returned as it is.
+func writeErr(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return transportErr(op, err)
+}
 
 // checkFlags refuses flag bits outside the client's offer: the client must
 // be able to decode every frame it is sent. The base bits of binary acks
@@ -260,7 +285,8 @@ func checkEncoded(frame []byte, peer felix.PeerCapabilities) error {
 // or cache watch requested on s, and writes its event_stream_hello first.
 // The frames written on it are checked against s's peer offer. Open it
 // before answering subscribed / cache_watch_started on s (the client
-// accepts either order) and write history only after that answer.
+// accepts either order) and write history only after that answer. ctx
+// bounds opening the stream and writing the hello.
 func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*EventStream, error) {
 	ss, err := s.c.qc.OpenUniStreamSync(ctx)
 	if err != nil {
@@ -269,16 +295,22 @@ func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*E
 		}
 		return nil, transportErr("open event stream", err)
 	}
-	es := &EventStream{s: ss, w: &frameWriter{w: ss}, peer: s.peer, id: subscriptionID}
-	if err := es.w.writeMessage(&felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
+	es := &EventStream{s: ss, w: newFrameWriter(ss), peer: s.peer, id: subscriptionID}
+	es.w.interruptible(ss, es.Abort)
+	if err := es.w.writeMessage(ctx, &felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
 		ss.CancelWrite(0)
-		return nil, transportErr("write event_stream_hello", err)
+		return nil, writeErr("write event_stream_hello", err)
 	}
 	return es, nil
 }
 
 // EventStream is a broker-opened event stream (one subscription or cache
-// watch). Writes are safe for concurrent use.
+// watch). Writes are safe for concurrent use. They block while QUIC flow
+// control holds them back (a client that reads slowly or not at all) and
+// honour their context as Stream's writes do: a context that ends before
+// the frame was started leaves the stream usable; one that interrupts the
+// write resets the stream (Abort), since a partial frame cannot be
+// continued, and the error matches the context's error.
 type EventStream struct {
 	s    *quic.SendStream
 	w    *frameWriter
@@ -297,33 +329,34 @@ func (e *EventStream) Peer() felix.PeerCapabilities { return e.peer }
 func (e *EventStream) Context() context.Context { return e.s.Context() }
 
 // WriteFrame writes an event batch frame; flag bits the client did not
-// offer are refused with ErrNotAdvertised.
-func (e *EventStream) WriteFrame(flags felix.Flags, payload []byte) error {
+// offer are refused with ErrNotAdvertised. ctx bounds the write (see
+// EventStream).
+func (e *EventStream) WriteFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
 	if err := checkFlags(flags, e.peer); err != nil {
 		return err
 	}
-	return transportErr("write event", e.w.writeFrame(flags, payload))
+	return writeErr("write event", e.w.writeFrame(ctx, flags, payload))
 }
 
 // WriteEncoded writes an already encoded whole frame, checked like
 // WriteFrame.
-func (e *EventStream) WriteEncoded(frame []byte) error {
+func (e *EventStream) WriteEncoded(ctx context.Context, frame []byte) error {
 	if err := checkEncoded(frame, e.peer); err != nil {
 		return err
 	}
-	return transportErr("write event", e.w.writeEncoded(frame))
+	return writeErr("write event", e.w.writeEncoded(ctx, frame))
 }
 
 // WriteMessage writes a JSON frame (cache_event, or a terminal frame:
 // shard_moved, subscription_lagged, stream_deleted, cache_watch_lagged,
 // error), shaped and checked as Stream.WriteMessage does. After a terminal
-// frame, Close the stream.
-func (e *EventStream) WriteMessage(m felix.Message) error {
+// frame, Close the stream. ctx bounds the write (see EventStream).
+func (e *EventStream) WriteMessage(ctx context.Context, m felix.Message) error {
 	m, err := shapeMessage(m, e.peer)
 	if err != nil {
 		return err
 	}
-	return transportErr("write event", e.w.writeMessage(m))
+	return writeErr("write event", e.w.writeMessage(ctx, m))
 }
 
 // Close finishes the stream (FIN); the client sees a clean end.

@@ -189,13 +189,13 @@ func TestServerRefusesUnparsableFrames(t *testing.T) {
 				return errors.New("unexpected stream/connection state")
 			}
 			for _, f := range []felix.Flags{0x0024, 0x0010, 0x2004} {
-				if err := st.WriteFrame(f, nil); !errors.Is(err, ErrNotAdvertised) {
+				if err := st.WriteFrame(ctx, f, nil); !errors.Is(err, ErrNotAdvertised) {
 					return errors.New("flags " + f.String() + " not refused")
 				}
 			}
 			for _, m := range []felix.Message{&felix.ShardMoved{}, &felix.SubscriptionLagged{}, &felix.StreamDeleted{},
 				&felix.Unsupported{}, &felix.NotLeader{}, &felix.AuthOK{}} {
-				if err := st.WriteMessage(m); !errors.Is(err, ErrNotAdvertised) {
+				if err := st.WriteMessage(ctx, m); !errors.Is(err, ErrNotAdvertised) {
 					return errors.New(m.MessageType() + " not refused")
 				}
 			}
@@ -203,21 +203,23 @@ func TestServerRefusesUnparsableFrames(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := es.WriteFrame(0x0024, make([]byte, 12)); !errors.Is(err, ErrNotAdvertised) {
+			if err := es.WriteFrame(ctx, 0x0024, make([]byte, 12)); !errors.Is(err, ErrNotAdvertised) {
 				return errors.New("event flags not refused")
 			}
-			if err := es.WriteFrame(0x0004, make([]byte, 4)); err != nil {
+			if err := es.WriteFrame(ctx, 0x0004, make([]byte, 4)); err != nil {
 				return err
 			}
 			es.Close()
-			if err := st.WriteError(&BrokerError{Message: "boom", Code: felix.CodeInternal, Reason: "x"}); err != nil {
+			if err := st.WriteError(ctx, &BrokerError{Message: "boom", Code: felix.CodeInternal, Reason: "x"}); err != nil {
 				return err
 			}
-			if err := st.WriteMessage(&felix.PublishOK{RequestID: 1, Offset: felix.Some[uint64](3)}); err != nil {
+			if err := st.WriteMessage(ctx, &felix.PublishOK{RequestID: 1, Offset: felix.Some[uint64](3)}); err != nil {
 				return err
 			}
 			st.Close()
-			sc.Wait()
+			if err := sc.Wait(ctx); err != nil {
+				return err
+			}
 			return nil
 		}()
 	}()

@@ -194,7 +194,7 @@ func (h *handler) uniMessage(m felix.Message) bool {
 // write sends a JSON answer; it returns false (stream ended) when the
 // write fails.
 func (h *handler) write(m felix.Message) bool {
-	if err := h.st.WriteMessage(m); err != nil {
+	if err := h.st.WriteMessage(h.st.Conn().Context(), m); err != nil {
 		h.s.log.Debug("write failed: stream ended", "type", m.MessageType(), "err", err)
 		h.st.Abort()
 		return false
@@ -204,7 +204,7 @@ func (h *handler) write(m felix.Message) bool {
 
 // refuse answers an error and ends the stream.
 func (h *handler) refuse(code felix.ErrorCode, msg string) bool {
-	_ = h.st.WriteError(&conn.BrokerError{Type: "error", Message: msg, Code: code})
+	_ = h.st.WriteError(h.st.Conn().Context(), &conn.BrokerError{Type: "error", Message: msg, Code: code})
 	h.st.Close()
 	return false
 }

@@ -106,7 +106,7 @@ func (h *handler) publishAnswer(p felix.AckedPrefix, res engine.PublishResult, e
 		return false
 	}
 	h.buf = b
-	if werr := h.st.WriteEncoded(b); werr != nil {
+	if werr := h.st.WriteEncoded(h.st.Conn().Context(), b); werr != nil {
 		h.st.Abort()
 		return false
 	}

@@ -61,7 +61,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	if m.QueueCapacity.Set {
 		ans.QueueCapacity = felix.Some(uint32(info.QueueCapacity))
 	}
-	if err := h.st.WriteMessage(ans); err != nil {
+	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
 		h.subs.Add(-1)
 		sub.Close()
 		es.Abort()
@@ -97,11 +97,11 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 		}
 		if d.Lagged {
 			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
-			_ = es.WriteMessage(&felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			_ = es.WriteMessage(ctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
 			_ = es.Close()
 			return
 		}
-		if err := es.WriteEncoded(d.Frame); err != nil {
+		if err := es.WriteEncoded(ctx, d.Frame); err != nil {
 			es.Abort()
 			return
 		}
@@ -149,7 +149,7 @@ func (h *handler) watch(m *felix.CacheWatch) {
 	if m.Retained {
 		ans.RetainedCount = felix.Some(info.RetainedCount)
 	}
-	if err := h.st.WriteMessage(ans); err != nil {
+	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
 		h.subs.Add(-1)
 		w.Close()
 		es.Abort()
@@ -182,7 +182,7 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		}
 		if d.Lagged {
 			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
-			_ = es.WriteMessage(&felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			_ = es.WriteMessage(ctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
 			_ = es.Close()
 			return
 		}
@@ -190,7 +190,7 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		if !d.Event.Deleted {
 			ev.Value = felix.Some(d.Event.Value)
 		}
-		if err := es.WriteMessage(ev); err != nil {
+		if err := es.WriteMessage(ctx, ev); err != nil {
 			es.Abort()
 			return
 		}
