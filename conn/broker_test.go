@@ -267,6 +267,12 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 		if strings.HasPrefix(string(v.Stream), "missing") {
 			return true
 		}
+		if strings.HasPrefix(string(v.Stream), "freeze") {
+			// Stop reading the stream: the client's later frames block on
+			// QUIC flow control.
+			<-b.ctx.Done()
+			return false
+		}
 		b.append(topicKey(string(v.TenantID), string(v.Namespace), string(v.Stream)), collect(v.Payloads()))
 		return true
 	case felix.LayoutAckedPublishBatch:
@@ -281,6 +287,12 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 		}
 		if strings.HasPrefix(string(v.Stream), "stall") {
 			return true
+		}
+		if strings.HasPrefix(string(v.Stream), "freeze") {
+			// Stop reading the stream: the client's later frames block on
+			// QUIC flow control.
+			<-b.ctx.Done()
+			return false
 		}
 		if strings.HasPrefix(string(v.Stream), "missing") {
 			return b.ack(st, pre, 0, &BrokerError{Message: "stream not found", Code: felix.CodeNotFound}, false)

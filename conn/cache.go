@@ -141,7 +141,7 @@ func (s *cacheStream) request(ctx context.Context, mk func(id uint64) felix.Mess
 	s.order = append(s.order, rid)
 	s.mu.Unlock()
 	m := mk(rid)
-	if err := writeCtx(ctx, s.cs.s, func() error { return s.cs.w.writeMessage(context.Background(), m) }); err != nil {
+	if err := writeCtx(ctx, func(ctx context.Context) error { return s.cs.w.writeMessage(ctx, m) }); err != nil {
 		s.take(rid)
 		if errors.Is(err, errWriteInterrupted) {
 			s.fail(err)

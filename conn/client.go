@@ -3,7 +3,6 @@ package conn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -242,6 +241,9 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 		return nil, clientErr("open stream", err)
 	}
 	cs := &clientStream{s: s, r: felix.NewReader(s), w: newFrameWriter(s)}
+	// Writes honour their context under the writer's lock: a deadline set
+	// for one caller's cancellation never interrupts another caller's frame.
+	cs.w.interruptible(s, func() { s.CancelWrite(0) })
 	cs.r.SetMaxPayload(c.cfg.MaxFrameBytes)
 	caps, err := c.authenticate(ctx, cs.s, cs.r, cs.w)
 	if err != nil {
@@ -257,28 +259,24 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 // the stream's send side was reset and the stream must be abandoned.
 var errWriteInterrupted = errors.New("write interrupted; stream reset")
 
-// writeCtx runs write (one whole frame) on s honouring ctx. When ctx is
-// already done nothing is written and ctx's error is returned. If ctx
-// interrupts the write, the stream may hold a partial frame: its send side
-// is reset and the error (matching ctx's error) wraps errWriteInterrupted.
-func writeCtx(ctx context.Context, s writeDeadliner, write func() error) error {
-	if err := ctx.Err(); err != nil {
+// writeCtx runs write, one whole frame through an interruptible
+// frameWriter, with ctx and maps its error. When ctx ends before the frame
+// starts (including while waiting for another writer) nothing is written
+// and ctx's error is returned. If ctx interrupts the frame after it started,
+// the writer resets the stream's send side and the error matches both ctx's
+// error and errWriteInterrupted: the stream must be abandoned. Transport
+// errors are wrapped as client errors.
+func writeCtx(ctx context.Context, write func(context.Context) error) error {
+	err := write(ctx)
+	if err == nil || errors.Is(err, errWriteInterrupted) {
 		return err
 	}
-	done := ctxGuard(ctx, s.SetWriteDeadline)
-	err := write()
-	if done() && err != nil {
-		if cw, ok := s.(interface{ CancelWrite(quic.StreamErrorCode) }); ok {
-			cw.CancelWrite(0)
-		}
-		return fmt.Errorf("%w (%w)", ctx.Err(), errWriteInterrupted)
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return err
 	}
-	if err != nil {
-		var fe *felix.Error
-		if errors.As(err, &fe) {
-			return err
-		}
-		return clientErr("write", err)
+	var fe *felix.Error
+	if errors.As(err, &fe) {
+		return err
 	}
-	return nil
+	return clientErr("write", err)
 }

@@ -22,7 +22,7 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 		}
 		offer.Token = tok
 	}
-	if err := writeCtx(ctx, s, func() error { return w.writeMessage(context.Background(), offer.Auth()) }); err != nil {
+	if err := writeCtx(ctx, func(ctx context.Context) error { return w.writeMessage(ctx, offer.Auth()) }); err != nil {
 		return felix.Capabilities{}, err
 	}
 	f, _, err := readFrameCtx(ctx, r, s)

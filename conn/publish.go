@@ -300,12 +300,12 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 	if !acked {
 		var err error
 		if enc == felix.PublishBinary {
-			err = writeCtx(ctx, ps.cs.s, func() error {
-				return ps.cs.w.encode(context.Background(), func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+			err = writeCtx(ctx, func(ctx context.Context) error {
+				return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
 			})
 		} else {
 			m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
-			err = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) })
+			err = writeCtx(ctx, func(ctx context.Context) error { return ps.cs.w.writeMessage(ctx, m) })
 		}
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err) // the stream's send side was reset
@@ -341,19 +341,19 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			b.Idempotent, b.ProducerID, b.Sequence = true, id.producer, id.seq
 			b.AckMode = felix.AckPerBatch
 		}
-		werr = writeCtx(ctx, ps.cs.s, func() error {
-			return ps.cs.w.encode(context.Background(), func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+		werr = writeCtx(ctx, func(ctx context.Context) error {
+			return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
 		})
 	case felix.PublishJSONIdempotent:
 		m := jsonPublishIdempotent(t, payloads, o.Key, rid, id.producer, id.seq)
-		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) })
+		werr = writeCtx(ctx, func(ctx context.Context) error { return ps.cs.w.writeMessage(ctx, m) })
 	default:
 		ack := o.Ack
 		if ack == felix.AckNone {
 			ack = felix.AckPerBatch
 		}
 		m := jsonPublish(t, payloads, o.Key, ack, rid)
-		werr = writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) })
+		werr = writeCtx(ctx, func(ctx context.Context) error { return ps.cs.w.writeMessage(ctx, m) })
 	}
 	if werr != nil {
 		ps.unregister(rid)
@@ -374,7 +374,7 @@ func (ps *pubStream) request(ctx context.Context, mk func(id uint64) felix.Messa
 		return nil, err
 	}
 	m := mk(rid)
-	if err := writeCtx(ctx, ps.cs.s, func() error { return ps.cs.w.writeMessage(context.Background(), m) }); err != nil {
+	if err := writeCtx(ctx, func(ctx context.Context) error { return ps.cs.w.writeMessage(ctx, m) }); err != nil {
 		ps.unregister(rid)
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err)

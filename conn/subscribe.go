@@ -155,7 +155,7 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 // stops reading (the broker ends such a stream after its answer). On error
 // the stream is torn down.
 func (cs *clientStream) oneShot(ctx context.Context, req felix.Message) (felix.Message, error) {
-	if err := writeCtx(ctx, cs.s, func() error { return cs.w.writeMessage(context.Background(), req) }); err != nil {
+	if err := writeCtx(ctx, func(ctx context.Context) error { return cs.w.writeMessage(ctx, req) }); err != nil {
 		cs.abort()
 		return nil, err
 	}

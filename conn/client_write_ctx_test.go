@@ -1,0 +1,65 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestClientConcurrentWriteCancellation: two publishes share one stream
+// whose reader (the broker) has stopped. The first is blocked inside its
+// frame on flow control; the second waits for the writer. Cancelling the
+// second must not touch the first's frame (the write deadline is only moved
+// by the writer that holds the stream), and cancelling the first then
+// resets the stream.
+func TestClientConcurrentWriteCancellation(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, func(cfg *Config) { cfg.PublishStreams = 1 })
+	frozen := Topic{"t1", "ns", "freeze"}
+	// The broker reads this frame and then stops reading the stream.
+	_, err := c.Publish(testCtx(t), frozen, []byte("x"), PublishOptions{})
+	require.NoError(t, err)
+
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	big := make([]byte, 8<<20) // far beyond the initial stream window
+	errA := make(chan error, 1)
+	go func() {
+		_, err := c.Publish(ctxA, frozen, big, PublishOptions{})
+		errA <- err
+	}()
+	ps := c.pubs[0]
+	waitFor(t, func() bool { return len(ps.cs.w.sem) == 1 }, "first publish holds the writer")
+
+	ctxB, cancelB := context.WithCancel(context.Background())
+	errB := make(chan error, 1)
+	go func() {
+		_, err := c.Publish(ctxB, frozen, []byte("y"), PublishOptions{})
+		errB <- err
+	}()
+	// Give the second publish time to reach the writer's lock. If it has
+	// not got there yet it fails on its cancelled context before writing,
+	// and the assertions below still hold, so this only affects how
+	// sensitive the test is, never whether it passes.
+	time.Sleep(100 * time.Millisecond)
+	cancelB()
+	err = <-errB
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, errors.Is(err, errWriteInterrupted), "the waiting publish wrote nothing")
+
+	select {
+	case err := <-errA:
+		t.Fatalf("cancelling the waiting publish interrupted the writing one: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	cancelA()
+	err = <-errA
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, errWriteInterrupted, "a frame cut short resets the stream")
+	waitFor(t, ps.dead, "the reset stream is abandoned")
+}
