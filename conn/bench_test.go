@@ -300,10 +300,11 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 	})
 }
 
-// rawUniPair starts a raw quic-go server that opens a uni stream to the
-// client (as a broker opens an event stream) and runs serve on it; it
-// returns the client's end.
-func rawUniPair(b *testing.B, serve func(*quic.SendStream)) *quic.ReceiveStream {
+// rawConns starts a raw quic-go server with this package's QUIC and TLS
+// configuration, runs serve on its first accepted connection (which stays
+// open until cleanup), and returns the client's connection and a context
+// that ends at cleanup.
+func rawConns(b *testing.B, serve func(ctx context.Context, sc *quic.Conn)) (context.Context, *quic.Conn) {
 	srvTLS, pool, err := SelfSigned()
 	require.NoError(b, err)
 	tc, err := serverTLS(srvTLS, false)
@@ -317,17 +318,11 @@ func rawUniPair(b *testing.B, serve func(*quic.SendStream)) *quic.ReceiveStream 
 		if err != nil {
 			return
 		}
-		s, err := sc.OpenUniStreamSync(ctx)
-		if err != nil {
-			return
-		}
-		serve(s)
+		serve(ctx, sc)
 		<-ctx.Done()
 		sc.CloseWithError(0, "")
 	})
 	qc, err := quic.DialAddr(ctx, ln.Addr().String(), clientTLS(&tls.Config{RootCAs: pool}, "", false), quicConfig(nil, false))
-	require.NoError(b, err)
-	s, err := qc.AcceptUniStream(ctx)
 	require.NoError(b, err)
 	b.Cleanup(func() {
 		cancel()
@@ -335,6 +330,20 @@ func rawUniPair(b *testing.B, serve func(*quic.SendStream)) *quic.ReceiveStream 
 		wg.Wait()
 		ln.Close()
 	})
+	return ctx, qc
+}
+
+// rawUniPair starts a raw quic-go server that opens a uni stream to the
+// client (as a broker opens an event stream) and runs serve on it; it
+// returns the client's end.
+func rawUniPair(b *testing.B, serve func(*quic.SendStream)) *quic.ReceiveStream {
+	ctx, qc := rawConns(b, func(ctx context.Context, sc *quic.Conn) {
+		if s, err := sc.OpenUniStreamSync(ctx); err == nil {
+			serve(s)
+		}
+	})
+	s, err := qc.AcceptUniStream(ctx)
+	require.NoError(b, err)
 	return s
 }
 
@@ -343,36 +352,12 @@ func rawUniPair(b *testing.B, serve func(*quic.SendStream)) *quic.ReceiveStream 
 // serve does not read), and returns the client's end of a stream to it. Both
 // use this package's QUIC configuration.
 func rawPair(b *testing.B, serve func(*quic.Stream)) *quic.Stream {
-	srvTLS, pool, err := SelfSigned()
-	require.NoError(b, err)
-	tc, err := serverTLS(srvTLS, false)
-	require.NoError(b, err)
-	ln, err := quic.ListenAddr("127.0.0.1:0", tc, quicConfig(nil, true))
-	require.NoError(b, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc, err := ln.Accept(ctx)
-		if err != nil {
-			return
+	ctx, qc := rawConns(b, func(ctx context.Context, sc *quic.Conn) {
+		if s, err := sc.AcceptStream(ctx); err == nil {
+			serve(s)
 		}
-		s, err := sc.AcceptStream(ctx)
-		if err != nil {
-			return
-		}
-		serve(s)
-		<-ctx.Done()
-		sc.CloseWithError(0, "")
 	})
-	qc, err := quic.DialAddr(ctx, ln.Addr().String(), clientTLS(&tls.Config{RootCAs: pool}, "", false), quicConfig(nil, false))
-	require.NoError(b, err)
 	s, err := qc.OpenStreamSync(ctx)
 	require.NoError(b, err)
-	b.Cleanup(func() {
-		cancel()
-		qc.CloseWithError(0, "")
-		wg.Wait()
-		ln.Close()
-	})
 	return s
 }
