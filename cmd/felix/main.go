@@ -8,6 +8,7 @@
 //	felix pub ...                        publish to a stream of a broker
 //	felix sub ...                        subscribe to a stream and print its events
 //	felix cache get|put|del|watch ...    use a broker's cache
+//	felix conformance scenarios|verify   list the client catalogue, grade a results document
 //
 // Run "felix help" for every command's flags; the broker commands take
 // -addr, -cert FILE or -insecure, -tenant, -token and -json.
