@@ -396,7 +396,7 @@ func TestUnknownMessage(t *testing.T) {
 
 	// Raw is a copy: the input buffer may be reused.
 	buf := []byte(`{"type":"zz"}`)
-	m = mustDecode(t, string(buf))
+	mustDecode(t, string(buf))
 	m2, err := DecodeMessage(buf)
 	require.NoError(t, err)
 	buf[9] = 'q'
