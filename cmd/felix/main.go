@@ -8,6 +8,7 @@
 //	felix pub ...                        publish to a stream of a broker
 //	felix sub ...                        subscribe to a stream and print its events
 //	felix cache get|put|del|watch ...    use a broker's cache
+//	felix conformance scenarios|verify   list the client catalogue, grade a results document
 //
 // "felix help" prints every command with its flags, their defaults and the
 // environment variables (FELIX_ADDR, FELIX_CERT, FELIX_TENANT, FELIX_TOKEN,
