@@ -283,6 +283,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, flag.ErrHelp):
+		// A command that answers -h itself, before parsing flags.
+		if c.help != nil {
+			c.help(ctx, stdout)
+		} else {
+			fmt.Fprintf(stdout, "usage: felix %s\n  %s\n", c.usage, c.summary)
+		}
+		return 0
 	case errors.As(err, &hr):
 		usage := c.usage
 		if hr.fs.Name() != c.name {
