@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +19,25 @@ func init() {
 		usage:   "conformance scenarios [-required] [-json] | verify [-passing FILE] RESULTS.json",
 		summary: "list the client scenario catalogue, or grade a results document",
 		run:     runConformance,
+		help:    conformanceHelp,
 	})
+	subUsage["conformance scenarios"] = "conformance scenarios [-required] [-json]"
+	subUsage["conformance verify"] = "conformance verify RESULTS.json   (exit 0 conformant, 1 not conformant, 2 unreadable)"
+}
+
+// conformanceHelp prints both verbs with their flags.
+func conformanceHelp(ctx context.Context, w io.Writer) {
+	fmt.Fprintln(w, "usage: felix "+subUsage["conformance scenarios"])
+	fmt.Fprintln(w, "  list the client scenario catalogue (63 scenarios, 49 required)")
+	if err := runConformanceScenarios([]string{"-h"}, io.Discard); err != nil {
+		var hr helpRequest
+		if errors.As(err, &hr) {
+			printFlags(w, hr.fs)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "usage: felix "+subUsage["conformance verify"])
+	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules")
 }
 
 // runConformance dispatches "felix conformance scenarios" and "felix
