@@ -22,7 +22,7 @@ func init() {
 		help:    conformanceHelp,
 	})
 	subUsage["conformance scenarios"] = "conformance scenarios [-required] [-json]"
-	subUsage["conformance verify"] = "conformance verify RESULTS.json   (exit 0 conformant, 1 not conformant, 2 unreadable)"
+	subUsage["conformance verify"] = "conformance verify [-passing FILE] RESULTS.json   (exit 0 conformant, 1 not conformant, 2 unreadable, 3 a -passing scenario did not pass)"
 }
 
 // conformanceHelp prints both verbs with their flags.
@@ -37,7 +37,13 @@ func conformanceHelp(ctx context.Context, w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "usage: felix "+subUsage["conformance verify"])
-	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules")
+	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules (- reads standard input)")
+	if err := runConformanceVerify([]string{"-h"}, nil, io.Discard, io.Discard); err != nil {
+		var hr helpRequest
+		if errors.As(err, &hr) {
+			printFlags(w, hr.fs)
+		}
+	}
 }
 
 // runConformance dispatches "felix conformance scenarios" and "felix
@@ -104,7 +110,7 @@ func runConformanceScenarios(args []string, stdout io.Writer) error {
 
 func runConformanceVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conformance verify")
-	passing := fs.String("passing", "", "file of scenario ids (one a line) that must pass; exit 3 when one did not")
+	passing := fs.String("passing", "", "`FILE` of scenario ids (one a line) that must pass; exit 3 when one did not")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
