@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	pemenc "encoding/pem"
 	"errors"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/webpki"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
@@ -81,6 +83,16 @@ func TestBrokerCommandSignal(t *testing.T) {
 				Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher})
 			require.NoError(t, err)
 			defer c.Close()
+			// With rustls/webpki semantics (the certificate must not be a
+			// CA), with only the PEM as trust anchor.
+			block, _ := pemenc.Decode(pem)
+			require.NotNil(t, block)
+			wv, err := webpki.New(block.Bytes)
+			require.NoError(t, err)
+			rc, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{InsecureSkipVerify: true,
+				VerifyPeerCertificate: wv.VerifyPeerCertificate("localhost")}, TenantID: "t1", Token: "secret"})
+			require.NoError(t, err, "webpki-style verification of the -cert-out certificate")
+			require.NoError(t, rc.Close())
 			topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
 			sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
 			require.NoError(t, err)
