@@ -127,7 +127,14 @@ func TestParseStreamSpec(t *testing.T) {
 	_, c, err = ParseStreamSpec("t1/ns/s", def)
 	require.NoError(t, err)
 	require.Equal(t, def, c)
-	for _, bad := range []string{"t1/ns", "t1//s", "t1/ns/s:shards=0", "t1/ns/s:frob", "t1/ns/s:retain=-1", "t1/ns/s:durable=1"} {
+	_, c, err = ParseStreamSpec("t1/ns/s:ephemeral:shards=8:routing=jump_hash:ring=64", def)
+	require.NoError(t, err)
+	require.Equal(t, engine.StreamConfig{Durable: false, Shards: 8, Routing: felix.RoutingJumpHash, RetainRecords: 10, RingRecords: 64}, c)
+	_, c, err = ParseStreamSpec("t1/ns/s:routing=modulo", engine.StreamConfig{Routing: felix.RoutingJumpHash})
+	require.NoError(t, err)
+	require.Equal(t, felix.RoutingModulo, c.Routing)
+	for _, bad := range []string{"t1/ns", "t1//s", "t1/ns/s:shards=0", "t1/ns/s:frob", "t1/ns/s:retain=-1", "t1/ns/s:durable=1",
+		"t1/ns/s:routing=", "t1/ns/s:routing=ring", "t1/ns/s:ring=0", "t1/ns/s:routing"} {
 		_, _, err := ParseStreamSpec(bad, def)
 		require.Error(t, err, bad)
 	}
@@ -136,5 +143,7 @@ func TestParseStreamSpec(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	require.Error(t, run([]string{"-log-level", "loud"}))
 	require.Error(t, run([]string{"-tokens", "nocolon"}))
+	require.Error(t, run([]string{"-routing", "ring"}))
+	require.Error(t, run([]string{"-ring-records", "0"}))
 	require.Error(t, run([]string{"-cert", "/nonexistent.pem", "-key", "/nonexistent.key"}))
 }
