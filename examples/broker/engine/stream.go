@@ -2,7 +2,6 @@ package engine
 
 import (
 	"hash/crc64"
-	"hash/fnv"
 	"strconv"
 	"sync"
 
@@ -25,17 +24,10 @@ func newStream(e *Engine, t Topic, c StreamConfig) *stream {
 	return s
 }
 
-// ShardForKey returns the shard a keyed publish goes to on a stream with n
-// shards: FNV-1a-64(key) mod n (the "modulo" routing of
-// stream_shards_view).
-func ShardForKey(key []byte, n uint32) uint32 {
-	if n <= 1 {
-		return 0
-	}
-	h := fnv.New64a()
-	_, _ = h.Write(key)
-	return uint32(h.Sum64() % uint64(n))
-}
+// ShardForKey returns the shard a keyed publish (or a commit's entity key)
+// goes to on a stream with n shards: the protocol's modulo routing
+// (felix.RoutingModulo), the default of every stream.
+func ShardForKey(key []byte, n uint32) uint32 { return felix.RoutingModulo.Shard(key, n) }
 
 type record struct {
 	payload   []byte
