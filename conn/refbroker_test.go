@@ -64,8 +64,8 @@ func dialRef(t testing.TB, srv *server.Server, adjust func(*conn.Config)) *conn.
 }
 
 // bareBroker advertises exactly offer and records the type of every JSON
-// request it reads after auth; it answers nothing but cache_ok to
-// cache_put and unsupported to anything else.
+// request it reads after auth; it answers unsupported (or what its answer
+// function returns).
 type bareBroker struct {
 	ln    *conn.Listener
 	roots *tls.Config
@@ -75,6 +75,13 @@ type bareBroker struct {
 }
 
 func startBare(t testing.TB, offer felix.BrokerOffer) *bareBroker {
+	t.Helper()
+	return startAnswering(t, offer, nil)
+}
+
+// startAnswering is startBare answering each request with answer(request)
+// (unsupported when answer is nil or returns nil).
+func startAnswering(t testing.TB, offer felix.BrokerOffer, answer func(felix.Message) felix.Message) *bareBroker {
 	t.Helper()
 	srvTLS, roots, err := conn.SelfSigned()
 	require.NoError(t, err)
@@ -116,7 +123,14 @@ func startBare(t testing.TB, offer felix.BrokerOffer) *bareBroker {
 							b.types = append(b.types, typ)
 							b.mu.Unlock()
 							b.n.Add(1)
-							_ = st.WriteMessage(ctx, &felix.Unsupported{RequestType: typ})
+							var ans felix.Message
+							if answer != nil {
+								ans = answer(req.Message)
+							}
+							if ans == nil {
+								ans = &felix.Unsupported{RequestType: typ}
+							}
+							_ = st.WriteMessage(ctx, ans)
 						}
 					}()
 				}
