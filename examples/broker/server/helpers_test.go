@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,10 +163,6 @@ func (s *rawStream) ended() {
 		require.ErrorAs(s.t, err, &se)
 	}
 }
-
-var seq atomic.Uint64
-
-func nextID() uint64 { return seq.Add(1) }
 
 func engineStrict() (c engineConfig) {
 	c.NoAutoCreateStreams = true
