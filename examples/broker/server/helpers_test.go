@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +164,11 @@ func (s *rawStream) ended() {
 		require.ErrorAs(s.t, err, &se)
 	}
 }
+
+var seq atomic.Uint64
+
+// nextID returns a fresh request id.
+func nextID() uint64 { return seq.Add(1) }
 
 func engineStrict() (c engineConfig) {
 	c.NoAutoCreateStreams = true
