@@ -256,7 +256,7 @@ func TestMessageOmissionRules(t *testing.T) {
 		{"omit i64 unset", &CounterValue{RequestID: 1}, `{"type":"counter_value","request_id":1}`},
 		{"omit empty string", &NotLeader{NodeID: "a", Addr: Some(""), Generation: 1}, `{"type":"not_leader","node_id":"a","addr":"","generation":1}`},
 		{"omit empty bytes", &Publish{TenantID: "t", Namespace: "n", Stream: "s", Payload: []byte{}, Key: Some([]byte{})}, `{"type":"publish","tenant_id":"t","namespace":"n","stream":"s","payload":"","key":""}`},
-		{"omit object", &ErrorMessage{Message: "m", Code: Some(CodeOverloaded), Retry: Some(RetryAfter), Detail: Some(ErrorDetail{Reason: Some("tenant_quota"), RetryAfterMs: Some[uint64](250)})},
+		{"omit object", &ErrorMessage{Message: "m", Code: Some(CodeOverloaded), Retry: Some(RetryAfter), Detail: Some(ErrorDetail{Reason: Some(ReasonTenantQuota), RetryAfterMs: Some[uint64](250)})},
 			`{"type":"error","message":"m","code":"overloaded","retry":"retry_after","detail":{"reason":"tenant_quota","retry_after_ms":250}}`},
 		{"omit empty object", &ErrorMessage{Message: "m", Detail: Some(ErrorDetail{})}, `{"type":"error","message":"m","detail":{}}`},
 		{"omit list", &AuthOK{ServerFlags: 1, ListenerPorts: Some([]uint16{5000, 5001})}, `{"type":"auth_ok","server_flags":1,"listener_ports":[5000,5001]}`},
