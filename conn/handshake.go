@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -51,25 +52,76 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 	return caps, nil
 }
 
-// handshake reads and answers the auth frame of st. It returns true when st
-// authenticated; otherwise it has answered (bidi) and ended st.
-func (c *ServerConn) handshake(st *Stream) bool {
+// handshake reads and answers the auth frame of st within its deadline.
+// It returns hsOK when st authenticated; hsYield when the auth frame's
+// header has not arrived within preAuthSlice and another stream waits for
+// the read slot (nothing was consumed); hsFailed when st was answered and
+// ended, reset, or found ended.
+func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	cfg := &c.l.cfg
 	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
 	st.r.SetLenientFlags(true)
-	if cfg.AuthTimeout > 0 {
-		st.recv.SetReadDeadline(time.Now().Add(cfg.AuthTimeout))
-	}
-	f, err := st.r.ReadFrame()
-	if cfg.AuthTimeout > 0 {
-		st.recv.SetReadDeadline(time.Time{})
-	}
-	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			c.log.Debug("auth frame unreadable", "err", err)
+	// Wait for a whole header without consuming it.
+	var hdr [felix.HeaderLen]byte
+	for {
+		until := time.Now().Add(preAuthSlice)
+		if !st.authDeadline.IsZero() && st.authDeadline.Before(until) {
+			until = st.authDeadline
+		}
+		st.recv.SetReadDeadline(until)
+		n, err := st.recv.Peek(hdr[:])
+		if err == nil {
+			break
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if !st.authDeadline.IsZero() && !time.Now().Before(st.authDeadline) {
+				c.l.st.expiredStreams.Add(1)
+				c.log.Debug("stream refused", "reason", "authentication timeout")
+				resetStream(st.recv, st.send, ResetAuthTimeout)
+				return hsFailed
+			}
+			if c.othersWaiting() {
+				st.recv.SetReadDeadline(time.Time{})
+				return hsYield
+			}
+			continue
+		}
+		if errors.Is(err, io.EOF) && n < felix.HeaderLen {
+			// Ended before a whole header: a clean end of stream (spec
+			// frame.md), not an error.
+			st.eof = true
+			st.Close()
+			return hsFailed
 		}
 		st.Abort()
-		return false
+		return hsFailed
+	}
+	if !st.authDeadline.IsZero() {
+		st.recv.SetReadDeadline(st.authDeadline)
+	} else {
+		st.recv.SetReadDeadline(time.Time{})
+	}
+	f, err := st.r.ReadFrame()
+	st.recv.SetReadDeadline(time.Time{})
+	// Answers are bounded by the stream's deadline too: a client that does
+	// not read them (a zero flow-control window) cannot hold the slot.
+	wctx, cancel := c.authWriteCtx(st)
+	defer cancel()
+	if err != nil {
+		switch {
+		case errors.Is(err, felix.ErrFrameTooLarge):
+			c.l.st.oversize.Add(1)
+			c.log.Debug("auth frame too large", "err", err)
+			st.refuse(wctx, &BrokerError{Type: "error", Message: "auth frame too large", Code: felix.CodeLimitExceeded})
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			c.l.st.expiredStreams.Add(1)
+			c.log.Debug("stream refused", "reason", "authentication timeout")
+			resetStream(st.recv, st.send, ResetAuthTimeout)
+		default:
+			c.log.Debug("auth frame unreadable", "err", err)
+			st.Abort()
+		}
+		return hsFailed
 	}
 	var a *felix.Auth
 	if f.Flags == 0 {
@@ -77,15 +129,15 @@ func (c *ServerConn) handshake(st *Stream) bool {
 		if derr != nil {
 			c.log.Debug("auth frame undecodable", "err", derr)
 			st.Abort()
-			return false
+			return hsFailed
 		}
 		a, _ = m.(*felix.Auth)
 	}
 	if a == nil {
 		// Until a stream authenticates the client is assumed to be an
 		// original v1 client: no codes.
-		st.refuse(c.qc.Context(), &BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
-		return false
+		st.refuse(wctx, &BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
+		return hsFailed
 	}
 	answer, peer := cfg.Offer.Answer(a)
 	if cfg.LegacyAuth {
@@ -109,22 +161,33 @@ func (c *ServerConn) handshake(st *Stream) bool {
 			// closes.
 			<-c.qc.Context().Done()
 			st.Abort()
-			return false
+			return hsFailed
 		}
-		st.refuse(c.qc.Context(), be)
-		return false
+		st.refuse(wctx, be)
+		return hsFailed
 	}
 	if st.w != nil {
-		if err := st.w.writeMessage(c.qc.Context(), answer); err != nil {
+		if err := st.w.writeMessage(wctx, answer); err != nil {
 			st.Abort()
-			return false
+			return hsFailed
 		}
 	}
 	st.auth = a
 	st.identity = ident
 	st.r.SetMaxPayload(cfg.MaxFrameBytes)
 	if !c.authed.Swap(true) && c.timer != nil {
+		// The connection's timer stops; every other unauthenticated
+		// stream keeps its own deadline.
 		c.timer.Stop()
 	}
-	return true
+	return hsOK
+}
+
+// authWriteCtx bounds the answer to an auth frame by the stream's deadline
+// (the connection's lifetime when there is none).
+func (c *ServerConn) authWriteCtx(st *Stream) (context.Context, context.CancelFunc) {
+	if st.authDeadline.IsZero() {
+		return context.WithCancel(c.qc.Context())
+	}
+	return context.WithDeadline(c.qc.Context(), st.authDeadline)
 }

@@ -1,0 +1,228 @@
+package conn
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
+)
+
+// streamReset waits until the client side of s sees the server's reset and
+// returns its code.
+func streamReset(t *testing.T, s *quic.Stream) quic.StreamErrorCode {
+	t.Helper()
+	var buf [64]byte
+	for {
+		_, err := s.Read(buf[:])
+		if err == nil {
+			continue
+		}
+		var se *quic.StreamError
+		require.ErrorAs(t, err, &se, "want a reset, got %v", err)
+		require.True(t, se.Remote)
+		return se.ErrorCode
+	}
+}
+
+func authFrame(t *testing.T) []byte {
+	fr, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7),
+		ClientFeatures: felix.Some(uint32(felix.FeatureErrorCodes))})
+	require.NoError(t, err)
+	return fr
+}
+
+// A flood of unauthenticated streams, opened as an attacker does by
+// writing one byte on the highest stream id (every lower stream is then
+// open): at most MaxUnauthStreams are kept, the rest are reset at once
+// with ResetPreAuthBudget, and the connection stays usable.
+func TestUnauthStreamBudget(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour,
+		server: func(c *ServerConfig) { c.MaxUnauthStreams = 8; c.PreAuthStreams = 2 }})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	const n = 20
+	streams := make([]*quic.Stream, n)
+	for i := range streams {
+		streams[i], err = qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+	}
+	_, err = streams[n-1].Write([]byte("F")) // opens all 20 at the server
+	require.NoError(t, err)
+	for i := 8; i < n; i++ {
+		require.Equal(t, ResetPreAuthBudget, streamReset(t, streams[i]), "stream %d", i)
+	}
+	require.EqualValues(t, n-8, b.ln.Stats().RefusedStreams)
+	// The 8 admitted streams still count: one more is refused too ...
+	extra, err := qc.OpenStreamSync(testCtx(t))
+	require.NoError(t, err)
+	_, err = extra.Write(authFrame(t))
+	require.NoError(t, err)
+	require.Equal(t, ResetPreAuthBudget, streamReset(t, extra))
+	// ... until one of them authenticates, which frees its place.
+	_, err = streams[0].Write(authFrame(t))
+	require.NoError(t, err)
+	m, err := felix.NewReader(streams[0]).ReadFrame()
+	require.NoError(t, err)
+	msg, err := felix.DecodeMessage(m.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.AuthOK{}, msg)
+	ok, err := qc.OpenStreamSync(testCtx(t))
+	require.NoError(t, err)
+	_, err = ok.Write(authFrame(t))
+	require.NoError(t, err)
+	m, err = felix.NewReader(ok).ReadFrame()
+	require.NoError(t, err)
+	msg, err = felix.DecodeMessage(m.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.AuthOK{}, msg)
+}
+
+// Streams that send nothing, or only part of a header (slowloris), do not
+// starve a stream that sent its auth: with 16 read slots taken by
+// half-headers and 80 idle streams queued before it, the auth on the 100th
+// stream is answered although no deadline ever expires.
+func TestIdleStreamsDoNotStarve(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	var streams []*quic.Stream
+	for i := range 100 {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		if i < DefaultPreAuthStreams {
+			_, err = s.Write([]byte("FLX")) // a header that never completes
+			require.NoError(t, err)
+		}
+		streams = append(streams, s)
+	}
+	last := streams[len(streams)-1]
+	_, err = last.Write(authFrame(t))
+	require.NoError(t, err)
+	f, err := felix.NewReader(last).ReadFrame()
+	require.NoError(t, err)
+	m, err := felix.DecodeMessage(f.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.AuthOK{}, m)
+	require.Zero(t, b.ln.Stats().RefusedStreams)
+}
+
+// Every unauthenticated stream has its own deadline, which keeps running
+// after another stream of the connection authenticated: idle and
+// half-header streams are reset with ResetAuthTimeout while the
+// authenticated stream and the connection go on.
+func TestPerStreamAuthDeadline(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 2 * time.Second})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	good := openRaw(t, qc)
+	good.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, good.recv())
+	var idle []*quic.Stream
+	for i := range 5 {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		payload := []byte("F")
+		if i%2 == 0 {
+			payload = authFrame(t)[:felix.HeaderLen+3] // a header, then a stalled payload
+		}
+		_, err = s.Write(payload)
+		require.NoError(t, err)
+		idle = append(idle, s)
+	}
+	for i, s := range idle {
+		require.Equal(t, ResetAuthTimeout, streamReset(t, s), "stream %d", i)
+	}
+	require.EqualValues(t, 5, b.ln.Stats().ExpiredStreams)
+	require.NoError(t, qc.Context().Err(), "the connection lives on")
+	good.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("a"), RequestID: felix.Some[uint64](1), Ack: felix.Some(felix.AckPerMessage)})
+	require.IsType(t, &felix.PublishOK{}, good.recv())
+}
+
+// Connections beyond MaxConnections are refused during the handshake with
+// CONNECTION_REFUSED; the place comes back when a connection closes.
+func TestMaxConnections(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) { c.MaxConnections = 2 }})
+	c1 := b.dial(t, nil)
+	b.dial(t, nil)
+	require.EqualValues(t, 2, b.ln.Stats().Connections)
+	_, err := Dial(testCtx(t), b.addr(), b.clientConfig())
+	var te *quic.TransportError
+	require.ErrorAs(t, err, &te, "%v", err)
+	require.Equal(t, quic.ConnectionRefused, te.ErrorCode)
+	require.True(t, te.Remote)
+	require.GreaterOrEqual(t, b.ln.Stats().RefusedConnections, uint64(1)) // once per Initial the client sent
+	require.NoError(t, c1.Close())
+	waitFor(t, func() bool { return b.ln.Stats().Connections == 1 })
+	c3 := b.dial(t, nil)
+	_, err = c3.Publish(testCtx(t), topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}
+
+// Frame limits refuse from the header, with an answer: before auth
+// (64 KiB) and after (MaxFrameBytes, limit_exceeded), and a stream that
+// ends inside a header is a clean end, not a reset.
+func TestFrameLimitsRefused(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), maxFrame: 4096})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	rs := openRaw(t, qc)
+	rs.s.Write(felix.AppendHeader(nil, felix.Header{Length: felix.PreAuthMaxFrameBytes + 1}))
+	require.Equal(t, `{"type":"error","message":"auth frame too large"}`, rs.recvRaw())
+	require.Equal(t, io.EOF, rs.expectEnd())
+	rs = openRaw(t, qc)
+	rs.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, rs.recv())
+	rs.s.Write(felix.AppendHeader(nil, felix.Header{Flags: 0x0001, Length: 4097}))
+	m := rs.recv()
+	em, ok := m.(*felix.ErrorMessage)
+	require.True(t, ok, "%T", m)
+	require.Equal(t, felix.CodeLimitExceeded, em.Code.V)
+	require.Contains(t, em.Message, "frame too large")
+	require.Equal(t, io.EOF, rs.expectEnd())
+	require.GreaterOrEqual(t, b.ln.Stats().OversizeFrames, uint64(1))
+
+	// 5 header bytes then FIN: a clean end (spec frame.md), before and
+	// after auth.
+	for _, authed := range []bool{false, true} {
+		rs = openRaw(t, qc)
+		if authed {
+			rs.s.Write(authFrame(t))
+			require.IsType(t, &felix.AuthOK{}, rs.recv())
+		}
+		rs.s.Write([]byte("FLX1\x01"))
+		rs.s.Close()
+		_, err := rs.r.ReadFrame()
+		require.Equal(t, io.EOF, err, "authed=%v", authed)
+	}
+}
+
+// The window gate: before authentication a connection cannot make the
+// server buffer more than its initial window.
+func TestServerQUICConfig(t *testing.T) {
+	l := &Listener{}
+	c := ServerConfig{}
+	c.applyLimits()
+	q := l.serverQUIC(&c)
+	require.EqualValues(t, DefaultMaxStreams, q.MaxIncomingStreams)
+	require.EqualValues(t, DefaultMaxStreams, q.MaxIncomingUniStreams)
+	require.EqualValues(t, DefaultPreAuthConnWindow, q.InitialConnectionReceiveWindow)
+	require.EqualValues(t, DefaultMaxConnInFlightBytes, q.MaxConnectionReceiveWindow)
+	require.False(t, q.AllowConnectionWindowIncrease(nil, 1), "unknown connection: no growth")
+	c = ServerConfig{MaxStreams: 10, MaxConnInFlightBytes: 1 << 20, QUIC: &quic.Config{MaxIncomingUniStreams: 3, MaxConnectionReceiveWindow: 5 << 20}}
+	c.applyLimits()
+	q = l.serverQUIC(&c)
+	require.EqualValues(t, 10, q.MaxIncomingStreams)
+	require.EqualValues(t, 3, q.MaxIncomingUniStreams, "an explicit QUIC value wins")
+	require.EqualValues(t, 5<<20, q.MaxConnectionReceiveWindow)
+	require.EqualValues(t, 1<<20, q.MaxStreamReceiveWindow)
+	require.Zero(t, c.QUIC.MaxIncomingStreams, "the caller's config is not modified")
+}
