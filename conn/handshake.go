@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -101,7 +103,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	} else {
 		st.recv.SetReadDeadline(time.Time{})
 	}
-	f, err := st.r.ReadFrame()
+	f, err := readAuthFrame(st.recv, cfg.PreAuthMaxFrameBytes)
 	st.recv.SetReadDeadline(time.Time{})
 	// Answers are bounded by the stream's deadline too: a client that does
 	// not read them (a zero flow-control window) cannot hold the slot.
@@ -190,4 +192,47 @@ func (c *ServerConn) authWriteCtx(st *Stream) (context.Context, context.CancelFu
 		return context.WithCancel(c.qc.Context())
 	}
 	return context.WithDeadline(c.qc.Context(), st.authDeadline)
+}
+
+// authFrameChunk is the first payload allocation of an auth frame.
+const authFrameChunk = 1 << 10
+
+// readAuthFrame reads one frame (header flags unchecked) of at most max
+// payload bytes. Unlike felix.Reader it grows the payload buffer with the
+// bytes received, not the announced length, so a stalled auth frame costs
+// the server about what the client sent.
+func readAuthFrame(r io.Reader, max uint32) (felix.Frame, error) {
+	var hdr [felix.HeaderLen]byte
+	if n, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return felix.Frame{}, &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: "header", Offset: n,
+				Detail: "stream ended inside a header", Err: err}
+		}
+		return felix.Frame{}, err
+	}
+	h, err := felix.ParseHeaderLenient(hdr[:])
+	if err != nil {
+		return felix.Frame{Header: h}, err
+	}
+	if h.Length > max {
+		return felix.Frame{Header: h}, &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(max), 10)}
+	}
+	want := int(h.Length)
+	buf := make([]byte, 0, min(want, authFrameChunk))
+	for len(buf) < want {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(want, 2*cap(buf))-len(buf))
+		}
+		n, err := r.Read(buf[len(buf):min(want, cap(buf))])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < want {
+			if errors.Is(err, io.EOF) {
+				return felix.Frame{Header: h}, &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: "payload",
+					Offset: felix.HeaderLen + len(buf), Detail: "stream finished inside the payload", Err: io.ErrUnexpectedEOF}
+			}
+			return felix.Frame{Header: h}, err
+		}
+	}
+	return felix.Frame{Header: h, Payload: buf}, nil
 }

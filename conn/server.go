@@ -167,13 +167,14 @@ type ServerConn struct {
 	once    sync.Once
 	done    chan struct{} // closed once the connection ended and wg is done
 
-	mu  sync.Mutex
-	pre preAuth // unauthenticated streams (server_preauth.go)
+	mu     sync.Mutex
+	pre    preAuth     // unauthenticated streams (server_preauth.go)
+	budget *byteBudget // request bytes held (server_budget.go)
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
-		streams: make(chan *Stream), done: make(chan struct{})}
+		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes))}
 	l.byQUIC.Store(qc, sc)
 	return sc
 }

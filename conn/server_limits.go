@@ -12,23 +12,34 @@ import (
 // Listener hold, and how each excess is refused. All are ServerConfig
 // fields with these defaults.
 //
-//	limit                          default       refusal
-//	connections per listener       8192          QUIC CONNECTION_REFUSED during the handshake
-//	streams per connection         1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
-//	unauthenticated streams        256           stream reset at once, code ResetPreAuthBudget
-//	unauthenticated streams read   16 at a time  others wait (bounded by the line above)
-//	time to authenticate a stream  10 s          stream reset, code ResetAuthTimeout
-//	time to authenticate a conn    10 s          connection closed, CloseAuthTimeout
-//	frame before auth              64 KiB        error "auth frame too large", stream ended
-//	frame after auth               16 MiB        error limit_exceeded, stream ended
-//	unread bytes per connection    16 MiB        QUIC flow control (the client waits)
-//	unread bytes before auth       256 KiB       QUIC flow control (the window does not grow)
+//	limit                            default       refusal
+//	connections per listener         8192          QUIC CONNECTION_REFUSED during the handshake
+//	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
+//	unauthenticated streams          256           stream reset at once, code ResetPreAuthBudget
+//	unauthenticated streams read     16 at a time  others wait in a bounded queue
+//	time to authenticate a stream    10 s          stream reset, code ResetAuthTimeout
+//	time to authenticate a conn      10 s          connection closed, CloseAuthTimeout
+//	frame before auth                64 KiB        error "auth frame too large", stream ended
+//	frame after auth                 16 MiB        error limit_exceeded, stream ended
+//	request bytes held per conn      16 MiB        the stream waits before reading the payload
+//	unread bytes per connection      16 MiB        QUIC flow control (the client waits)
+//	unread bytes before auth         256 KiB       QUIC flow control (the window does not grow)
 //
-// Worst-case memory of one connection at these defaults (measured by
-// TestServerLimitsMemoryUnderStreamFlood, which asserts it): a connection
-// that never authenticates holds at most DefaultPreAuthConnWindow of
-// unread data, 16 read buffers of at most 64 KiB, and QUIC's state for at
-// most 2 × 1024 streams; see that test for the figure.
+// Memory of a connection that never authenticates: at most
+// DefaultPreAuthConnWindow of unread data in QUIC, 16 auth frames being
+// read whose buffers grow with the bytes received (at most 64 KiB each),
+// a queue of at most 256 waiting streams, QUIC's state for at most
+// 2 × 1024 streams, and about 20 goroutines. Measured by
+// TestServerLimitsMemoryUnderStreamFlood (8 connections from another
+// process opening every stream of both kinds, slowloris headers, 200
+// unread bytes per stream): about 1 MiB of heap and stacks per connection,
+// which the test asserts to stay under 2 MiB. A peer that also ignores
+// STOP_SENDING keeps its refused streams in QUIC until it closes; that is
+// bounded by the stream limits, not by this package.
+//
+// An authenticated connection may also hold, per stream, a read buffer of
+// up to 16 KiB between frames (larger ones are dropped after their frame),
+// and the request bytes and unread bytes above.
 const (
 	// DefaultMaxConnections is ServerConfig.MaxConnections
 	// (max_client_connections, spec transport.md).

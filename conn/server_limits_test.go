@@ -1,6 +1,9 @@
 package conn
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
 	"io"
 	"testing"
 	"time"
@@ -225,4 +228,100 @@ func TestServerQUICConfig(t *testing.T) {
 	require.EqualValues(t, 5<<20, q.MaxConnectionReceiveWindow)
 	require.EqualValues(t, 1<<20, q.MaxStreamReceiveWindow)
 	require.Zero(t, c.QUIC.MaxIncomingStreams, "the caller's config is not modified")
+}
+
+// Request bytes held per connection are bounded by MaxConnInFlightBytes:
+// a stream whose next frame does not fit waits before reading its payload
+// until the frame held by another stream is released (that stream's next
+// ReadRequest), and then reads it whole.
+func TestConnInFlightBytes(t *testing.T) {
+	leakCheck(t)
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(t, err)
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: fullOffer(), MaxFrameBytes: 64 << 10, MaxConnInFlightBytes: 64 << 10})
+	require.NoError(t, err)
+	defer ln.Close()
+	ctx := testCtx(t)
+	qc, err := quic.DialAddr(ctx, ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost"}, nil)
+	require.NoError(t, err)
+	defer qc.CloseWithError(0, "")
+	sc, err := ln.Accept(ctx)
+	require.NoError(t, err)
+
+	open := func() (*quic.Stream, *Stream) {
+		cs, err := qc.OpenStreamSync(ctx)
+		require.NoError(t, err)
+		_, err = cs.Write(authFrame(t))
+		require.NoError(t, err)
+		st, err := sc.AcceptStream(ctx)
+		require.NoError(t, err)
+		return cs, st
+	}
+	frame := func(fill byte) []byte {
+		f, err := felix.AppendFrame(nil, felix.FlagBinaryPublishBatch, bytes.Repeat([]byte{fill}, 40<<10))
+		require.NoError(t, err)
+		return f
+	}
+	ca, sa := open()
+	cb, sb := open()
+	_, err = ca.Write(frame('a'))
+	require.NoError(t, err)
+	ra, err := sa.ReadRequest(ctx)
+	require.NoError(t, err)
+	require.Len(t, ra.Payload, 40<<10)
+	require.EqualValues(t, 40<<10, sc.budget.inUse())
+
+	_, err = cb.Write(frame('b'))
+	require.NoError(t, err)
+	got := make(chan Request, 1)
+	go func() {
+		r, err := sb.ReadRequest(ctx)
+		if err == nil {
+			r.Payload = bytes.Clone(r.Payload)
+		}
+		got <- r
+	}()
+	waitFor(t, func() bool { return sc.budget.waiting() == 1 }, "b waits for a's bytes")
+	require.Equal(t, byte('a'), ra.Payload[0], "a's payload is intact while b waits")
+
+	// a's next ReadRequest releases its frame; b's is then read.
+	aDone := make(chan error, 1)
+	go func() { _, err := sa.ReadRequest(ctx); aDone <- err }()
+	rb := <-got
+	require.Len(t, rb.Payload, 40<<10)
+	require.Equal(t, byte('b'), rb.Payload[0])
+	ca.Close()
+	require.ErrorIs(t, <-aDone, io.EOF)
+	sb.Close()
+	waitFor(t, func() bool { return sc.budget.inUse() == 0 }, "every reservation returned")
+}
+
+func TestByteBudget(t *testing.T) {
+	b := newByteBudget(64)
+	ctx := testCtx(t)
+	n, err := b.acquire(ctx, 60)
+	require.NoError(t, err)
+	require.EqualValues(t, 60, n)
+
+	// A waiter whose context ends takes nothing and lets a smaller one
+	// behind it through.
+	cctx, cancel := context.WithCancel(ctx)
+	big := make(chan error, 1)
+	go func() { _, err := b.acquire(cctx, 10); big <- err }()
+	waitFor(t, func() bool { return b.waiting() == 1 })
+	small := make(chan int64, 1)
+	go func() { n, _ := b.acquire(ctx, 4); small <- n }()
+	waitFor(t, func() bool { return b.waiting() == 2 }, "FIFO: the small one waits behind the big one")
+	cancel()
+	require.ErrorIs(t, <-big, context.Canceled)
+	require.EqualValues(t, 4, <-small)
+	require.EqualValues(t, 64, b.inUse())
+
+	// A request above the size takes the whole budget.
+	b.release(64)
+	n, err = b.acquire(ctx, 1000)
+	require.NoError(t, err)
+	require.EqualValues(t, 64, n)
+	b.release(n)
+	require.Zero(t, b.inUse())
 }

@@ -54,6 +54,9 @@ type Stream struct {
 	endOnce  sync.Once
 
 	authDeadline time.Time // the stream is reset if not authenticated by then (zero: none)
+	resMu        sync.Mutex
+	reserved     int64 // bytes of the connection's budget held by the last frame read
+	ended        bool  // Close or Abort ran: reservations are returned at once
 }
 
 func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
@@ -122,7 +125,13 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			s.Abort()
 			return Request{}, err
 		}
+		s.releaseFrame()
 		done := ctxGuard(ctx, s.recv.SetReadDeadline)
+		if err := s.reserveNext(ctx); err != nil {
+			done()
+			s.Abort()
+			return Request{}, err
+		}
 		f, err := s.r.ReadFrame()
 		if done() && err != nil {
 			s.Abort()
@@ -237,6 +246,7 @@ func (s *Stream) WriteError(ctx context.Context, e *BrokerError) error {
 func (s *Stream) Close() error {
 	var err error
 	s.endOnce.Do(func() {
+		defer s.dropReservation(true)
 		if s.send != nil {
 			err = s.send.Close()
 		}
@@ -251,6 +261,7 @@ func (s *Stream) Close() error {
 // STOP_SENDING with code 0), as after a fatal framing error.
 func (s *Stream) Abort() {
 	s.endOnce.Do(func() {
+		defer s.dropReservation(true)
 		if s.send != nil {
 			s.send.CancelWrite(0)
 		}
