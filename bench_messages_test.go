@@ -188,7 +188,9 @@ func BenchmarkMessageEncodeStdJSON(b *testing.B) {
 			b.SetBytes(int64(len(buf)))
 			b.ReportAllocs()
 			for b.Loop() {
-				buf, _ = json.Marshal(c.std)
+				if _, err := json.Marshal(c.std); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -71,9 +71,8 @@ type cacheEntry struct {
 }
 
 type testSub struct {
-	es   *EventStream
-	ch   chan any // [][]byte with base offset, or felix.Message (terminal)
-	base uint64
+	es *EventStream
+	ch chan any // [][]byte with base offset, or felix.Message (terminal)
 }
 
 // endSub ends a subscription with a plain FIN.

@@ -98,8 +98,14 @@ type Config struct {
 	// WatchQueueCapacity is a watch's live queue capacity in events
 	// (0 = DefaultWatchQueueCapacity).
 	WatchQueueCapacity int
-	// Now is the clock (nil = time.Now). Tests use it to expire TTLs.
+	// Now is the clock (nil = time.Now). Tests use it to expire TTLs and
+	// consumer-group visibility timeouts.
 	Now func() time.Time
+	// Groups bounds consumer groups (zero fields take their defaults).
+	Groups GroupConfig
+	// State bounds the commit state of each shard (zero fields take their
+	// defaults).
+	State StateConfig
 }
 
 // Engine is the broker core. Create it with New; Close ends every
@@ -138,6 +144,8 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Groups = cfg.Groups.withDefaults()
+	cfg.State = cfg.State.withDefaults()
 	return &Engine{
 		cfg:     cfg,
 		streams: make(map[Topic]*stream),
@@ -317,6 +325,7 @@ type Stats struct {
 	ActiveWatches       uint64 // open cache watches
 	WatchEvents         uint64 // cache events handed to watchers
 	LaggedWatches       uint64 // watches ended with cache_watch_lagged
+	DeadLettersDropped  uint64 // dead letters discarded at a full dead-letter list
 }
 
 type counters struct {
@@ -325,6 +334,7 @@ type counters struct {
 	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
 	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
 	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+	deadDropped                                                                      atomic.Uint64
 }
 
 // Stats returns a snapshot of the engine's counters.
@@ -342,6 +352,6 @@ func (e *Engine) Stats() Stats {
 		CacheDeletes: c.cacheDeletes.Load(), CacheExpired: c.cacheExpired.Load(),
 		ConditionFailures: c.condFailures.Load(), CounterAdds: c.counterAdds.Load(),
 		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(),
-		LaggedWatches: c.laggedWatches.Load(),
+		LaggedWatches: c.laggedWatches.Load(), DeadLettersDropped: c.deadDropped.Load(),
 	}
 }

@@ -45,6 +45,12 @@ type shard struct {
 	subs  map[*Subscription]struct{}
 
 	producers map[uint64]*producer
+
+	// Consumer groups, commit state and long-poll wake-ups (group.go,
+	// commit.go); guarded by mu.
+	groups map[string]*group
+	state  *shardState
+	wake   chan struct{}
 }
 
 // producer is the idempotence state of one producer id on one shard.
@@ -95,6 +101,15 @@ type PublishRequest struct {
 	Idempotent bool
 	ProducerID uint64
 	Sequence   uint64
+	// HasExpected makes the publish conditional (publish_if, commit with
+	// expected_offset): it is refused with RefusedOffsetMismatch, nothing
+	// written, unless the shard's tail is ExpectedOffset.
+	HasExpected    bool
+	ExpectedOffset uint64
+	// commit, when set, checks and applies a commit's state changes at the
+	// offset the batch is about to take, under the shard lock; an error
+	// refuses the publish with nothing written (commit.go).
+	commit func(sh *shard, offset uint64) error
 }
 
 // PublishResult is the outcome of an applied (or duplicate) publish.
@@ -159,6 +174,15 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 			return PublishResult{Shard: sh.index, Offset: dup.offset, HasOffset: durable, Duplicate: true}, nil
 		}
 	}
+	if req.HasExpected && req.ExpectedOffset != sh.next {
+		e.st.refusedBatches.Add(1)
+		return PublishResult{}, offsetMismatch(req.ExpectedOffset, sh.next)
+	}
+	if req.commit != nil {
+		if err := req.commit(sh, sh.next); err != nil {
+			return PublishResult{}, err
+		}
+	}
 	if prod != nil {
 		w := len(prod.recent)
 		prod.recent[req.Sequence%uint64(w)] = seqEntry{seq: req.Sequence, valid: true, digest: dg, offset: sh.next, shard: sh.index}
@@ -187,6 +211,7 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 	sh.retain()
 	e.st.publishedBatches.Add(1)
 	e.st.publishedRecords.Add(uint64(len(payloads)))
+	sh.signalLocked()
 	for s := range sh.subs {
 		s.offer(b)
 	}

@@ -125,6 +125,12 @@ func (h *handler) handle(req conn.Request) bool {
 		return h.write(view)
 	case *felix.StreamRead:
 		return h.streamRead(m)
+	case *felix.GroupPoll, *felix.GroupAck, *felix.GroupNack, *felix.GroupExtend, *felix.GroupDeadLetter,
+		*felix.GroupDeadLetters, *felix.GroupDiscard, *felix.GroupRedrive, *felix.GroupSeek,
+		*felix.GroupDescribe, *felix.GroupDelete:
+		return h.group(m)
+	case *felix.Commit, *felix.StateGet, *felix.PublishIf, *felix.OffsetForTime:
+		return h.conditional(m)
 	case *felix.UnknownMessage:
 		return h.unsupported(m.Type, "", m.RequestID())
 	case *felix.Extension:

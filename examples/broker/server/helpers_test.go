@@ -167,6 +167,7 @@ func (s *rawStream) ended() {
 
 var seq atomic.Uint64
 
+// nextID returns a fresh request id.
 func nextID() uint64 { return seq.Add(1) }
 
 func engineStrict() (c engineConfig) {

@@ -59,7 +59,7 @@ const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.Fe
 	felix.FeatureCacheShards | felix.FeatureErrorCodes | felix.FeatureUnsupported |
 	felix.FeatureSequenceReused | felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow |
 	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
-	felix.FeatureStreamRead | felix.FeatureSubscribeQueue
+	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | GroupFeatures | CommitFeatures
 
 // Identity is who a token belongs to.
 type Identity struct {
