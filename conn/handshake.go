@@ -66,12 +66,9 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	// Wait for a whole header without consuming it.
 	var hdr [felix.HeaderLen]byte
 	for {
-		until := time.Now().Add(preAuthSlice)
-		if !st.authDeadline.IsZero() && st.authDeadline.Before(until) {
-			until = st.authDeadline
-		}
-		st.recv.SetReadDeadline(until)
+		c.armHeaderWait(st)
 		n, err := st.recv.Peek(hdr[:])
+		c.endHeaderWait(st)
 		if err == nil {
 			break
 		}

@@ -12,7 +12,8 @@ import (
 // not fully arrived gives its slot up after preAuthSlice when others wait,
 // and goes to the back of the queue, so streams that send nothing (all the
 // streams below the highest id a client opened, for example) cannot starve
-// one that sent its auth.
+// one that sent its auth. While nobody waits, a slot waits for its header
+// without polling; a stream joining the queue interrupts those waits.
 
 // preAuthSlice is how long a read slot waits for an auth frame header
 // before it serves a waiting stream instead.
@@ -31,8 +32,36 @@ type preAuth struct {
 	queue   []*Stream // waiting for a read slot, oldest first
 	pending int       // unauthenticated streams: queued + being read
 	workers int       // goroutines holding a read slot
+	idle    map[*Stream]struct{}
 	sweep   *time.Timer
 	closed  bool
+}
+
+// armHeaderWait sets the read deadline of a slot waiting for st's auth
+// header: a slice when other streams wait for the slot, else st's own
+// deadline, in which case st is registered to be interrupted when a
+// stream joins the queue.
+func (c *ServerConn) armHeaderWait(st *Stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until := st.authDeadline
+	if len(c.pre.queue) > 0 {
+		if slice := time.Now().Add(preAuthSlice); until.IsZero() || slice.Before(until) {
+			until = slice
+		}
+	} else {
+		if c.pre.idle == nil {
+			c.pre.idle = make(map[*Stream]struct{})
+		}
+		c.pre.idle[st] = struct{}{}
+	}
+	st.recv.SetReadDeadline(until)
+}
+
+func (c *ServerConn) endHeaderWait(st *Stream) {
+	c.mu.Lock()
+	delete(c.pre.idle, st)
+	c.mu.Unlock()
 }
 
 // admit takes a newly accepted stream: it is reset when the connection
@@ -69,6 +98,12 @@ func (c *ServerConn) enqueueLocked(st *Stream) {
 	c.pre.queue = append(c.pre.queue, st)
 	if len(c.pre.queue) == 1 && !st.authDeadline.IsZero() {
 		c.armSweepLocked(st.authDeadline)
+	}
+	// Slots waiting without a slice for a header take one now.
+	now := time.Now()
+	for idle := range c.pre.idle {
+		idle.recv.SetReadDeadline(now)
+		delete(c.pre.idle, idle)
 	}
 }
 
