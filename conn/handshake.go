@@ -64,10 +64,9 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
 	st.r.SetLenientFlags(true)
 	// Wait for a whole header without consuming it.
-	var hdr [felix.HeaderLen]byte
 	for {
 		c.armHeaderWait(st)
-		n, err := st.recv.Peek(hdr[:])
+		n, err := st.recv.Peek(st.peek[:])
 		c.endHeaderWait(st)
 		if err == nil {
 			break

@@ -112,11 +112,10 @@ func (b *byteBudget) inUse() int64 {
 // header has arrived (before the payload is read). A header that does not
 // parse or is over the limit reserves nothing: ReadFrame reports it.
 func (s *Stream) reserveNext(ctx context.Context) error {
-	var hdr [felix.HeaderLen]byte
-	if _, err := s.recv.Peek(hdr[:]); err != nil {
+	if _, err := s.recv.Peek(s.peek[:]); err != nil {
 		return nil // ReadFrame meets the same end or error
 	}
-	h, err := felix.ParseHeaderLenient(hdr[:])
+	h, err := felix.ParseHeaderLenient(s.peek[:])
 	if err != nil || h.Length > s.r.MaxPayload() || h.Length == 0 {
 		return nil
 	}

@@ -56,7 +56,8 @@ type Stream struct {
 	authDeadline time.Time // the stream is reset if not authenticated by then (zero: none)
 	resMu        sync.Mutex
 	reserved     int64 // bytes of the connection's budget held by the last frame read
-	ended        bool  // Close or Abort ran: reservations are returned at once
+	peek         [felix.HeaderLen]byte
+	ended        bool // Close or Abort ran: reservations are returned at once
 }
 
 func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
