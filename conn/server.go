@@ -112,6 +112,7 @@ func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		l.byQUIC.Delete(qc)
 		qc.CloseWithError(CloseShuttingDown, "broker shutting down")
 		return nil, ErrClosed
 	}

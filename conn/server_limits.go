@@ -149,13 +149,16 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 	}
 	inner := q.AllowConnectionWindowIncrease
 	q.AllowConnectionWindowIncrease = func(qc *quic.Conn, delta uint64) bool {
-		v, ok := l.byQUIC.Load(qc)
-		if !ok || !v.(*ServerConn).authed.Load() {
-			return false // before authentication the window does not grow
-		}
-		return inner == nil || inner(qc, delta)
+		return l.windowMayGrow(qc) && (inner == nil || inner(qc, delta))
 	}
 	return q
+}
+
+// windowMayGrow reports whether qc's receive window may grow: only once
+// one of its streams authenticated.
+func (l *Listener) windowMayGrow(qc *quic.Conn) bool {
+	v, ok := l.byQUIC.Load(qc)
+	return ok && v.(*ServerConn).authed.Load()
 }
 
 // connContext is the transport's ConnContext: it counts live connections

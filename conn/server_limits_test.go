@@ -325,3 +325,38 @@ func TestByteBudget(t *testing.T) {
 	b.release(n)
 	require.Zero(t, b.inUse())
 }
+
+// The receive window of a connection may grow only once one of its
+// streams authenticated (the gate sees the connection Accept returned).
+func TestWindowGrowsOnlyAfterAuth(t *testing.T) {
+	leakCheck(t)
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(t, err)
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: fullOffer()})
+	require.NoError(t, err)
+	defer ln.Close()
+	ctx := testCtx(t)
+	qc, err := quic.DialAddr(ctx, ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost"}, nil)
+	require.NoError(t, err)
+	defer qc.CloseWithError(0, "")
+	sc, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	require.False(t, ln.windowMayGrow(sc.qc))
+	cs, err := qc.OpenStreamSync(ctx)
+	require.NoError(t, err)
+	_, err = cs.Write(authFrame(t))
+	require.NoError(t, err)
+	st, err := sc.AcceptStream(ctx)
+	require.NoError(t, err)
+	require.True(t, ln.windowMayGrow(sc.qc))
+	// An authenticated connection moves a frame far above the initial
+	// window.
+	big, err := felix.AppendFrame(nil, felix.FlagBinaryPublishBatch, make([]byte, 4<<20))
+	require.NoError(t, err)
+	wrote := make(chan error, 1)
+	go func() { _, err := cs.Write(big); wrote <- err }()
+	r, err := st.ReadRequest(ctx)
+	require.NoError(t, err)
+	require.Len(t, r.Payload, 4<<20)
+	require.NoError(t, <-wrote)
+}
