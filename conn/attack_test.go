@@ -106,6 +106,7 @@ func heapNow() uint64 {
 // legitimate client publishes and subscribes, and asserts the server's
 // memory per attacking connection.
 func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
+	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Minute})
 	ctx := testCtx(t)
 	legit := b.dial(t, nil)
