@@ -121,7 +121,9 @@ func TestIdleStreamsDoNotStarve(t *testing.T) {
 // authenticated stream and the connection go on.
 func TestPerStreamAuthDeadline(t *testing.T) {
 	leakCheck(t)
-	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 2 * time.Second})
+	// The timeout must leave a loaded machine time to dial and
+	// authenticate the first stream.
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 3 * time.Second})
 	qc, err := rawConn(t, b, nil)
 	require.NoError(t, err)
 	good := openRaw(t, qc)
