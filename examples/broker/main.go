@@ -63,7 +63,7 @@ func run(args []string) error {
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
 	routing := fs.String("routing", "modulo", "key routing of auto-created streams: modulo or jump_hash")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
-	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable streams (0 = unbounded)")
+	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable logs and ephemeral replay rings (0 = unbounded)")
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
 	queue := fs.Int("queue", engine.DefaultQueueCapacity, "default subscriber queue capacity (published batches)")
 	queueMax := fs.Int("queue-max", engine.DefaultMaxQueueCapacity, "largest queue_capacity a subscriber may ask for")
