@@ -53,6 +53,12 @@ func attack(addr string) error {
 			return err
 		}
 		conns = append(conns, qc)
+		if os.Getenv("FELIX_CONN_ATTACK_AUTH") != "" {
+			if err := authFlood(ctx, qc, streams); err != nil {
+				return err
+			}
+			continue
+		}
 		var wg sync.WaitGroup
 		for _, uni := range []bool{false, true} {
 			wg.Go(func() {
@@ -88,6 +94,29 @@ func attack(addr string) error {
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	for _, qc := range conns {
 		qc.CloseWithError(0, "")
+	}
+	return nil
+}
+
+// authFlood opens streams bidi streams on qc, authenticates each (waiting
+// for its auth_ok, so the unauthenticated budget is never hit) and leaves
+// them idle.
+func authFlood(ctx context.Context, qc *quic.Conn, streams int) error {
+	auth, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
+	if err != nil {
+		return err
+	}
+	for range streams {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := s.Write(auth); err != nil {
+			return err
+		}
+		if _, err := felix.NewReader(s).ReadFrame(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -166,4 +195,39 @@ func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
 	require.LessOrEqual(t, per, int64(2<<20), "worst-case memory per connection at the defaults")
 	// 16 read slots, 2 accept loops, 1 watcher, and QUIC's own.
 	require.LessOrEqual(t, goPer, DefaultPreAuthStreams+12, "goroutines per connection")
+}
+
+// TestServerLimitsMemoryAuthenticatedIdleStreams: a client with valid
+// credentials opens every bidi stream it may (MaxStreams), authenticates
+// each and leaves it idle; the server (here the test broker, one goroutine
+// per stream reading requests) holds a bounded amount per connection.
+func TestServerLimitsMemoryAuthenticatedIdleStreams(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	ctx := testCtx(t)
+	legit := b.dial(t, nil)
+	_, err := legit.Publish(ctx, topic, []byte("warm"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	before := heapNow()
+	const conns = 2
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxStreams), "FELIX_CONN_ATTACK_AUTH=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "ready\n", line)
+	_, err = legit.Publish(ctx, topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	during := heapNow()
+	per := (int64(during) - int64(before)) / conns
+	t.Logf("server heap+stacks: %d KiB per connection with %d idle authenticated streams", per>>10, DefaultMaxStreams)
+	require.LessOrEqual(t, per, int64(12<<20), "about 8 KiB per idle authenticated stream")
 }

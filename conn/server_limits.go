@@ -39,7 +39,10 @@ import (
 //
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
-// and the request bytes and unread bytes above.
+// and the request bytes and unread bytes above. Idle authenticated streams
+// cost what the embedding spends on them: with one goroutine per stream
+// blocked in ReadRequest, TestServerLimitsMemoryAuthenticatedIdleStreams
+// measures about 7.7 MiB for 1024 idle bidi streams (asserted ≤ 12 MiB).
 const (
 	// DefaultMaxConnections is ServerConfig.MaxConnections
 	// (max_client_connections, spec transport.md).
