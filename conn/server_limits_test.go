@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,4 +362,44 @@ func TestWindowGrowsOnlyAfterAuth(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.Payload, 4<<20)
 	require.NoError(t, <-wrote)
+}
+
+// Streams waiting for a read slot expire on their own deadline even while
+// every slot is busy (here the only slot waits in a slow Authenticator).
+func TestQueuedStreamsExpire(t *testing.T) {
+	leakCheck(t)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	auth := func(ctx context.Context, a *felix.Auth) (any, error) {
+		if calls.Add(1) == 2 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil, nil
+	}
+	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: auth, authTimeout: time.Second,
+		server: func(c *ServerConfig) { c.PreAuthStreams = 1 }})
+	defer close(release)
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	first := openRaw(t, qc)
+	first.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, first.recv()) // the connection's timer stops
+	slow := openRaw(t, qc)
+	slow.s.Write(authFrame(t)) // holds the only slot in the Authenticator
+	waitFor(t, func() bool { return calls.Load() == 2 })
+	var queued []*quic.Stream
+	for range 2 {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		_, err = s.Write([]byte("F"))
+		require.NoError(t, err)
+		queued = append(queued, s)
+	}
+	for i, s := range queued {
+		require.Equal(t, ResetAuthTimeout, streamReset(t, s), "queued stream %d", i)
+	}
+	require.EqualValues(t, 2, calls.Load(), "the slot was busy all along: the queue expired on its own")
 }
