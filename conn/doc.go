@@ -87,9 +87,18 @@
 //
 // Listen opens a listener whose connections run the auth handshake on every
 // client-opened stream with the caller's Authenticator, answer auth_ok or the
-// legacy ok through felix.BrokerOffer, enforce the pre-auth frame limit, the
-// limit of 16 unauthenticated streams read at once and the auth timeout, and
-// hand over authenticated streams:
+// legacy ok through felix.BrokerOffer, enforce the server limits, and hand
+// over authenticated streams. The limits (ServerConfig fields, spec
+// transport.md defaults) bound what any client can make the server hold,
+// each with a clear refusal: 8192 connections (CONNECTION_REFUSED), 1024
+// streams of each kind per connection, 256 unauthenticated streams per
+// connection of which 16 are read at once (a stream beyond them is reset
+// with ResetPreAuthBudget), 10 s to authenticate each stream (reset with
+// ResetAuthTimeout) and each connection (CloseAuthTimeout), 64 KiB frames
+// before auth and 16 MiB after (answered limit_exceeded), and 16 MiB of
+// request bytes held per connection (further reads wait). A connection that
+// never authenticates costs about 1 MiB; Listener.Stats counts the
+// refusals.
 //
 //	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{
 //		TLS:          serverTLS, // certificate for "localhost"
