@@ -333,8 +333,8 @@ func ExampleClient_StreamShards() {
 	c := exampleClient(ctx)
 	defer c.Close()
 	s, err := c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "orders"})
-	fmt.Println(s.Count, s.Routing, err)
-	fmt.Println("customer-1 lands on shard", s.Shard([]byte("customer-1")))
+	fmt.Println(s.Shards, s.Routing.V, err)
+	fmt.Println("customer-1 lands on shard", s.Routing.V.Shard([]byte("customer-1"), s.Shards))
 	// Output:
 	// 4 modulo <nil>
 	// customer-1 lands on shard 3
