@@ -427,6 +427,7 @@ func (e *Engine) GroupDeadLetters(ref GroupRef) ([]uint64, error) {
 func (sh *shard) deadLocked(ref GroupRef, off uint64) (*group, error) {
 	g, _ := sh.groupLocked(ref.Group, false)
 	if g != nil {
+		sh.expireLocked(g, sh.st.e.cfg.Now())
 		if i, found := slices.BinarySearch(g.dead, off); found {
 			g.dead = slices.Delete(g.dead, i, i+1)
 			return g, nil
