@@ -89,7 +89,7 @@ func (e *Engine) Commit(req CommitRequest) (PublishResult, error) {
 	for i, c := range req.Changes {
 		changes[i] = felix.StateChange{Op: c.Op, Key: c.Key, Value: append([]byte(nil), c.Value...)}
 	}
-	idx := ShardForKey(req.EntityKey, uint32(len(s.shards)))
+	idx := s.cfg.Routing.Shard(req.EntityKey, uint32(len(s.shards)))
 	return s.shards[idx].publish(PublishRequest{
 		Topic: req.Topic, Payloads: [][]byte{req.Event}, Keyed: true, Key: req.EntityKey, Publisher: req.Publisher,
 		HasExpected: req.HasExpected, ExpectedOffset: req.ExpectedOffset,
@@ -154,7 +154,7 @@ func (e *Engine) StateGet(t Topic, entityKey []byte, key string) (StateValue, er
 	if err != nil {
 		return StateValue{}, err
 	}
-	sh := s.shards[ShardForKey(entityKey, uint32(len(s.shards)))]
+	sh := s.shards[s.cfg.Routing.Shard(entityKey, uint32(len(s.shards)))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var v StateValue

@@ -28,7 +28,7 @@ func TestCommitAppliesStateAtTheEventOffset(t *testing.T) {
 	defer e.Close()
 	topic := Topic{"t", "ns", "orders"}
 	entity := []byte("customer-1")
-	shard := ShardForKey(entity, 4)
+	shard := felix.RoutingModulo.Shard(entity, 4)
 
 	v, err := e.StateGet(topic, entity, "balance")
 	require.NoError(t, err)

@@ -19,24 +19,50 @@ const (
 	DefaultWatchQueueCapacity = 1024 // cache events per watch
 	DefaultHistoryBatch       = 64   // records per history page
 	DefaultHistoryBatchBytes  = 64 << 10
+	// DefaultRingRecords is the replay ring of an ephemeral stream shard,
+	// in records (upstream's in-memory log capacity).
+	DefaultRingRecords = 1024
 )
 
 // StreamConfig describes a stream.
 type StreamConfig struct {
-	// Durable streams keep an in-memory log with offsets; ephemeral streams
-	// keep no history and deliver no offsets.
+	// Durable streams keep a log with offsets, bounded by RetainRecords
+	// and RetainBytes; every delivery carries offsets and append times.
+	// Ephemeral streams keep only a replay ring of RingRecords records
+	// (also bounded by RetainBytes): live deliveries carry no offsets and
+	// no times, and a subscribe from earliest or from an offset is served
+	// from the ring, its sequence numbers acting as offsets (see the
+	// package documentation).
 	Durable bool
-	// Shards is the number of shards (0 means 1). Keyed publishes are
-	// routed by FNV-1a-64(key) mod Shards; unkeyed ones go to shard 0.
+	// Shards is the number of shards (0 means 1).
 	Shards uint32
-	// RetainRecords bounds each shard's log by record count (0 = no bound).
+	// Routing places keyed publishes on shards (felix.RoutingModulo, the
+	// zero value, or felix.RoutingJumpHash; spec routing.md). Unkeyed
+	// publishes go to shard 0.
+	Routing felix.Routing
+	// RetainRecords bounds each durable shard's log by record count (0 = no
+	// bound). Ephemeral streams use RingRecords instead.
 	RetainRecords int
-	// RetainBytes bounds each shard's log by payload bytes (0 = no bound).
-	// The newest record is always kept.
+	// RetainBytes bounds each shard's log or ring by payload bytes (0 = no
+	// bound). The newest record is always kept.
 	RetainBytes int64
+	// RingRecords is the replay ring of each ephemeral shard, in records
+	// (0 = DefaultRingRecords). Durable streams ignore it.
+	RingRecords int
 }
 
 func (c StreamConfig) shards() uint32 { return max(c.Shards, 1) }
+
+// retainRecords is the record bound of a shard's log or ring (0 = none).
+func (c StreamConfig) retainRecords() int {
+	if c.Durable {
+		return c.RetainRecords
+	}
+	if c.RingRecords > 0 {
+		return c.RingRecords
+	}
+	return DefaultRingRecords
+}
 
 // Topic names a stream.
 type Topic struct {

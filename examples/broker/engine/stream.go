@@ -24,18 +24,14 @@ func newStream(e *Engine, t Topic, c StreamConfig) *stream {
 	return s
 }
 
-// ShardForKey returns the shard a keyed publish (or a commit's entity key)
-// goes to on a stream with n shards: the protocol's modulo routing
-// (felix.RoutingModulo), the default of every stream.
-func ShardForKey(key []byte, n uint32) uint32 { return felix.RoutingModulo.Shard(key, n) }
-
 type record struct {
 	payload   []byte
 	publisher string
 	ts        uint64
 }
 
-// shard is one ordered log (durable) or one fan-out point (ephemeral).
+// shard is one ordered log (durable) or one fan-out point with a replay
+// ring (ephemeral); recs holds either.
 type shard struct {
 	st    *stream
 	index uint32
@@ -139,11 +135,7 @@ func (e *Engine) Publish(req PublishRequest) (PublishResult, error) {
 	if err != nil {
 		return PublishResult{}, err
 	}
-	idx := uint32(0)
-	if req.Keyed {
-		idx = ShardForKey(req.Key, uint32(len(s.shards)))
-	}
-	return s.shards[idx].publish(req)
+	return s.shards[s.cfg.Routing.ShardOf(req.Key, req.Keyed, uint32(len(s.shards)))].publish(req)
 }
 
 func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
@@ -201,19 +193,22 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 	}
 	b := &Batch{Shard: sh.index, BaseOffset: sh.next, HasOffsets: durable, Payloads: payloads,
 		Publisher: req.Publisher, encodes: &e.st.eventEncodes}
+	// Durable shards log every record with its append time; ephemeral
+	// shards keep them in their replay ring without times.
+	var ts uint64
 	if durable {
-		ts := e.nowMicros()
+		ts = e.nowMicros()
 		b.Timestamps = make([]uint64, len(payloads))
-		for i, p := range payloads {
+		for i := range b.Timestamps {
 			b.Timestamps[i] = ts
-			sh.recs = append(sh.recs, record{payload: p, publisher: req.Publisher, ts: ts})
-			sh.bytes += int64(len(p))
 		}
-		sh.next += uint64(len(payloads))
-		sh.retain()
-	} else {
-		sh.next += uint64(len(payloads))
 	}
+	for _, p := range payloads {
+		sh.recs = append(sh.recs, record{payload: p, publisher: req.Publisher, ts: ts})
+		sh.bytes += int64(len(p))
+	}
+	sh.next += uint64(len(payloads))
+	sh.retain()
 	e.st.publishedBatches.Add(1)
 	e.st.publishedRecords.Add(uint64(len(payloads)))
 	sh.signalLocked()
@@ -262,12 +257,14 @@ func (sh *shard) checkSequence(id, seq, dg uint64) (*producer, *seqEntry, error)
 	return nil, &cp, nil
 }
 
-// retain drops the oldest records beyond the retention bounds (keeping at
-// least the newest record) and compacts the slice now and then.
+// retain drops the oldest records beyond the retention bounds (the ring
+// size on ephemeral shards), keeping at least the newest record, and
+// compacts the slice now and then.
 func (sh *shard) retain() {
 	c := sh.st.cfg
+	limit := c.retainRecords()
 	for n := len(sh.recs) - sh.head; n > 1; n-- {
-		over := (c.RetainRecords > 0 && n > c.RetainRecords) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes)
+		over := (limit > 0 && n > limit) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes)
 		if !over {
 			break
 		}
@@ -287,7 +284,8 @@ func (sh *shard) retain() {
 // bounds returns the oldest retained offset and the tail.
 func (sh *shard) bounds() (oldest, tail uint64) { return sh.base, sh.next }
 
-// history returns up to DefaultHistoryBatch records from offset from
+// history returns up to DefaultHistoryBatch records (with offsets: ring
+// sequence numbers on an ephemeral shard) from offset from
 // (at least one record unless the range is empty), stopping before end, at
 // a publisher change, or near DefaultHistoryBatchBytes. The caller holds
 // sh.mu. from must be ≥ sh.base.
@@ -306,7 +304,9 @@ func (sh *shard) history(from, end uint64) *Batch {
 			break
 		}
 		b.Payloads = append(b.Payloads, r.payload)
-		b.Timestamps = append(b.Timestamps, r.ts)
+		if sh.st.cfg.Durable { // ring records have no stored time
+			b.Timestamps = append(b.Timestamps, r.ts)
+		}
 		size += len(r.payload)
 		i++
 	}

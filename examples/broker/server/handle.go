@@ -114,11 +114,15 @@ func (h *handler) handle(req conn.Request) bool {
 		if m.TenantID != h.id.Tenant {
 			return h.refuse(felix.CodeForbidden, "tenant mismatch")
 		}
-		var n uint32
+		view := &felix.StreamShardsView{RequestID: m.RequestID}
 		if c, ok := h.s.eng.StreamInfo(engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}); ok {
-			n = max(c.Shards, 1)
+			view.Shards = max(c.Shards, 1)
+			if c.Routing != felix.RoutingModulo {
+				// Written only for jump_hash: absent means modulo (messages.md).
+				view.Routing = felix.Some(c.Routing)
+			}
 		}
-		return h.write(&felix.StreamShardsView{Shards: n, RequestID: m.RequestID})
+		return h.write(view)
 	case *felix.StreamRead:
 		return h.streamRead(m)
 	case *felix.GroupPoll, *felix.GroupAck, *felix.GroupNack, *felix.GroupExtend, *felix.GroupDeadLetter,

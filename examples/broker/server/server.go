@@ -176,7 +176,7 @@ func Listen(cfg Config) (*Server, error) {
 	tc := cfg.TLS
 	if tc == nil {
 		var err error
-		tc, s.pool, err = conn.SelfSigned("localhost")
+		tc, s.pool, err = conn.SelfSigned() // a leaf for localhost, 127.0.0.1, ::1
 		if err != nil {
 			return nil, fmt.Errorf("self-signed certificate: %w", err)
 		}
