@@ -33,7 +33,7 @@ func TestCommitsMatchModel(t *testing.T) {
 		keys := rapid.SampledFrom([]string{"a", "b"})
 		for i := range rapid.IntRange(1, 40).Draw(rt, "ops") {
 			ent := entities.Draw(rt, "entity")
-			sh := ShardForKey([]byte(ent), 2)
+			sh := felix.RoutingModulo.Shard([]byte(ent), 2)
 			switch rapid.IntRange(0, 2).Draw(rt, "op") {
 			case 0: // commit
 				var changes []felix.StateChange
