@@ -22,8 +22,10 @@ const (
 	// DefaultGroupMaxWait caps a poll's wait_ms.
 	DefaultGroupMaxWait = 5 * time.Second
 	// DefaultMaxGroupsPerShard bounds the groups of one shard; creating
-	// another is refused with limit_exceeded.
-	DefaultMaxGroupsPerShard = 1024
+	// another is refused with limit_exceeded. With DefaultGroupMaxPending
+	// (claims of ~100 bytes each) a shard's groups hold at most about
+	// 64 MiB of claim state.
+	DefaultMaxGroupsPerShard = 64
 	// DefaultGroupMaxPending bounds one group's claimed plus owed records:
 	// a poll hands out no fresh record while the group holds this many.
 	DefaultGroupMaxPending = 10_000
