@@ -64,8 +64,8 @@ var featureScenarios = []scenario{
 	{"sharded.reports_the_shard_count", shardedReportsTheShardCount},
 }
 
-// unique returns a fresh name for a group or entity of one run.
-func unique(prefix string) string {
+// uniqueName returns a fresh name for a group or entity of one run.
+func uniqueName(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
@@ -100,7 +100,7 @@ func (e *scenarioEnv) freshGroup(ctx context.Context, c *conn.Client) (*conn.Gro
 	if !c.Capabilities().Features.Has(felix.FeatureConsumerGroup) {
 		return nil, skipf("the broker does not advertise consumer groups")
 	}
-	g := c.Group(conn.GroupRef{Topic: e.topic(), Group: unique("conformance")})
+	g := c.Group(conn.GroupRef{Topic: e.topic(), Group: uniqueName("conformance")})
 	if !c.Capabilities().Features.Has(felix.FeatureGroupAdmin) {
 		return nil, skipf("the broker does not advertise group_seek, needed to start a group at the tail")
 	}
@@ -151,7 +151,7 @@ func queuePollReturnsClaimedRecords(ctx context.Context, t testing.TB, e *scenar
 		if len(recs) != 0 {
 			return fmt.Errorf("poll of a group at the tail returned %d records", len(recs))
 		}
-		sent, err := publishN(ctx, c, e.topic(), 3, unique("poll"))
+		sent, err := publishN(ctx, c, e.topic(), 3, uniqueName("poll"))
 		if err != nil {
 			return err
 		}
@@ -195,7 +195,7 @@ func queueAckedNotRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv)
 		if err != nil {
 			return err
 		}
-		if _, err := publishN(ctx, c, e.topic(), 3, unique("ack")); err != nil {
+		if _, err := publishN(ctx, c, e.topic(), 3, uniqueName("ack")); err != nil {
 			return err
 		}
 		recs, err := pollAll(ctx, g, 3)
@@ -238,7 +238,7 @@ func queueNackedRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv) e
 		if err != nil {
 			return err
 		}
-		sent, err := publishN(ctx, c, e.topic(), 1, unique("nack"))
+		sent, err := publishN(ctx, c, e.topic(), 1, uniqueName("nack"))
 		if err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func queueDeadLetters(ctx context.Context, t testing.TB, e *scenarioEnv) error {
 		if err != nil {
 			return err
 		}
-		if _, err := publishN(ctx, c, e.topic(), 2, unique("dead")); err != nil {
+		if _, err := publishN(ctx, c, e.topic(), 2, uniqueName("dead")); err != nil {
 			return err
 		}
 		// Nack both records until the attempt bound sets them aside.
@@ -355,7 +355,7 @@ func commitReturnsTheOffset(ctx context.Context, t testing.TB, e *scenarioEnv) e
 		if err := needCommit(c); err != nil {
 			return err
 		}
-		entity := []byte(unique("entity"))
+		entity := []byte(uniqueName("entity"))
 		event := []byte("committed \x00\xff event " + string(entity))
 		off, err := e.commitOn(ctx, c, entity, event, "k", []byte("v"))
 		if err != nil {
@@ -388,7 +388,7 @@ func commitStateGetReturnsTheVersion(ctx context.Context, t testing.TB, e *scena
 		if err := needCommit(c); err != nil {
 			return err
 		}
-		entity := []byte(unique("entity"))
+		entity := []byte(uniqueName("entity"))
 		off, err := e.commitOn(ctx, c, entity, []byte("put"), "balance", []byte("10"))
 		if err != nil {
 			return fmt.Errorf("commit: %w", err)
@@ -424,7 +424,7 @@ func commitExpectedOffsetRefuses(ctx context.Context, t testing.TB, e *scenarioE
 		if !c.Capabilities().CanExpectedOffset() {
 			return skipf("the broker does not advertise conditional publishes (expected_offset)")
 		}
-		entity := []byte(unique("entity"))
+		entity := []byte(uniqueName("entity"))
 		off, err := e.commitOn(ctx, c, entity, []byte("first"), "k", []byte("1"))
 		if err != nil {
 			return fmt.Errorf("commit: %w", err)
@@ -546,7 +546,7 @@ func publishIfLands(ctx context.Context, t testing.TB, e *scenarioEnv) error {
 		if err := needPublishIf(c); err != nil {
 			return err
 		}
-		key := []byte(unique("key"))
+		key := []byte(uniqueName("key"))
 		tail, err := tailOf(ctx, c, e.topic(), key)
 		if err != nil {
 			return err
@@ -567,7 +567,7 @@ func publishIfRefusedWithTheTail(ctx context.Context, t testing.TB, e *scenarioE
 		if err := needPublishIf(c); err != nil {
 			return err
 		}
-		key := []byte(unique("key"))
+		key := []byte(uniqueName("key"))
 		tail, err := tailOf(ctx, c, e.topic(), key)
 		if err != nil {
 			return err
