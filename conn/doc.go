@@ -83,6 +83,25 @@
 // broker finishes before it closes the connection, or with ErrBrokerShutdown
 // when the close came first.
 //
+// # Queues, commits, inspection and raw requests
+//
+// Client.Group returns a consumer-group handle: Poll claims records (each
+// with its offset and attempt count; an empty poll is an empty answer),
+// Ack, Nack, Extend and DeadLetter settle them, DeadLetters, Redrive and
+// Discard manage the records set aside, Seek, Describe and Delete manage
+// the group, and Records is a consumer loop that settles what its body
+// leaves unsettled. Client.Commit sends an atomic commit (one event plus
+// state changes, validated before sending: *CommitError naming the
+// offending operation), StateGet reads the state, PublishIf and
+// CachePutIf / CacheDeleteIf are conditional writes. StreamShards,
+// CacheShards, ShardOwners, Topology, OffsetForTime, StreamRead,
+// ShardInspect and Subscriptions inspect a broker. Each of these calls is
+// one request on a stream of its own (the protocol answers them on the
+// stream they came on; not_leader carries no request id) and is sent only
+// when the broker advertised its feature. OpenRaw and RawRequest send any
+// felix.Message on an authenticated, negotiated stream and return the
+// answers as they came, for message types this package does not wrap.
+//
 // # Server
 //
 // Listen opens a listener whose connections run the auth handshake on every
