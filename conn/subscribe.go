@@ -248,7 +248,7 @@ func (s *eventSub) fill(ctx context.Context) error {
 			return ErrClosed
 		}
 		if ctx.Err() != nil && isTimeout(err) {
-			s.disarm() // waits for the interrupt, clears the deadline
+			s.disarm()       // waits for the interrupt, clears the deadline
 			return ctx.Err() // progress is kept; the next call resumes
 		}
 		s.end(err)
