@@ -65,7 +65,7 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 	if send != nil {
 		st.send = send
 		st.w = newFrameWriter(send)
-		st.w.interruptible(send, st.Abort)
+		st.w.interruptible(send, st.Abort, send.Context(), c.qc.Context())
 	}
 	return st
 }
@@ -337,7 +337,7 @@ func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*E
 		return nil, transportErr("open event stream", err)
 	}
 	es := &EventStream{s: ss, w: newFrameWriter(ss), peer: s.peer, id: subscriptionID}
-	es.w.interruptible(ss, es.Abort)
+	es.w.interruptible(ss, es.Abort, ss.Context(), s.c.qc.Context())
 	if err := es.w.writeMessage(ctx, &felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
 		ss.CancelWrite(0)
 		return nil, writeErr("write event_stream_hello", err)
