@@ -65,9 +65,12 @@ func (c *ServerConn) handshake(st *Stream) bool {
 		st.recv.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			c.log.Debug("auth frame unreadable", "err", err)
+		if errors.Is(err, io.EOF) || isHeaderEOF(err) {
+			st.eof = true // a clean end before any request (frame.md)
+			st.Close()
+			return false
 		}
+		c.log.Debug("auth frame unreadable", "err", err)
 		st.Abort()
 		return false
 	}

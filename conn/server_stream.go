@@ -123,7 +123,9 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			return Request{}, ctx.Err()
 		}
 		if err != nil {
-			if err == io.EOF {
+			if err == io.EOF || isHeaderEOF(err) {
+				// frame.md: a stream that finishes before a whole header
+				// arrived (even after a partial one) is a clean end.
 				s.eof = true
 				return Request{}, io.EOF
 			}
@@ -250,6 +252,15 @@ func (s *Stream) refuse(ctx context.Context, e *BrokerError) {
 		}
 	}
 	s.Close()
+}
+
+// isHeaderEOF reports whether err is a stream that finished inside a frame
+// header (fewer than 12 header bytes), which frame.md treats as a clean end
+// of stream rather than a truncated frame.
+func isHeaderEOF(err error) bool {
+	var fe *felix.Error
+	return errors.As(err, &fe) && errors.Is(err, felix.ErrTruncated) && fe.Field == "header" &&
+		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 var errUniWrite = errors.New("conn: cannot write on a unidirectional client stream")
