@@ -98,7 +98,7 @@ func (c *ServerConn) handshake(st *Stream) bool {
 	st.peer = peer
 	var ident any
 	if cfg.Authenticate != nil {
-		ident, err = cfg.Authenticate(c.qc.Context(), a)
+		ident, err = cfg.Authenticate(context.WithValue(c.qc.Context(), connCtxKey{}, c), a)
 	}
 	if err != nil {
 		var be *BrokerError

@@ -54,7 +54,10 @@ func run(args []string) error {
 	certOut := fs.String("cert-out", "", "write the server certificate (PEM) to this file for clients")
 	addrOut := fs.String("addr-out", "", "write the bound UDP address to this file once serving (useful with -addr 127.0.0.1:0)")
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
-		"comma-separated tenant:token[:principal] list (env FELIX_TOKENS)")
+		"comma-separated tenant:token[:principal[:perms]] list (env FELIX_TOKENS; visible in the process list: prefer -tokens-file)")
+	tokensFile := fs.String("tokens-file", os.Getenv("FELIX_TOKENS_FILE"),
+		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
+	authLim := authFlags(fs)
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (no history, no offsets) instead of durable")
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
@@ -79,7 +82,13 @@ func run(args []string) error {
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	toks, err := server.ParseTokens(*tokens)
+	var toks map[string]server.Identity
+	var err error
+	if *tokensFile != "" {
+		toks, err = server.LoadTokens(*tokensFile)
+	} else {
+		toks, err = server.ParseTokens(*tokens)
+	}
 	if err != nil {
 		return err
 	}
@@ -87,8 +96,9 @@ func run(args []string) error {
 		return errors.New("no tokens configured")
 	}
 	cfg := server.Config{
-		Addr:   *addr,
-		Tokens: toks,
+		Addr:       *addr,
+		Tokens:     toks,
+		AuthLimits: *authLim,
 		Engine: engine.Config{
 			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards),
 				RetainRecords: *retain, RetainBytes: *retainBytes},

@@ -13,8 +13,8 @@ const (
 
 // streamRead answers stream_read from a durable shard's log.
 func (h *handler) streamRead(m *felix.StreamRead) bool {
-	if m.TenantID != h.id.Tenant {
-		return h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
+		return h.refuse(felix.CodeForbidden, why)
 	}
 	limit := maxReadRecords
 	if m.MaxRecords > 0 {

@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,36 +60,6 @@ const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.Fe
 	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
 	felix.FeatureStreamRead | felix.FeatureSubscribeQueue
 
-// Identity is who a token belongs to.
-type Identity struct {
-	// Tenant is the only tenant the token may act for.
-	Tenant string
-	// Principal is the token's subject, sent as the event publisher.
-	Principal string
-}
-
-// ParseTokens parses a comma-separated list of tenant:token or
-// tenant:token:principal entries (the principal defaults to the tenant).
-func ParseTokens(list string) (map[string]Identity, error) {
-	out := make(map[string]Identity)
-	for _, item := range strings.Split(list, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		parts := strings.Split(item, ":")
-		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-			return nil, fmt.Errorf("token entry %q: want tenant:token[:principal]", item)
-		}
-		id := Identity{Tenant: parts[0], Principal: parts[0]}
-		if len(parts) == 3 && parts[2] != "" {
-			id.Principal = parts[2]
-		}
-		out[parts[1]] = id
-	}
-	return out, nil
-}
-
 // Config configures a Server.
 type Config struct {
 	// Addr is the UDP address to listen on (DefaultAddr when empty).
@@ -113,6 +82,9 @@ type Config struct {
 	MaxSubscriptionsPerConn int
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
+	// AuthLimits throttles failed authentications per source address and
+	// per connection (zero fields take the defaults).
+	AuthLimits AuthLimits
 	// AuthTimeout is passed to conn (0 = its default, negative disables).
 	AuthTimeout time.Duration
 	// DrainTimeout bounds graceful shutdown (0 = DefaultDrainTimeout).
@@ -143,11 +115,15 @@ type Server struct {
 	served   chan struct{}
 	stopOnce sync.Once
 
+	auth    *throttle
+	authLog logLimiter
+
 	st stats
 }
 
 type stats struct {
-	conns, streams, requests, badFrames atomic.Uint64
+	conns, streams, requests, badFrames      atomic.Uint64
+	authFailures, authThrottled, authDelayed atomic.Uint64
 }
 
 // Listen creates the engine and starts listening; call Serve to accept
@@ -172,7 +148,7 @@ func Listen(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), auth: newThrottle(cfg.AuthLimits)}
 	tc := cfg.TLS
 	if tc == nil {
 		var err error
@@ -260,20 +236,6 @@ func WriteFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return nil
-}
-
-func (s *Server) authenticate(_ context.Context, a *felix.Auth) (any, error) {
-	if s.draining.Load() {
-		return nil, &conn.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining}
-	}
-	id, ok := s.cfg.Tokens[a.Token]
-	if !ok {
-		return nil, &conn.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
-	}
-	if id.Tenant != a.TenantID {
-		return nil, &conn.BrokerError{Type: "error", Message: "tenant mismatch", Code: felix.CodeForbidden}
-	}
-	return id, nil
 }
 
 // Serve accepts connections until Shutdown (it then returns nil) or a
@@ -365,11 +327,16 @@ func (s *Server) Close() error { return s.Shutdown(context.Background()) }
 // Stats is a snapshot of the server's counters with the engine's.
 type Stats struct {
 	Connections, Streams, Requests, BadFrames uint64
-	Engine                                    engine.Stats
+	// AuthFailures counts credentials checked and refused; AuthThrottled
+	// auths refused unchecked by the throttle; AuthDelayed auths held back
+	// by it before being checked.
+	AuthFailures, AuthThrottled, AuthDelayed uint64
+	Engine                                   engine.Stats
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	return Stats{Connections: s.st.conns.Load(), Streams: s.st.streams.Load(), Requests: s.st.requests.Load(),
-		BadFrames: s.st.badFrames.Load(), Engine: s.eng.Stats()}
+		BadFrames: s.st.badFrames.Load(), AuthFailures: s.st.authFailures.Load(),
+		AuthThrottled: s.st.authThrottled.Load(), AuthDelayed: s.st.authDelayed.Load(), Engine: s.eng.Stats()}
 }

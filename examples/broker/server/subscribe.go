@@ -15,8 +15,8 @@ import (
 // batches. Errors (subscribe_cursor_error, error) come back on the control
 // stream and no event stream is opened.
 func (h *handler) subscribe(m *felix.Subscribe) {
-	if m.TenantID != h.id.Tenant {
-		h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
+		h.refuse(felix.CodeForbidden, why)
 		return
 	}
 	req := engine.SubscribeRequest{
@@ -110,8 +110,8 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 
 // watch handles cache_watch, terminal like subscribe.
 func (h *handler) watch(m *felix.CacheWatch) {
-	if m.TenantID != h.id.Tenant {
-		h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(m.TenantID, PermCacheRead); why != "" {
+		h.refuse(felix.CodeForbidden, why)
 		return
 	}
 	if m.Key.Set == m.Prefix.Set {
