@@ -66,6 +66,13 @@ type Config struct {
 	// ProducerWindow is how many sequences per producer are remembered for
 	// duplicate detection (0 = DefaultProducerWindow).
 	ProducerWindow int
+	// MaxProducers bounds the idempotent producer states held engine-wide
+	// (0 = DefaultMaxProducers), MaxProducersPerShard those of one shard
+	// (0 = DefaultMaxProducersPerShard); ProducerIdle is how long an
+	// unused producer state is kept (0 = DefaultProducerIdle).
+	MaxProducers         int
+	MaxProducersPerShard int
+	ProducerIdle         time.Duration
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
@@ -88,8 +95,9 @@ type Engine struct {
 	watches map[*Watch]struct{}
 	closed  bool
 
-	nextID atomic.Uint64
-	st     counters
+	nextID        atomic.Uint64
+	producerCount atomic.Int64 // producer states held, all shards
+	st            counters
 }
 
 // New returns an Engine with cfg (zero fields take their defaults).
@@ -102,6 +110,15 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.ProducerWindow <= 0 {
 		cfg.ProducerWindow = DefaultProducerWindow
+	}
+	if cfg.MaxProducers <= 0 {
+		cfg.MaxProducers = DefaultMaxProducers
+	}
+	if cfg.MaxProducersPerShard <= 0 {
+		cfg.MaxProducersPerShard = DefaultMaxProducersPerShard
+	}
+	if cfg.ProducerIdle <= 0 {
+		cfg.ProducerIdle = DefaultProducerIdle
 	}
 	if cfg.CacheLogRetain <= 0 {
 		cfg.CacheLogRetain = DefaultCacheLogRetain
@@ -273,6 +290,9 @@ type Stats struct {
 	DuplicateBatches    uint64 // idempotent batches recognised as already written
 	RefusedBatches      uint64 // idempotent batches refused
 	Producers           uint64 // producer ids handed out
+	ProducerStates      uint64 // idempotent producer states held (all shards)
+	ProducersEvicted    uint64 // states dropped to make room (table full)
+	ProducersExpired    uint64 // states dropped after ProducerIdle unused
 	EventEncodes        uint64 // event frames encoded (one per batch and modifier set)
 	DeliveredBatches    uint64 // event frames handed to subscribers
 	DeliveredRecords    uint64 // records handed to subscribers
@@ -299,6 +319,7 @@ type counters struct {
 	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
 	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
 	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+	producersEvicted, producersExpired                                               atomic.Uint64
 }
 
 // Stats returns a snapshot of the engine's counters.
@@ -308,6 +329,8 @@ func (e *Engine) Stats() Stats {
 		PublishedBatches: c.publishedBatches.Load(), PublishedRecords: c.publishedRecords.Load(),
 		DuplicateBatches: c.duplicateBatches.Load(), RefusedBatches: c.refusedBatches.Load(),
 		Producers: c.producers.Load(), EventEncodes: c.eventEncodes.Load(),
+		ProducerStates: uint64(max(e.producerCount.Load(), 0)), ProducersEvicted: c.producersEvicted.Load(),
+		ProducersExpired: c.producersExpired.Load(),
 		DeliveredBatches: c.deliveredBatches.Load(), DeliveredRecords: c.deliveredRecords.Load(),
 		DroppedBatches: c.droppedBatches.Load(), DroppedRecords: c.droppedRecords.Load(),
 		LaggedSubscriptions: c.laggedSubs.Load(), ActiveSubscriptions: c.activeSubs.Load(),

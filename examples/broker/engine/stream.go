@@ -20,7 +20,7 @@ func newStream(e *Engine, t Topic, c StreamConfig) *stream {
 	s := &stream{e: e, topic: t, cfg: c}
 	s.shards = make([]*shard, c.shards())
 	for i := range s.shards {
-		s.shards[i] = &shard{st: s, index: uint32(i), subs: make(map[*Subscription]struct{}), producers: make(map[uint64]*producer)}
+		s.shards[i] = &shard{st: s, index: uint32(i), subs: make(map[*Subscription]struct{}), producers: newProducerTable()}
 	}
 	return s
 }
@@ -56,13 +56,7 @@ type shard struct {
 	bytes int64
 	subs  map[*Subscription]struct{}
 
-	producers map[uint64]*producer
-}
-
-// producer is the idempotence state of one producer id on one shard.
-type producer struct {
-	next   uint64 // next expected sequence
-	recent []seqEntry
+	producers producerTable
 }
 
 type seqEntry struct {
@@ -176,9 +170,10 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 		}
 	}
 	if prod != nil {
-		w := len(prod.recent)
-		prod.recent[req.Sequence%uint64(w)] = seqEntry{seq: req.Sequence, valid: true, digest: dg, offset: sh.next, shard: sh.index}
-		prod.next = req.Sequence + 1
+		if err := sh.recordSequence(prod, req.Sequence, seqEntry{seq: req.Sequence, valid: true, digest: dg,
+			offset: sh.next, shard: sh.index}, len(payloads) == 0); err != nil {
+			return PublishResult{}, err
+		}
 	}
 	if len(payloads) == 0 {
 		return res, nil
@@ -204,45 +199,6 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 		s.offer(b)
 	}
 	return res, nil
-}
-
-// checkSequence applies the idempotent producer rules (errors.md
-// publish_refused). It returns the producer state to update, or the
-// remembered entry of a duplicate, or a *Refusal.
-func (sh *shard) checkSequence(id, seq, dg uint64) (*producer, *seqEntry, error) {
-	w := sh.st.e.cfg.ProducerWindow
-	p := sh.producers[id]
-	if p == nil {
-		if seq != 0 {
-			return nil, nil, &Refusal{Reason: RefusedUnknownProducer,
-				Message: "unknown producer " + strconv.FormatUint(id, 10) + " on this shard (sequence " + strconv.FormatUint(seq, 10) + " is not 0)"}
-		}
-		p = &producer{recent: make([]seqEntry, w)}
-		sh.producers[id] = p
-		return p, nil, nil
-	}
-	switch {
-	case seq == p.next:
-		return p, nil, nil
-	case seq > p.next:
-		return nil, nil, &Refusal{Reason: RefusedSequenceGap, Expected: p.next,
-			Message: "sequence gap: got " + strconv.FormatUint(seq, 10) + ", expected " + strconv.FormatUint(p.next, 10)}
-	}
-	if p.next-seq > uint64(w) {
-		return nil, nil, &Refusal{Reason: RefusedSequenceExpired,
-			Message: "sequence " + strconv.FormatUint(seq, 10) + " is older than the remembered window"}
-	}
-	ent := &p.recent[seq%uint64(w)]
-	if !ent.valid || ent.seq != seq {
-		return nil, nil, &Refusal{Reason: RefusedSequenceExpired,
-			Message: "sequence " + strconv.FormatUint(seq, 10) + " is no longer remembered"}
-	}
-	if ent.digest != dg {
-		return nil, nil, &Refusal{Reason: RefusedSequenceReused,
-			Message: "sequence " + strconv.FormatUint(seq, 10) + " was used for different payloads"}
-	}
-	cp := *ent
-	return nil, &cp, nil
 }
 
 // retain drops the oldest records beyond the retention bounds (keeping at
