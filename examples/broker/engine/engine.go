@@ -63,6 +63,13 @@ type Config struct {
 	DefaultQueueCapacity int
 	// MaxQueueCapacity caps queue_capacity (0 = DefaultMaxQueueCapacity).
 	MaxQueueCapacity int
+	// SubscriberQueueBytes bounds the bytes queued for one subscription
+	// (0 = DefaultSubscriberQueueBytes); MaxQueuedBytes bounds them
+	// engine-wide (0 = DefaultMaxQueuedBytes). A batch that does not fit
+	// is dropped for that subscriber, which is then lagged (see
+	// SubscribeRequest.LagReport).
+	SubscriberQueueBytes int64
+	MaxQueuedBytes       int64
 	// ProducerWindow is how many sequences per producer are remembered for
 	// duplicate detection (0 = DefaultProducerWindow).
 	ProducerWindow int
@@ -97,6 +104,7 @@ type Engine struct {
 
 	nextID        atomic.Uint64
 	producerCount atomic.Int64 // producer states held, all shards
+	queuedBytes   atomic.Int64 // bytes held by subscriber queues (queue_bytes.go)
 	st            counters
 }
 
@@ -110,6 +118,12 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.ProducerWindow <= 0 {
 		cfg.ProducerWindow = DefaultProducerWindow
+	}
+	if cfg.SubscriberQueueBytes <= 0 {
+		cfg.SubscriberQueueBytes = DefaultSubscriberQueueBytes
+	}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = DefaultMaxQueuedBytes
 	}
 	if cfg.MaxProducers <= 0 {
 		cfg.MaxProducers = DefaultMaxProducers
@@ -300,6 +314,7 @@ type Stats struct {
 	DroppedRecords      uint64 // records in those batches
 	LaggedSubscriptions uint64 // subscriptions ended with a lag report
 	ActiveSubscriptions uint64 // open subscriptions
+	QueuedBytes         uint64 // bytes held by subscriber queues (records and frames)
 	TotalSubscriptions  uint64 // subscriptions ever opened
 	CachePuts           uint64 // cache writes (put and applied put_if)
 	CacheGets           uint64 // cache reads
@@ -329,6 +344,7 @@ func (e *Engine) Stats() Stats {
 		PublishedBatches: c.publishedBatches.Load(), PublishedRecords: c.publishedRecords.Load(),
 		DuplicateBatches: c.duplicateBatches.Load(), RefusedBatches: c.refusedBatches.Load(),
 		Producers: c.producers.Load(), EventEncodes: c.eventEncodes.Load(),
+		QueuedBytes:    uint64(max(e.queuedBytes.Load(), 0)),
 		ProducerStates: uint64(max(e.producerCount.Load(), 0)), ProducersEvicted: c.producersEvicted.Load(),
 		ProducersExpired: c.producersExpired.Load(),
 		DeliveredBatches: c.deliveredBatches.Load(), DeliveredRecords: c.deliveredRecords.Load(),

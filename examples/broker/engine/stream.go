@@ -179,7 +179,7 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 		return res, nil
 	}
 	b := &Batch{Shard: sh.index, BaseOffset: sh.next, HasOffsets: durable, Payloads: payloads,
-		Publisher: req.Publisher, encodes: &e.st.eventEncodes}
+		Publisher: req.Publisher, encodes: &e.st.eventEncodes, eng: e}
 	if durable {
 		ts := e.nowMicros()
 		b.Timestamps = make([]uint64, len(payloads))

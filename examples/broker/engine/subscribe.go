@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flxproto/felix"
 )
@@ -82,10 +83,12 @@ type Subscription struct {
 	mods      felix.Flags
 	lagReport bool
 
-	q      chan *Batch
-	lagged chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	q        chan *Batch
+	queued   atomic.Int64 // bytes of the batches in q (queue_bytes.go)
+	maxBytes int64
+	lagged   chan struct{}
+	done     chan struct{}
+	once     sync.Once
 
 	// guarded by sh.mu
 	stopped    bool
@@ -120,6 +123,7 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 	s := &Subscription{
 		e: e, sh: sh, mods: req.Mods & felix.EventModifierMask, lagReport: req.LagReport && durable,
 		q: make(chan *Batch, capacity), lagged: make(chan struct{}), done: make(chan struct{}),
+		maxBytes: e.cfg.SubscriberQueueBytes,
 	}
 	sh.mu.Lock()
 	oldest, tail := sh.bounds()
@@ -164,10 +168,16 @@ func (s *Subscription) offer(b *Batch) {
 	if s.stopped {
 		return
 	}
-	select {
-	case s.q <- b:
-		return
-	default:
+	if s.admit(b) {
+		b.hold(s.e)
+		s.queued.Add(b.cost())
+		select {
+		case s.q <- b:
+			return
+		default:
+		}
+		s.queued.Add(-b.cost())
+		b.release(s.e)
 	}
 	s.e.st.droppedBatches.Add(1)
 	s.e.st.droppedRecords.Add(uint64(len(b.Payloads)))
@@ -205,16 +215,16 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 	for {
 		select {
 		case b := <-s.q:
-			return s.deliver(b), nil
+			return s.dequeued(b), nil
 		default:
 		}
 		select {
 		case b := <-s.q:
-			return s.deliver(b), nil
+			return s.dequeued(b), nil
 		case <-s.lagged:
 			select {
 			case b := <-s.q:
-				return s.deliver(b), nil
+				return s.dequeued(b), nil
 			default:
 			}
 			return s.lagReportDelivery(), nil
@@ -265,6 +275,14 @@ func (s *Subscription) deliver(b *Batch) Delivery {
 	return Delivery{Batch: b, Frame: b.Frame(s.mods)}
 }
 
+// dequeued delivers a batch taken from the queue and returns its bytes.
+func (s *Subscription) dequeued(b *Batch) Delivery {
+	d := s.deliver(b) // encode first: a frame is charged while queues hold b
+	s.queued.Add(-b.cost())
+	b.release(s.e)
+	return d
+}
+
 // Close ends the subscription: it stops receiving batches and Next returns
 // ErrClosed. It is idempotent.
 func (s *Subscription) Close() {
@@ -276,6 +294,16 @@ func (s *Subscription) Close() {
 		s.sh.mu.Unlock()
 		s.e.unregister(s)
 		s.e.st.activeSubs.Add(^uint64(0))
+		// No batch joins the queue any more: give back what it holds.
+		for {
+			select {
+			case b := <-s.q:
+				s.queued.Add(-b.cost())
+				b.release(s.e)
+			default:
+				return
+			}
+		}
 	})
 }
 

@@ -87,6 +87,10 @@ type Config struct {
 	AuthLimits AuthLimits
 	// AuthTimeout is passed to conn (0 = its default, negative disables).
 	AuthTimeout time.Duration
+	// EventWriteTimeout bounds one write to an event stream whose client
+	// stopped reading (0 = DefaultEventWriteTimeout); the stream is then
+	// reset.
+	EventWriteTimeout time.Duration
 	// DrainTimeout bounds graceful shutdown (0 = DefaultDrainTimeout).
 	DrainTimeout time.Duration
 	// Logger receives the broker's logs (nil discards them).
@@ -124,6 +128,7 @@ type Server struct {
 type stats struct {
 	conns, streams, requests, badFrames      atomic.Uint64
 	authFailures, authThrottled, authDelayed atomic.Uint64
+	writeTimeouts                            atomic.Uint64
 }
 
 // Listen creates the engine and starts listening; call Serve to accept
@@ -137,6 +142,9 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxSubscriptionsPerConn <= 0 {
 		cfg.MaxSubscriptionsPerConn = DefaultMaxSubscriptionsPerConn
+	}
+	if cfg.EventWriteTimeout <= 0 {
+		cfg.EventWriteTimeout = DefaultEventWriteTimeout
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
@@ -331,12 +339,16 @@ type Stats struct {
 	// auths refused unchecked by the throttle; AuthDelayed auths held back
 	// by it before being checked.
 	AuthFailures, AuthThrottled, AuthDelayed uint64
-	Engine                                   engine.Stats
+	// EventWriteTimeouts counts event streams reset because one write
+	// outlasted EventWriteTimeout.
+	EventWriteTimeouts uint64
+	Engine             engine.Stats
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	return Stats{Connections: s.st.conns.Load(), Streams: s.st.streams.Load(), Requests: s.st.requests.Load(),
 		BadFrames: s.st.badFrames.Load(), AuthFailures: s.st.authFailures.Load(),
-		AuthThrottled: s.st.authThrottled.Load(), AuthDelayed: s.st.authDelayed.Load(), Engine: s.eng.Stats()}
+		AuthThrottled: s.st.authThrottled.Load(), AuthDelayed: s.st.authDelayed.Load(),
+		EventWriteTimeouts: s.st.writeTimeouts.Load(), Engine: s.eng.Stats()}
 }

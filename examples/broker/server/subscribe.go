@@ -84,7 +84,8 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer sub.Close()
-	ctx := es.Context()
+	ctx, wd := s.watchdog(es.Context())
+	defer wd.stop()
 	for {
 		d, err := sub.Next(ctx)
 		if err != nil {
@@ -97,11 +98,16 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 		}
 		if d.Lagged {
 			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
+			wd.arm()
 			_ = es.WriteMessage(ctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			wd.disarm()
 			_ = es.Close()
 			return
 		}
-		if err := es.WriteEncoded(ctx, d.Frame); err != nil {
+		wd.arm()
+		err = es.WriteEncoded(ctx, d.Frame)
+		wd.disarm()
+		if err != nil {
 			es.Abort()
 			return
 		}
@@ -169,7 +175,8 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer w.Close()
-	ctx := es.Context()
+	ctx, wd := s.watchdog(es.Context())
+	defer wd.stop()
 	for {
 		d, err := w.Next(ctx)
 		if err != nil {
@@ -182,7 +189,9 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		}
 		if d.Lagged {
 			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
+			wd.arm()
 			_ = es.WriteMessage(ctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			wd.disarm()
 			_ = es.Close()
 			return
 		}
@@ -190,7 +199,10 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		if !d.Event.Deleted {
 			ev.Value = felix.Some(d.Event.Value)
 		}
-		if err := es.WriteMessage(ctx, ev); err != nil {
+		wd.arm()
+		err = es.WriteMessage(ctx, ev)
+		wd.disarm()
+		if err != nil {
 			es.Abort()
 			return
 		}
