@@ -105,6 +105,8 @@ type Engine struct {
 	nextID        atomic.Uint64
 	producerCount atomic.Int64 // producer states held, all shards
 	queuedBytes   atomic.Int64 // bytes held by subscriber queues (queue_bytes.go)
+	gate          pubGate      // drain.go
+	drainedFlag   atomic.Bool  // Drain was called
 	st            counters
 }
 

@@ -122,6 +122,10 @@ type PublishResult struct {
 // subscribers. It never blocks on a subscriber. Idempotent publishes may
 // fail with *Refusal; unknown streams (without auto-creation) with *Error.
 func (e *Engine) Publish(req PublishRequest) (PublishResult, error) {
+	if err := e.gate.enter(); err != nil {
+		return PublishResult{}, err
+	}
+	defer e.gate.mu.RUnlock()
 	s, err := e.stream(req.Topic)
 	if err != nil {
 		return PublishResult{}, err

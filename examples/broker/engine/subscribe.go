@@ -72,6 +72,11 @@ type Delivery struct {
 	// first offset the subscriber did not receive.
 	Lagged     bool
 	ResumeFrom uint64
+	// Drained is true for the terminal delivery of a subscription that
+	// Engine.Drain ended with records undelivered; ResumeFrom is then the
+	// first undelivered offset when HasResume (durable streams).
+	Drained   bool
+	HasResume bool
 }
 
 // Subscription is one subscriber of one shard. Next must be called from a
@@ -97,6 +102,12 @@ type Subscription struct {
 	// consumer side (Next's goroutine only)
 	hist, histEnd uint64
 	terminal      bool
+	liveNext      uint64 // offset after the last live batch delivered
+
+	// drain state (drain.go)
+	drained     chan struct{}
+	handedOut   atomic.Bool // Next returned a batch and was not called again yet
+	histPending atomic.Bool // history not fully read
 }
 
 // Subscribe opens a subscription. Start positions outside a durable
@@ -123,7 +134,7 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 	s := &Subscription{
 		e: e, sh: sh, mods: req.Mods & felix.EventModifierMask, lagReport: req.LagReport && durable,
 		q: make(chan *Batch, capacity), lagged: make(chan struct{}), done: make(chan struct{}),
-		maxBytes: e.cfg.SubscriberQueueBytes,
+		maxBytes: e.cfg.SubscriberQueueBytes, drained: make(chan struct{}),
 	}
 	sh.mu.Lock()
 	oldest, tail := sh.bounds()
@@ -148,7 +159,8 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 		sh.mu.Unlock()
 		return nil, SubscribeInfo{}, errorf(felix.CodeDraining, "broker shutting down")
 	}
-	s.hist, s.histEnd = start, tail
+	s.hist, s.histEnd, s.liveNext = start, tail, tail
+	s.histPending.Store(start < tail)
 	s.info = SubscribeInfo{ID: id, Durable: durable, StartOffset: start, LiveOffset: tail, QueueCapacity: capacity}
 	sh.subs[s] = struct{}{}
 	sh.mu.Unlock()
@@ -199,12 +211,29 @@ func (s *Subscription) stopLocked(resume uint64) {
 // started before the tail), then live batches in order. After a lag report
 // or Close it returns ErrClosed; it returns ctx.Err() if ctx ends first.
 func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
+	s.handedOut.Store(false)
+	d, err := s.next(ctx)
+	if err == nil && d.Batch != nil {
+		s.handedOut.Store(true)
+		if s.hist >= s.histEnd {
+			s.histPending.Store(false)
+		}
+	}
+	return d, err
+}
+
+func (s *Subscription) next(ctx context.Context) (Delivery, error) {
 	if s.terminal {
 		return Delivery{}, ErrClosed
 	}
 	select {
 	case <-s.done:
 		return Delivery{}, ErrClosed
+	default:
+	}
+	select {
+	case <-s.drained:
+		return s.drainDelivery(), nil
 	default:
 	}
 	if s.hist < s.histEnd {
@@ -228,6 +257,8 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 			default:
 			}
 			return s.lagReportDelivery(), nil
+		case <-s.drained:
+			return s.drainDelivery(), nil
 		case <-s.done:
 			return Delivery{}, ErrClosed
 		case <-ctx.Done():
@@ -253,6 +284,7 @@ func (s *Subscription) nextHistory() (Delivery, bool) {
 	sh.mu.Unlock()
 	if b == nil {
 		s.hist = s.histEnd
+		s.histPending.Store(false)
 		return Delivery{}, false
 	}
 	s.hist = b.EndOffset()
@@ -277,6 +309,7 @@ func (s *Subscription) deliver(b *Batch) Delivery {
 
 // dequeued delivers a batch taken from the queue and returns its bytes.
 func (s *Subscription) dequeued(b *Batch) Delivery {
+	s.liveNext = b.EndOffset()
 	d := s.deliver(b) // encode first: a frame is charged while queues hold b
 	s.queued.Add(-b.cost())
 	b.release(s.e)

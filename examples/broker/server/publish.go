@@ -41,6 +41,10 @@ func (h *handler) plainPublish(req conn.Request) bool {
 	}
 	if _, err := h.s.eng.Publish(h.viewRequest(&v)); err != nil {
 		h.s.log.Debug("unacked publish dropped", "err", err)
+		if h.s.draining.Load() {
+			h.st.Abort() // the client learns that its stream is gone
+			return false
+		}
 	}
 	return true
 }

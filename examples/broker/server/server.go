@@ -128,7 +128,7 @@ type Server struct {
 type stats struct {
 	conns, streams, requests, badFrames      atomic.Uint64
 	authFailures, authThrottled, authDelayed atomic.Uint64
-	writeTimeouts                            atomic.Uint64
+	writeTimeouts, drainedSubs               atomic.Uint64
 }
 
 // Listen creates the engine and starts listening; call Serve to accept
@@ -290,45 +290,6 @@ func (s *Server) serveConn(sc *conn.ServerConn) {
 	}
 }
 
-// Shutdown stops the broker gracefully: it stops accepting connections and
-// streams (new auths are answered draining), waits up to the drain timeout
-// (or ctx) for requests being answered, ends subscriptions and watches,
-// then closes every connection with application code 0 ("broker shutting
-// down") and waits for all goroutines.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		s.draining.Store(true)
-		s.log.Info("broker draining")
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
-		defer cancel()
-		for s.inflight.Load() > 0 {
-			if dctx.Err() != nil {
-				s.log.Warn("drain timeout: closing with requests in flight", "in_flight", s.inflight.Load())
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		// End subscriptions and watches: each pump finishes its event
-		// stream with a FIN.
-		s.eng.Close()
-		for s.pumps.Load() > 0 && dctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		// Let the last answers and FINs leave before closing: closing a
-		// QUIC connection does not flush stream data.
-		select {
-		case <-time.After(min(300*time.Millisecond, s.cfg.DrainTimeout)):
-		case <-dctx.Done():
-		}
-		s.cancel()
-		_ = s.ln.Close()
-		s.wg.Wait()
-		s.log.Info("broker stopped", "connections", s.st.conns.Load(), "streams", s.st.streams.Load(),
-			"requests", s.st.requests.Load())
-	})
-	return nil
-}
-
 // Close is Shutdown with a background context.
 func (s *Server) Close() error { return s.Shutdown(context.Background()) }
 
@@ -342,7 +303,10 @@ type Stats struct {
 	// EventWriteTimeouts counts event streams reset because one write
 	// outlasted EventWriteTimeout.
 	EventWriteTimeouts uint64
-	Engine             engine.Stats
+	// DrainedSubscriptions counts subscriptions a shutdown ended with
+	// records undelivered (with a terminal frame, never a clean end).
+	DrainedSubscriptions uint64
+	Engine               engine.Stats
 }
 
 // Stats returns the server's counters.
@@ -350,5 +314,6 @@ func (s *Server) Stats() Stats {
 	return Stats{Connections: s.st.conns.Load(), Streams: s.st.streams.Load(), Requests: s.st.requests.Load(),
 		BadFrames: s.st.badFrames.Load(), AuthFailures: s.st.authFailures.Load(),
 		AuthThrottled: s.st.authThrottled.Load(), AuthDelayed: s.st.authDelayed.Load(),
-		EventWriteTimeouts: s.st.writeTimeouts.Load(), Engine: s.eng.Stats()}
+		EventWriteTimeouts: s.st.writeTimeouts.Load(), DrainedSubscriptions: s.st.drainedSubs.Load(),
+		Engine: s.eng.Stats()}
 }

@@ -96,6 +96,12 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 			}
 			return
 		}
+		if d.Drained {
+			wd.arm()
+			s.endDrained(ctx, es, sub.ID(), d)
+			wd.disarm()
+			return
+		}
 		if d.Lagged {
 			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
 			wd.arm()
