@@ -7,9 +7,10 @@
 // certificate for "localhost" (write it for clients with -cert-out), accepts
 // the tokens of -tokens (or FELIX_TOKENS; default t1:demo-token), creates
 // streams and caches on first use (durable streams by default; see
-// -stream to configure one), and stops gracefully on SIGINT or SIGTERM:
-// it stops accepting, finishes the answers in flight and closes every
-// connection with application code 0.
+// -stream to configure one; -ephemeral makes them in-memory with a replay
+// ring of -ring-records records per shard), and stops gracefully on
+// SIGINT or SIGTERM: it stops accepting, finishes the answers in flight and
+// closes every connection with application code 0.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 )
@@ -58,8 +60,10 @@ func run(args []string) error {
 	tokensFile := fs.String("tokens-file", os.Getenv("FELIX_TOKENS_FILE"),
 		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
-	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (no history, no offsets) instead of durable")
+	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
+	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
+	routing := fs.String("routing", "modulo", "key routing of auto-created streams: modulo or jump_hash")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
 	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable streams (0 = unbounded)")
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
@@ -70,7 +74,7 @@ func run(args []string) error {
 	drain := fs.Duration("drain", server.DefaultDrainTimeout, "graceful shutdown budget")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var streams streamFlags
-	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:retain=N][:retain-bytes=N] (repeatable)")
+	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash][:retain=N][:retain-bytes=N][:ring=N] (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -92,8 +96,14 @@ func run(args []string) error {
 		return errors.New("-cert and -key go together")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	rt, err := felix.ParseRouting(*routing)
+	if err != nil {
+		return fmt.Errorf("-routing: %w", err)
+	}
+	if *ring < 1 {
+		return errors.New("-ring-records must be at least 1")
+	}
 	var toks map[string]server.Identity
-	var err error
 	if *tokensFile != "" {
 		toks, err = server.LoadTokens(*tokensFile)
 	} else {
@@ -110,8 +120,8 @@ func run(args []string) error {
 		Tokens:     toks,
 		AuthLimits: *authLim,
 		Engine: engine.Config{
-			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards),
-				RetainRecords: *retain, RetainBytes: *retainBytes},
+			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards), Routing: rt,
+				RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring},
 			NoAutoCreateStreams:  *strict,
 			NoAutoCreateCaches:   *strict,
 			DefaultQueueCapacity: *queue,
@@ -153,7 +163,7 @@ func run(args []string) error {
 			return err
 		}
 		log.Info("stream declared", "tenant", t.Tenant, "namespace", t.Namespace, "stream", t.Stream,
-			"durable", sc.Durable, "shards", max(sc.Shards, 1))
+			"durable", sc.Durable, "shards", max(sc.Shards, 1), "routing", sc.Routing.String())
 	}
 	if *certOut != "" {
 		if err := srv.WriteCertificate(*certOut); err != nil {
@@ -219,8 +229,8 @@ func envOr(k, def string) string {
 }
 
 // ParseStreamSpec parses a -stream value:
-// tenant/namespace/name[:durable|:ephemeral][:shards=N][:retain=N][:retain-bytes=N].
-// Unset options come from def.
+// tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash]
+// [:retain=N][:retain-bytes=N][:ring=N]. Unset options come from def.
 func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine.StreamConfig, error) {
 	parts := strings.Split(spec, ":")
 	names := strings.Split(parts[0], "/")
@@ -231,6 +241,14 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 	c := def
 	for _, opt := range parts[1:] {
 		k, v, hasV := strings.Cut(opt, "=")
+		if k == "routing" && hasV {
+			r, err := felix.ParseRouting(v)
+			if err != nil || v == "" {
+				return t, c, fmt.Errorf("-stream %q: routing must be modulo or jump_hash", spec)
+			}
+			c.Routing = r
+			continue
+		}
 		var n int64
 		if hasV {
 			var err error
@@ -249,6 +267,8 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 			c.RetainRecords = int(n)
 		case k == "retain-bytes" && hasV:
 			c.RetainBytes = n
+		case k == "ring" && hasV && n >= 1:
+			c.RingRecords = int(n)
 		default:
 			return t, c, fmt.Errorf("-stream %q: unknown option %q", spec, opt)
 		}

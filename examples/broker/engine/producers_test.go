@@ -97,7 +97,7 @@ func TestProducerWindowGrows(t *testing.T) {
 func keyForShard(t *testing.T, idx, n uint32) []byte {
 	for i := range 1000 {
 		k := []byte{byte(i), byte(i >> 8)}
-		if ShardForKey(k, n) == idx {
+		if felix.RoutingModulo.ShardOf(k, true, n) == idx {
 			return k
 		}
 	}
