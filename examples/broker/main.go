@@ -60,12 +60,13 @@ func run(args []string) error {
 	tokensFile := fs.String("tokens-file", os.Getenv("FELIX_TOKENS_FILE"),
 		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
+	lims := registerLimitFlags(fs)
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
 	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
 	routing := fs.String("routing", "modulo", "key routing of auto-created streams: modulo or jump_hash")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
-	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable streams (0 = unbounded)")
+	retainBytes := fs.Int64("retain-bytes", engine.DefaultMaxRetainBytes, "per-shard payload byte retention of auto-created streams (0 = only -max-retain-bytes)")
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
 	queue := fs.Int("queue", engine.DefaultQueueCapacity, "default subscriber queue capacity (published batches)")
 	queueMax := fs.Int("queue-max", engine.DefaultMaxQueueCapacity, "largest queue_capacity a subscriber may ask for")
@@ -132,6 +133,9 @@ func run(args []string) error {
 		NoPipeline:              *window == 0,
 		DrainTimeout:            *drain,
 		Logger:                  log,
+	}
+	if err := lims.apply(&cfg); err != nil {
+		return err
 	}
 	if *certFile != "" || *keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)

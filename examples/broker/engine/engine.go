@@ -106,6 +106,26 @@ type Config struct {
 	MaxProducers         int
 	MaxProducersPerShard int
 	ProducerIdle         time.Duration
+	// MaxRetainBytes caps every shard's log or ring, records and their
+	// bookkeeping (0 = DefaultMaxRetainBytes, negative = no cap);
+	// MaxLogBytes caps all of them engine-wide (0 = DefaultMaxLogBytes,
+	// negative = no cap): a shard that appends while the total is over it
+	// trims its own oldest records (the newest is always kept).
+	MaxRetainBytes int64
+	MaxLogBytes    int64
+	// MaxStreamsPerTenant and MaxCachesPerTenant bound the streams and
+	// caches created on first use per tenant (0 = the defaults, negative =
+	// no bound); beyond them the request is refused limit_exceeded.
+	// Streams declared with CreateStream do not count.
+	MaxStreamsPerTenant int
+	MaxCachesPerTenant  int
+	// CacheLogRetainBytes caps each cache's write log in bytes besides
+	// CacheLogRetain entries (0 = DefaultCacheLogRetainBytes, negative =
+	// no cap); MaxCacheBytes caps a cache's live keys, values and counters
+	// (0 = DefaultMaxCacheBytes, negative = no cap): writes beyond it are
+	// refused limit_exceeded.
+	CacheLogRetainBytes int64
+	MaxCacheBytes       int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
@@ -135,10 +155,13 @@ type Engine struct {
 	closed  bool
 
 	nextID        atomic.Uint64
-	producerCount atomic.Int64 // producer states held, all shards
-	queuedBytes   atomic.Int64 // bytes held by subscriber queues (queue_bytes.go)
-	gate          pubGate      // drain.go
-	drainedFlag   atomic.Bool  // Drain was called
+	producerCount atomic.Int64   // producer states held, all shards
+	queuedBytes   atomic.Int64   // bytes held by subscriber queues (queue_bytes.go)
+	logBytes      atomic.Int64   // bytes held by shard logs and rings (retention.go)
+	autoStreams   map[string]int // streams created on first use, per tenant (mu)
+	autoCaches    map[string]int // caches created on first use, per tenant (mu)
+	gate          pubGate        // drain.go
+	drainedFlag   atomic.Bool    // Drain was called
 	st            counters
 }
 
@@ -153,6 +176,7 @@ func New(cfg Config) *Engine {
 	if cfg.ProducerWindow <= 0 {
 		cfg.ProducerWindow = DefaultProducerWindow
 	}
+	cfg.storageDefaults()
 	if cfg.SubscriberQueueBytes <= 0 {
 		cfg.SubscriberQueueBytes = DefaultSubscriberQueueBytes
 	}
@@ -180,8 +204,9 @@ func New(cfg Config) *Engine {
 	cfg.Groups = cfg.Groups.withDefaults()
 	cfg.State = cfg.State.withDefaults()
 	return &Engine{
-		cfg:     cfg,
-		streams: make(map[Topic]*stream),
+		cfg:         cfg,
+		streams:     make(map[Topic]*stream),
+		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
 		caches:  make(map[CacheRef]*cacheScope),
 		subs:    make(map[*Subscription]struct{}),
 		watches: make(map[*Watch]struct{}),
@@ -237,6 +262,9 @@ func (e *Engine) stream(t Topic) (*stream, error) {
 	if e.cfg.NoAutoCreateStreams {
 		return nil, errorf(felix.CodeNotFound, "stream not found: "+topicString(t))
 	}
+	if err := e.autoCreateAllowed(e.autoStreams, t.Tenant, e.cfg.MaxStreamsPerTenant, "streams"); err != nil {
+		return nil, err
+	}
 	s := newStream(e, t, e.cfg.DefaultStream)
 	e.streams[t] = s
 	return s, nil
@@ -250,6 +278,9 @@ func (e *Engine) cache(r CacheRef) (*cacheScope, error) {
 	}
 	if e.cfg.NoAutoCreateCaches {
 		return nil, errorf(felix.CodeNotFound, "cache scope not found: "+r.Tenant+"/"+r.Namespace+"/"+r.Cache)
+	}
+	if err := e.autoCreateAllowed(e.autoCaches, r.Tenant, e.cfg.MaxCachesPerTenant, "caches"); err != nil {
+		return nil, err
 	}
 	c := newCacheScope(e)
 	e.caches[r] = c
@@ -351,6 +382,7 @@ type Stats struct {
 	LaggedSubscriptions uint64 // subscriptions ended with a lag report
 	ActiveSubscriptions uint64 // open subscriptions
 	QueuedBytes         uint64 // bytes held by subscriber queues (records and frames)
+	LogBytes            uint64 // bytes held by stream logs and rings (records and bookkeeping)
 	TotalSubscriptions  uint64 // subscriptions ever opened
 	CachePuts           uint64 // cache writes (put and applied put_if)
 	CacheGets           uint64 // cache reads
@@ -383,6 +415,7 @@ func (e *Engine) Stats() Stats {
 		DuplicateBatches: c.duplicateBatches.Load(), RefusedBatches: c.refusedBatches.Load(),
 		Producers: c.producers.Load(), EventEncodes: c.eventEncodes.Load(),
 		QueuedBytes:    uint64(max(e.queuedBytes.Load(), 0)),
+		LogBytes:       uint64(max(e.logBytes.Load(), 0)),
 		ProducerStates: uint64(max(e.producerCount.Load(), 0)), ProducersEvicted: c.producersEvicted.Load(),
 		ProducersExpired: c.producersExpired.Load(),
 		DeliveredBatches: c.deliveredBatches.Load(), DeliveredRecords: c.deliveredRecords.Load(),

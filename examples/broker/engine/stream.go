@@ -44,6 +44,8 @@ type shard struct {
 	bytes int64
 	subs  map[*Subscription]struct{}
 
+	accounted int64 // cost reported to Engine.logBytes (retention.go)
+
 	producers producerTable
 
 	// Consumer groups, commit state and long-poll wake-ups (group.go,
@@ -224,7 +226,7 @@ func (sh *shard) retain() {
 	c := sh.st.cfg
 	limit := c.retainRecords()
 	for n := len(sh.recs) - sh.head; n > 1; n-- {
-		over := (limit > 0 && n > limit) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes)
+		over := (limit > 0 && n > limit) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes) || sh.overBudget(n)
 		if !over {
 			break
 		}
@@ -233,6 +235,7 @@ func (sh *shard) retain() {
 		sh.head++
 		sh.base++
 	}
+	sh.accountLog()
 	if sh.head > 1024 && sh.head > len(sh.recs)/2 {
 		n := copy(sh.recs, sh.recs[sh.head:])
 		clear(sh.recs[n:])
