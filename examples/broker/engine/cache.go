@@ -117,6 +117,9 @@ func (c *cacheScope) put(key string, value []byte, ttl *time.Duration, now uint6
 // CachePut writes key = value (cache_put). ttl nil means no expiry; a TTL
 // expires at now + ttl (whole milliseconds). It returns the version written.
 func (e *Engine) CachePut(r CacheRef, key string, value []byte, ttl *time.Duration) (uint64, error) {
+	if err := e.checkCacheValue(r, key, value); err != nil {
+		return 0, err
+	}
 	c, err := e.cache(r)
 	if err != nil {
 		return 0, err
@@ -205,6 +208,9 @@ type CondResult struct {
 
 // CachePutIf writes key only if cond holds (cache_put_if).
 func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Duration, cond Condition) (CondResult, error) {
+	if err := e.checkCacheValue(r, key, value); err != nil {
+		return CondResult{}, err
+	}
 	c, err := e.cache(r)
 	if err != nil {
 		return CondResult{}, err

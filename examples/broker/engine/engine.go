@@ -106,6 +106,10 @@ type Config struct {
 	MaxProducers         int
 	MaxProducersPerShard int
 	ProducerIdle         time.Duration
+	// MaxFrameBytes is the frame limit every derived frame must fit (0 =
+	// felix.DefaultMaxFrameBytes): event batches are split to fit it and
+	// a record that could never be delivered within it is refused.
+	MaxFrameBytes uint32
 	// MaxRetainBytes caps every shard's log or ring, records and their
 	// bookkeeping (0 = DefaultMaxRetainBytes, negative = no cap);
 	// MaxLogBytes caps all of them engine-wide (0 = DefaultMaxLogBytes,

@@ -135,6 +135,9 @@ func (e *Engine) Publish(req PublishRequest) (PublishResult, error) {
 	if err != nil {
 		return PublishResult{}, err
 	}
+	if err := e.checkDeliverable(&req, s.cfg.Durable); err != nil {
+		return PublishResult{}, err
+	}
 	return s.shards[s.cfg.Routing.ShardOf(req.Key, req.Keyed, uint32(len(s.shards)))].publish(req)
 }
 
@@ -213,9 +216,7 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 	e.st.publishedBatches.Add(1)
 	e.st.publishedRecords.Add(uint64(len(payloads)))
 	sh.signalLocked()
-	for s := range sh.subs {
-		s.offer(b)
-	}
+	sh.offerSplit(b)
 	return res, nil
 }
 

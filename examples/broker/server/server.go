@@ -180,6 +180,12 @@ func Listen(cfg Config) (*Server, error) {
 		feats &^= felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow
 	}
 	s.offer = felix.BrokerOffer{Flags: Flags, Features: feats, PublishWindow: window}
+	if cfg.Engine.MaxFrameBytes == 0 {
+		cfg.Engine.MaxFrameBytes = cfg.MaxFrameBytes
+	}
+	if cfg.Engine.MaxFrameBytes == 0 {
+		cfg.Engine.MaxFrameBytes = felix.DefaultMaxFrameBytes
+	}
 	s.eng = engine.New(cfg.Engine)
 	ln, err := conn.Listen(cfg.Addr, &conn.ServerConfig{
 		TLS:           tc,
