@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/flxproto/felix/examples/broker/engine"
@@ -64,5 +66,22 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 	e.MaxProducers, e.MaxProducersPerShard, e.ProducerIdle = l.maxProducers, l.producersPerShard, l.producerIdle
 	e.MaxStreamsPerTenant, e.MaxCachesPerTenant = l.streamsPerTenant, l.cachesPer
 	cfg.EventWriteTimeout = l.writeTimeout
+	return nil
+}
+
+// startStats starts the stats endpoint and the periodic stats line; both
+// stop with ctx.
+func startStats(ctx context.Context, srv *server.Server, log *slog.Logger, addr string, every time.Duration) error {
+	if addr != "" {
+		ss, err := srv.ServeStats(addr)
+		if err != nil {
+			return fmt.Errorf("-stats: %w", err)
+		}
+		log.Info("stats endpoint", "url", "http://"+ss.Addr().String()+"/stats")
+		context.AfterFunc(ctx, func() { _ = ss.Close() })
+	}
+	if every > 0 {
+		go srv.LogStats(ctx, every)
+	}
 	return nil
 }

@@ -61,6 +61,8 @@ func run(args []string) error {
 		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
+	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback); the bound address is logged")
+	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
 	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
@@ -185,6 +187,10 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if err := startStats(ctx, srv, log, *statsAddr, *statsLog); err != nil {
+		srv.Close()
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	select {

@@ -125,3 +125,10 @@ func (e *Engine) CacheBytes() (logBytes, liveBytes int64) {
 	}
 	return logBytes, liveBytes
 }
+
+// Counts returns how many streams and caches the engine holds.
+func (e *Engine) Counts() (streams, caches int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.streams), len(e.caches)
+}

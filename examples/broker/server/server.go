@@ -129,6 +129,7 @@ type stats struct {
 	conns, streams, requests, badFrames      atomic.Uint64
 	authFailures, authThrottled, authDelayed atomic.Uint64
 	writeTimeouts, drainedSubs               atomic.Uint64
+	openConns                                atomic.Int64
 }
 
 // Listen creates the engine and starts listening; call Serve to accept
@@ -273,6 +274,8 @@ func (s *Server) Serve() error {
 
 func (s *Server) serveConn(sc *conn.ServerConn) {
 	defer s.wg.Done()
+	s.st.openConns.Add(1)
+	defer s.st.openConns.Add(-1)
 	subs := new(atomic.Int64) // subscriptions and watches open on sc
 	for {
 		st, err := sc.AcceptStream(s.ctx)
