@@ -27,6 +27,7 @@ func authFlags(fs *flag.FlagSet) *server.AuthLimits {
 // limitFlags holds the resource-bound flags (docs/limits.md).
 type limitFlags struct {
 	queueBytes, maxQueued, maxRetain, maxLog, cacheLog, maxCache int64
+	watchBytes                                                   int64
 	maxProducers, producersPerShard, streamsPerTenant, cachesPer int
 	producerIdle, writeTimeout                                   time.Duration
 }
@@ -39,6 +40,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Int64Var(&l.maxLog, "max-log-bytes", engine.DefaultMaxLogBytes, "cap on all stream logs and rings together; appending shards trim themselves beyond it (-1 = none)")
 	fs.Int64Var(&l.cacheLog, "cache-log-bytes", engine.DefaultCacheLogRetainBytes, "per-cache write log kept for watch resume, in bytes (-1 = none)")
 	fs.Int64Var(&l.maxCache, "max-cache-bytes", engine.DefaultMaxCacheBytes, "live keys, values and counters per cache; writes beyond are refused (-1 = none)")
+	fs.Int64Var(&l.watchBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "bytes queued for one cache watcher before it is lagged")
 	fs.IntVar(&l.maxProducers, "max-producers", engine.DefaultMaxProducers, "idempotent producer states held broker-wide")
 	fs.IntVar(&l.producersPerShard, "max-producers-per-shard", engine.DefaultMaxProducersPerShard, "idempotent producer states held per shard")
 	fs.DurationVar(&l.producerIdle, "producer-idle", engine.DefaultProducerIdle, "idle time after which an idempotent producer state is forgotten")
@@ -50,7 +52,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 
 // apply copies the flags into the broker configuration.
 func (l *limitFlags) apply(cfg *server.Config) error {
-	for name, v := range map[string]int64{"-queue-bytes": l.queueBytes, "-max-queued-bytes": l.maxQueued,
+	for name, v := range map[string]int64{"-queue-bytes": l.queueBytes, "-max-queued-bytes": l.maxQueued, "-watch-queue-bytes": l.watchBytes,
 		"-max-producers": int64(l.maxProducers), "-max-producers-per-shard": int64(l.producersPerShard)} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)
@@ -60,7 +62,7 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 		return errors.New("-producer-idle and -event-write-timeout must be positive")
 	}
 	e := &cfg.Engine
-	e.SubscriberQueueBytes, e.MaxQueuedBytes = l.queueBytes, l.maxQueued
+	e.SubscriberQueueBytes, e.MaxQueuedBytes, e.WatchQueueBytes = l.queueBytes, l.maxQueued, l.watchBytes
 	e.MaxRetainBytes, e.MaxLogBytes = l.maxRetain, l.maxLog
 	e.CacheLogRetainBytes, e.MaxCacheBytes = l.cacheLog, l.maxCache
 	e.MaxProducers, e.MaxProducersPerShard, e.ProducerIdle = l.maxProducers, l.producersPerShard, l.producerIdle

@@ -134,8 +134,11 @@ type Config struct {
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
 	// WatchQueueCapacity is a watch's live queue capacity in events
-	// (0 = DefaultWatchQueueCapacity).
+	// (0 = DefaultWatchQueueCapacity); WatchQueueBytes bounds it in bytes
+	// of keys and values (0 = DefaultWatchQueueBytes). A watcher over
+	// either is ended with cache_watch_lagged.
 	WatchQueueCapacity int
+	WatchQueueBytes    int64
 	// Now is the clock (nil = time.Now). Tests use it to expire TTLs and
 	// consumer-group visibility timeouts.
 	Now func() time.Time
@@ -198,6 +201,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.CacheLogRetain <= 0 {
 		cfg.CacheLogRetain = DefaultCacheLogRetain
+	}
+	if cfg.WatchQueueBytes <= 0 {
+		cfg.WatchQueueBytes = DefaultWatchQueueBytes
 	}
 	if cfg.WatchQueueCapacity <= 0 {
 		cfg.WatchQueueCapacity = DefaultWatchQueueCapacity

@@ -25,6 +25,8 @@ const (
 	// DefaultMaxCacheBytes caps the live keys and values of one cache; a
 	// write beyond it is refused (limit_exceeded).
 	DefaultMaxCacheBytes = 64 << 20
+	// DefaultWatchQueueBytes bounds one cache watch's queue in bytes.
+	DefaultWatchQueueBytes = 16 << 20
 
 	logRecordOverhead   = int64(unsafe.Sizeof(record{}))
 	cacheEventOverhead  = int64(unsafe.Sizeof(CacheEvent{}))

@@ -74,7 +74,8 @@ type Watch struct {
 
 	// drain state (drain.go)
 	drained   chan struct{}
-	handedOut atomic.Bool // Next returned an event and was not called again yet
+	handedOut atomic.Bool  // Next returned an event and was not called again yet
+	queued    atomic.Int64 // bytes of the events in q (bounded by WatchQueueBytes)
 	catchupN  atomic.Int64
 }
 
@@ -167,10 +168,15 @@ func (w *Watch) offer(ev CacheEvent) {
 	if w.stopped {
 		return
 	}
-	select {
-	case w.q <- ev:
-		return
-	default:
+	cost := cacheEventCost(&ev)
+	if q := w.queued.Load(); q == 0 || q+cost <= w.e.cfg.WatchQueueBytes {
+		w.queued.Add(cost)
+		select {
+		case w.q <- ev:
+			return
+		default:
+		}
+		w.queued.Add(-cost)
 	}
 	w.stopped = true
 	w.resumeFrom = ev.Offset
@@ -212,16 +218,16 @@ func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
 	}
 	select {
 	case ev := <-w.q:
-		return w.deliver(ev), nil
+		return w.dequeued(ev), nil
 	default:
 	}
 	select {
 	case ev := <-w.q:
-		return w.deliver(ev), nil
+		return w.dequeued(ev), nil
 	case <-w.lagged:
 		select {
 		case ev := <-w.q:
-			return w.deliver(ev), nil
+			return w.dequeued(ev), nil
 		default:
 		}
 		w.terminal = true
@@ -238,6 +244,12 @@ func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
 	case <-ctx.Done():
 		return WatchDelivery{}, ctx.Err()
 	}
+}
+
+// dequeued delivers an event taken from the queue and returns its bytes.
+func (w *Watch) dequeued(ev CacheEvent) WatchDelivery {
+	w.queued.Add(-cacheEventCost(&ev))
+	return w.deliver(ev)
 }
 
 func (w *Watch) deliver(ev CacheEvent) WatchDelivery {

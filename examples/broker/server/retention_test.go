@@ -95,3 +95,34 @@ func TestStreamRetentionAndAutoCreateLimits(t *testing.T) {
 	require.Less(t, grew, int64(16<<20))
 	checkServing(t, good)
 }
+
+// A cache watcher that never reads holds at most its queue's byte bound
+// of overwritten values (not its 1024 queued events), then is lagged.
+func TestStalledWatchBoundedInBytes(t *testing.T) {
+	const writes, size = 100, 256 << 10
+	cfg := durableCfg()
+	cfg.Engine.CacheLogRetainBytes = 2 << 20
+	cfg.Engine.WatchQueueBytes = 2 << 20
+	srv := startBroker(t, cfg)
+	ctx := ctxT(t)
+	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "w"}
+	c := dial(t, srv, nil)
+	require.NoError(t, c.CachePut(ctx, ref, "k", []byte("x"), 0))
+	r := dialRaw(t, srv)
+	s := r.stream(t, rawFlags, felix.FeatureCacheWatch|felix.FeatureErrorCodes)
+	s.send(&felix.CacheWatch{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: felix.Some("k")})
+	_, ok := s.recv().(*felix.CacheWatchStarted)
+	require.True(t, ok)
+
+	before := heapAfterGC()
+	value := bytes.Repeat([]byte("v"), size)
+	for i := range writes {
+		value[0] = byte(i)
+		require.NoError(t, c.CachePut(ctx, ref, "k", value, 0))
+	}
+	after := heapAfterGC()
+	grew := int64(after) - int64(before)
+	t.Logf("heap grew %d KiB for %d MiB of overwrites", grew>>10, writes*size>>20)
+	require.Less(t, grew, int64(10<<20))
+	checkServing(t, c)
+}
