@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
@@ -119,4 +121,36 @@ func TestDerivedFramesFitTheLimit(t *testing.T) {
 		pages++
 	}
 	require.Greater(t, pages, 1)
+}
+
+// A stream that once carried a large frame does not keep a read buffer of
+// that size: 16 long-lived publish streams that each carried one 4 MiB
+// publish hold far less than 16 × 4 MiB.
+func TestLargeFrameBuffersNotPinned(t *testing.T) {
+	const streams, size = 16, 4 << 20
+	srv := startBroker(t, server.Config{})
+	tp := engineTopic()
+	tp.Stream = "big"
+	require.NoError(t, srv.Engine().CreateStream(tp, engine.StreamConfig{RingRecords: 1}))
+	c := dial(t, srv, func(cfg *conn.Config) { cfg.PublishStreams = streams })
+	ctx := ctxT(t)
+	ct := conn.Topic{TenantID: tp.Tenant, Namespace: tp.Namespace, Stream: tp.Stream}
+	_, err := c.Publish(ctx, ct, []byte("warm"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	before := heapAfterGC()
+	payload := bytes.Repeat([]byte("B"), size)
+	for range streams {
+		_, err := c.Publish(ctx, ct, payload, conn.PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	// One more small publish per stream lets each drop its big buffer.
+	for range streams {
+		_, err := c.Publish(ctx, ct, []byte("small"), conn.PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	payload = nil
+	grew := int64(heapAfterGC()) - int64(before)
+	t.Logf("heap grew %d KiB after %d × %d MiB publishes on %d streams", grew>>10, streams, size>>20, streams)
+	require.Less(t, grew, int64(24<<20))
+	checkServing(t, c)
 }
