@@ -3,6 +3,8 @@ package conn
 import (
 	"context"
 	"errors"
+	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,13 +29,24 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	ctxA, cancelA := context.WithCancel(context.Background())
 	defer cancelA()
 	big := make([]byte, 8<<20) // far beyond the initial stream window
+	// Holding the writer's lock is not enough: the 8 MiB frame is encoded
+	// under the lock before it is written, and on a loaded machine that
+	// can take longer than any sleep. Wait until the frame's Write has
+	// started (it then blocks on flow control, the broker reads nothing).
+	ps := c.pubs[0]
+	writing := make(chan struct{})
+	ps.cs.w.w = &enteredWriter{Writer: ps.cs.w.w, min: 1 << 20, entered: writing}
 	errA := make(chan error, 1)
 	go func() {
 		_, err := c.Publish(ctxA, frozen, big, PublishOptions{})
 		errA <- err
 	}()
-	ps := c.pubs[0]
-	waitFor(t, func() bool { return len(ps.cs.w.sem) == 1 }, "first publish holds the writer")
+	select {
+	case <-writing:
+	case err := <-errA:
+		t.Fatalf("first publish ended before writing: %v", err)
+	}
+	require.Equal(t, 1, len(ps.cs.w.sem), "first publish holds the writer")
 
 	ctxB, cancelB := context.WithCancel(context.Background())
 	errB := make(chan error, 1)
@@ -62,4 +75,19 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, errWriteInterrupted, "a frame cut short resets the stream")
 	waitFor(t, ps.dead, "the reset stream is abandoned")
+}
+
+// enteredWriter closes entered when a Write of at least min bytes starts.
+type enteredWriter struct {
+	io.Writer
+	min     int
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (w *enteredWriter) Write(b []byte) (int, error) {
+	if len(b) >= w.min {
+		w.once.Do(func() { close(w.entered) })
+	}
+	return w.Writer.Write(b)
 }

@@ -91,6 +91,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 			st.Close()
 			return hsFailed
 		}
+		c.log.Debug("auth frame unreadable", "err", err)
 		st.Abort()
 		return hsFailed
 	}
@@ -145,7 +146,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	st.peer = peer
 	var ident any
 	if cfg.Authenticate != nil {
-		ident, err = cfg.Authenticate(c.qc.Context(), a)
+		ident, err = cfg.Authenticate(context.WithValue(c.qc.Context(), connCtxKey{}, c), a)
 	}
 	if err != nil {
 		var be *BrokerError

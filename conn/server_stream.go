@@ -51,6 +51,7 @@ type Stream struct {
 	auth     *felix.Auth
 	identity any
 	eof      bool
+	bigBuf   bool // the read buffer grew past keepReadBuf
 	endOnce  sync.Once
 
 	authDeadline time.Time // the stream is reset if not authenticated by then (zero: none)
@@ -59,6 +60,10 @@ type Stream struct {
 	peek         [felix.HeaderLen]byte
 	ended        bool // Close or Abort ran: reservations are returned at once
 }
+
+// keepReadBuf is the largest read buffer a server stream keeps between
+// requests.
+const keepReadBuf = 1 << 20
 
 func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 	st := &Stream{c: c, recv: recv, r: felix.NewReader(recv), peer: felix.UnauthenticatedPeer()}
@@ -121,6 +126,15 @@ func (s *Stream) Context() context.Context {
 // should then end the stream (Abort). When ctx ends the wait, the stream
 // may be in the middle of a frame: it is aborted and ctx's error returned.
 func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
+	if s.bigBuf {
+		// The previous request's payload (now invalid) grew the read
+		// buffer past keepReadBuf: drop it, so that a long-lived stream
+		// that once carried a 16 MiB frame does not pin 16 MiB.
+		r := felix.NewReader(s.recv)
+		r.SetMaxPayload(s.r.MaxPayload())
+		r.SetLenientFlags(true)
+		s.r, s.bigBuf = r, false
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			s.Abort()
@@ -173,6 +187,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			continue
 		}
 		req := Request{Flags: f.Flags, Payload: f.Payload}
+		s.bigBuf = len(f.Payload) > keepReadBuf
 		if f.Flags != 0 {
 			return req, nil
 		}

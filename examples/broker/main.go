@@ -57,13 +57,19 @@ func run(args []string) error {
 	certOut := fs.String("cert-out", "", "write the server certificate (PEM) to this file for clients")
 	addrOut := fs.String("addr-out", "", "write the bound UDP address to this file once serving (useful with -addr 127.0.0.1:0)")
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
-		"comma-separated tenant:token[:principal] list (env FELIX_TOKENS)")
+		"comma-separated tenant:token[:principal[:perms]] list (env FELIX_TOKENS; visible in the process list: prefer -tokens-file)")
+	tokensFile := fs.String("tokens-file", os.Getenv("FELIX_TOKENS_FILE"),
+		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
+	authLim := authFlags(fs)
+	lims := registerLimitFlags(fs)
+	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback); the bound address is logged")
+	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
 	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
 	routing := fs.String("routing", "modulo", "key routing of auto-created streams: modulo or jump_hash")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
-	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable logs and ephemeral replay rings (0 = unbounded)")
+	retainBytes := fs.Int64("retain-bytes", engine.DefaultMaxRetainBytes, "per-shard payload byte retention of auto-created streams: durable logs and ephemeral replay rings (0 = only -max-retain-bytes)")
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
 	queue := fs.Int("queue", engine.DefaultQueueCapacity, "default subscriber queue capacity (published batches)")
 	queueMax := fs.Int("queue-max", engine.DefaultMaxQueueCapacity, "largest queue_capacity a subscriber may ask for")
@@ -105,7 +111,12 @@ func run(args []string) error {
 	if *ring < 1 {
 		return errors.New("-ring-records must be at least 1")
 	}
-	toks, err := server.ParseTokens(*tokens)
+	var toks map[string]server.Identity
+	if *tokensFile != "" {
+		toks, err = server.LoadTokens(*tokensFile)
+	} else {
+		toks, err = server.ParseTokens(*tokens)
+	}
 	if err != nil {
 		return err
 	}
@@ -113,8 +124,9 @@ func run(args []string) error {
 		return errors.New("no tokens configured")
 	}
 	cfg := server.Config{
-		Addr:   *addr,
-		Tokens: toks,
+		Addr:       *addr,
+		Tokens:     toks,
+		AuthLimits: *authLim,
 		Engine: engine.Config{
 			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards), Routing: rt,
 				RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring},
@@ -131,6 +143,9 @@ func run(args []string) error {
 		ConnLimits: func(c *conn.ServerConfig) {
 			c.MaxConnections, c.MaxStreams, c.MaxUnauthStreams, c.MaxConnInFlightBytes = *maxConns, *maxStreams, *maxUnauth, *connInflight
 		},
+	}
+	if err := lims.apply(&cfg); err != nil {
+		return err
 	}
 	if *certFile != "" || *keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
@@ -180,6 +195,10 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if err := startStats(ctx, srv, log, *statsAddr, *statsLog); err != nil {
+		srv.Close()
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	select {

@@ -32,6 +32,9 @@ type Batch struct {
 
 	frames  [16]encoded
 	encodes *atomic.Uint64
+	eng     *Engine // for queued-bytes accounting (nil: none)
+	size    int64   // cost(), computed once
+	acct    batchAcct
 }
 
 type encoded struct {
@@ -103,6 +106,7 @@ func (b *Batch) Frame(offered felix.Flags) []byte {
 		if b.encodes != nil {
 			b.encodes.Add(1)
 		}
+		b.framed(b.eng, len(slot.frame))
 	})
 	return slot.frame
 }

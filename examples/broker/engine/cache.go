@@ -40,6 +40,9 @@ type cacheScope struct {
 	next     uint64 // offset of the next write; offsets start at 0
 	watches  map[*Watch]struct{}
 	counters map[string]int64
+
+	logBytes  int64 // cost of log[head:] (retention.go)
+	liveBytes int64 // cost of entries and counters (retention.go)
 }
 
 func newCacheScope(e *Engine) *cacheScope {
@@ -55,6 +58,7 @@ func (c *cacheScope) live(key string, now uint64) *cacheEntry {
 		return nil
 	}
 	if ent.expiresAt != 0 && now >= ent.expiresAt {
+		c.liveBytes -= cacheValueCost(key, ent.value)
 		delete(c.entries, key)
 		c.e.st.cacheExpired.Add(1)
 		return nil
@@ -68,7 +72,10 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 	ev.Offset = c.next
 	c.next++
 	c.log = append(c.log, ev)
-	if n := len(c.log) - c.head; n > c.e.cfg.CacheLogRetain {
+	c.logBytes += cacheEventCost(&ev)
+	maxBytes := c.e.cfg.CacheLogRetainBytes
+	for n := len(c.log) - c.head; n > 1 && (n > c.e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes)); n-- {
+		c.logBytes -= cacheEventCost(&c.log[c.head])
 		c.log[c.head] = CacheEvent{}
 		c.head++
 		c.base++
@@ -97,6 +104,10 @@ func (c *cacheScope) put(key string, value []byte, ttl *time.Duration, now uint6
 		exp = now + uint64(max(*ttl, 0)/time.Millisecond)
 	}
 	version := c.next
+	if old := c.entries[key]; old != nil {
+		c.liveBytes -= cacheValueCost(key, old.value)
+	}
+	c.liveBytes += cacheValueCost(key, v)
 	c.entries[key] = &cacheEntry{value: v, expiresAt: exp, version: version}
 	c.appendLog(CacheEvent{Key: key, Value: v, ExpiresAtMillis: exp})
 	c.e.st.cachePuts.Add(1)
@@ -106,13 +117,37 @@ func (c *cacheScope) put(key string, value []byte, ttl *time.Duration, now uint6
 // CachePut writes key = value (cache_put). ttl nil means no expiry; a TTL
 // expires at now + ttl (whole milliseconds). It returns the version written.
 func (e *Engine) CachePut(r CacheRef, key string, value []byte, ttl *time.Duration) (uint64, error) {
+	if err := e.checkCacheValue(r, key, value); err != nil {
+		return 0, err
+	}
 	c, err := e.cache(r)
 	if err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.put(key, value, ttl, e.nowMillis()), nil
+	now := e.nowMillis()
+	if err := c.fits(key, value, now); err != nil {
+		return 0, err
+	}
+	return c.put(key, value, ttl, now), nil
+}
+
+// fits refuses a write of key = value that would take the cache's live
+// bytes over MaxCacheBytes. The caller holds c.mu.
+func (c *cacheScope) fits(key string, value []byte, now uint64) error {
+	limit := c.e.cfg.MaxCacheBytes
+	if limit <= 0 {
+		return nil
+	}
+	after := c.liveBytes + cacheValueCost(key, value)
+	if old := c.live(key, now); old != nil {
+		after -= cacheValueCost(key, old.value)
+	}
+	if after > limit {
+		return errCacheFull(limit)
+	}
+	return nil
 }
 
 // CacheGet reads key (cache_get). found is false for a missing or expired
@@ -146,6 +181,7 @@ func (e *Engine) CacheDelete(r CacheRef, key string) (old []byte, found bool, er
 	if ent == nil {
 		return nil, false, nil
 	}
+	c.liveBytes -= cacheValueCost(key, ent.value)
 	delete(c.entries, key)
 	c.appendLog(CacheEvent{Key: key, Deleted: true})
 	e.st.cacheDeletes.Add(1)
@@ -172,6 +208,9 @@ type CondResult struct {
 
 // CachePutIf writes key only if cond holds (cache_put_if).
 func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Duration, cond Condition) (CondResult, error) {
+	if err := e.checkCacheValue(r, key, value); err != nil {
+		return CondResult{}, err
+	}
 	c, err := e.cache(r)
 	if err != nil {
 		return CondResult{}, err
@@ -187,6 +226,9 @@ func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Dura
 			return CondResult{}, nil
 		}
 		return CondResult{Version: ent.version, HasVersion: true}, nil
+	}
+	if err := c.fits(key, value, now); err != nil {
+		return CondResult{}, err
 	}
 	v := c.put(key, value, ttl, now)
 	return CondResult{Applied: true, Version: v, HasVersion: true}, nil
@@ -210,6 +252,7 @@ func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResu
 		e.st.condFailures.Add(1)
 		return CondResult{Version: ent.version, HasVersion: true}, nil
 	}
+	c.liveBytes -= cacheValueCost(key, ent.value)
 	delete(c.entries, key)
 	c.appendLog(CacheEvent{Key: key, Deleted: true})
 	e.st.cacheDeletes.Add(1)
@@ -226,7 +269,15 @@ func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) 
 	e.st.counterAdds.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.counters[key] + delta
+	old, exists := c.counters[key]
+	if !exists {
+		cost := int64(len(key)) + counterSlotOverhead
+		if limit := e.cfg.MaxCacheBytes; limit > 0 && c.liveBytes+cost > limit {
+			return 0, errCacheFull(limit)
+		}
+		c.liveBytes += cost
+	}
+	v := old + delta
 	c.counters[key] = v
 	return v, nil
 }

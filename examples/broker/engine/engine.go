@@ -89,15 +89,56 @@ type Config struct {
 	DefaultQueueCapacity int
 	// MaxQueueCapacity caps queue_capacity (0 = DefaultMaxQueueCapacity).
 	MaxQueueCapacity int
+	// SubscriberQueueBytes bounds the bytes queued for one subscription
+	// (0 = DefaultSubscriberQueueBytes); MaxQueuedBytes bounds them
+	// engine-wide (0 = DefaultMaxQueuedBytes). A batch that does not fit
+	// is dropped for that subscriber, which is then lagged (see
+	// SubscribeRequest.LagReport).
+	SubscriberQueueBytes int64
+	MaxQueuedBytes       int64
 	// ProducerWindow is how many sequences per producer are remembered for
 	// duplicate detection (0 = DefaultProducerWindow).
 	ProducerWindow int
+	// MaxProducers bounds the idempotent producer states held engine-wide
+	// (0 = DefaultMaxProducers), MaxProducersPerShard those of one shard
+	// (0 = DefaultMaxProducersPerShard); ProducerIdle is how long an
+	// unused producer state is kept (0 = DefaultProducerIdle).
+	MaxProducers         int
+	MaxProducersPerShard int
+	ProducerIdle         time.Duration
+	// MaxFrameBytes is the frame limit every derived frame must fit (0 =
+	// felix.DefaultMaxFrameBytes): event batches are split to fit it and
+	// a record that could never be delivered within it is refused.
+	MaxFrameBytes uint32
+	// MaxRetainBytes caps every shard's log or ring, records and their
+	// bookkeeping (0 = DefaultMaxRetainBytes, negative = no cap);
+	// MaxLogBytes caps all of them engine-wide (0 = DefaultMaxLogBytes,
+	// negative = no cap): a shard that appends while the total is over it
+	// trims its own oldest records (the newest is always kept).
+	MaxRetainBytes int64
+	MaxLogBytes    int64
+	// MaxStreamsPerTenant and MaxCachesPerTenant bound the streams and
+	// caches created on first use per tenant (0 = the defaults, negative =
+	// no bound); beyond them the request is refused limit_exceeded.
+	// Streams declared with CreateStream do not count.
+	MaxStreamsPerTenant int
+	MaxCachesPerTenant  int
+	// CacheLogRetainBytes caps each cache's write log in bytes besides
+	// CacheLogRetain entries (0 = DefaultCacheLogRetainBytes, negative =
+	// no cap); MaxCacheBytes caps a cache's live keys, values and counters
+	// (0 = DefaultMaxCacheBytes, negative = no cap): writes beyond it are
+	// refused limit_exceeded.
+	CacheLogRetainBytes int64
+	MaxCacheBytes       int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
 	// WatchQueueCapacity is a watch's live queue capacity in events
-	// (0 = DefaultWatchQueueCapacity).
+	// (0 = DefaultWatchQueueCapacity); WatchQueueBytes bounds it in bytes
+	// of keys and values (0 = DefaultWatchQueueBytes). A watcher over
+	// either is ended with cache_watch_lagged.
 	WatchQueueCapacity int
+	WatchQueueBytes    int64
 	// Now is the clock (nil = time.Now). Tests use it to expire TTLs and
 	// consumer-group visibility timeouts.
 	Now func() time.Time
@@ -120,8 +161,15 @@ type Engine struct {
 	watches map[*Watch]struct{}
 	closed  bool
 
-	nextID atomic.Uint64
-	st     counters
+	nextID        atomic.Uint64
+	producerCount atomic.Int64   // producer states held, all shards
+	queuedBytes   atomic.Int64   // bytes held by subscriber queues (queue_bytes.go)
+	logBytes      atomic.Int64   // bytes held by shard logs and rings (retention.go)
+	autoStreams   map[string]int // streams created on first use, per tenant (mu)
+	autoCaches    map[string]int // caches created on first use, per tenant (mu)
+	gate          pubGate        // drain.go
+	drainedFlag   atomic.Bool    // Drain was called
+	st            counters
 }
 
 // New returns an Engine with cfg (zero fields take their defaults).
@@ -135,8 +183,27 @@ func New(cfg Config) *Engine {
 	if cfg.ProducerWindow <= 0 {
 		cfg.ProducerWindow = DefaultProducerWindow
 	}
+	cfg.storageDefaults()
+	if cfg.SubscriberQueueBytes <= 0 {
+		cfg.SubscriberQueueBytes = DefaultSubscriberQueueBytes
+	}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if cfg.MaxProducers <= 0 {
+		cfg.MaxProducers = DefaultMaxProducers
+	}
+	if cfg.MaxProducersPerShard <= 0 {
+		cfg.MaxProducersPerShard = DefaultMaxProducersPerShard
+	}
+	if cfg.ProducerIdle <= 0 {
+		cfg.ProducerIdle = DefaultProducerIdle
+	}
 	if cfg.CacheLogRetain <= 0 {
 		cfg.CacheLogRetain = DefaultCacheLogRetain
+	}
+	if cfg.WatchQueueBytes <= 0 {
+		cfg.WatchQueueBytes = DefaultWatchQueueBytes
 	}
 	if cfg.WatchQueueCapacity <= 0 {
 		cfg.WatchQueueCapacity = DefaultWatchQueueCapacity
@@ -147,8 +214,9 @@ func New(cfg Config) *Engine {
 	cfg.Groups = cfg.Groups.withDefaults()
 	cfg.State = cfg.State.withDefaults()
 	return &Engine{
-		cfg:     cfg,
-		streams: make(map[Topic]*stream),
+		cfg:         cfg,
+		streams:     make(map[Topic]*stream),
+		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
 		caches:  make(map[CacheRef]*cacheScope),
 		subs:    make(map[*Subscription]struct{}),
 		watches: make(map[*Watch]struct{}),
@@ -204,6 +272,9 @@ func (e *Engine) stream(t Topic) (*stream, error) {
 	if e.cfg.NoAutoCreateStreams {
 		return nil, errorf(felix.CodeNotFound, "stream not found: "+topicString(t))
 	}
+	if err := e.autoCreateAllowed(e.autoStreams, t.Tenant, e.cfg.MaxStreamsPerTenant, "streams"); err != nil {
+		return nil, err
+	}
 	s := newStream(e, t, e.cfg.DefaultStream)
 	e.streams[t] = s
 	return s, nil
@@ -217,6 +288,9 @@ func (e *Engine) cache(r CacheRef) (*cacheScope, error) {
 	}
 	if e.cfg.NoAutoCreateCaches {
 		return nil, errorf(felix.CodeNotFound, "cache scope not found: "+r.Tenant+"/"+r.Namespace+"/"+r.Cache)
+	}
+	if err := e.autoCreateAllowed(e.autoCaches, r.Tenant, e.cfg.MaxCachesPerTenant, "caches"); err != nil {
+		return nil, err
 	}
 	c := newCacheScope(e)
 	e.caches[r] = c
@@ -307,6 +381,9 @@ type Stats struct {
 	DuplicateBatches    uint64 // idempotent batches recognised as already written
 	RefusedBatches      uint64 // idempotent batches refused
 	Producers           uint64 // producer ids handed out
+	ProducerStates      uint64 // idempotent producer states held (all shards)
+	ProducersEvicted    uint64 // states dropped to make room (table full)
+	ProducersExpired    uint64 // states dropped after ProducerIdle unused
 	EventEncodes        uint64 // event frames encoded (one per batch and modifier set)
 	DeliveredBatches    uint64 // event frames handed to subscribers
 	DeliveredRecords    uint64 // records handed to subscribers
@@ -314,6 +391,8 @@ type Stats struct {
 	DroppedRecords      uint64 // records in those batches
 	LaggedSubscriptions uint64 // subscriptions ended with a lag report
 	ActiveSubscriptions uint64 // open subscriptions
+	QueuedBytes         uint64 // bytes held by subscriber queues (records and frames)
+	LogBytes            uint64 // bytes held by stream logs and rings (records and bookkeeping)
 	TotalSubscriptions  uint64 // subscriptions ever opened
 	CachePuts           uint64 // cache writes (put and applied put_if)
 	CacheGets           uint64 // cache reads
@@ -334,6 +413,7 @@ type counters struct {
 	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
 	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
 	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+	producersEvicted, producersExpired                                               atomic.Uint64
 	deadDropped                                                                      atomic.Uint64
 }
 
@@ -344,6 +424,10 @@ func (e *Engine) Stats() Stats {
 		PublishedBatches: c.publishedBatches.Load(), PublishedRecords: c.publishedRecords.Load(),
 		DuplicateBatches: c.duplicateBatches.Load(), RefusedBatches: c.refusedBatches.Load(),
 		Producers: c.producers.Load(), EventEncodes: c.eventEncodes.Load(),
+		QueuedBytes:    uint64(max(e.queuedBytes.Load(), 0)),
+		LogBytes:       uint64(max(e.logBytes.Load(), 0)),
+		ProducerStates: uint64(max(e.producerCount.Load(), 0)), ProducersEvicted: c.producersEvicted.Load(),
+		ProducersExpired: c.producersExpired.Load(),
 		DeliveredBatches: c.deliveredBatches.Load(), DeliveredRecords: c.deliveredRecords.Load(),
 		DroppedBatches: c.droppedBatches.Load(), DroppedRecords: c.droppedRecords.Load(),
 		LaggedSubscriptions: c.laggedSubs.Load(), ActiveSubscriptions: c.activeSubs.Load(),

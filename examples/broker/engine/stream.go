@@ -19,7 +19,7 @@ func newStream(e *Engine, t Topic, c StreamConfig) *stream {
 	s := &stream{e: e, topic: t, cfg: c}
 	s.shards = make([]*shard, c.shards())
 	for i := range s.shards {
-		s.shards[i] = &shard{st: s, index: uint32(i), subs: make(map[*Subscription]struct{}), producers: make(map[uint64]*producer)}
+		s.shards[i] = &shard{st: s, index: uint32(i), subs: make(map[*Subscription]struct{}), producers: newProducerTable()}
 	}
 	return s
 }
@@ -44,19 +44,15 @@ type shard struct {
 	bytes int64
 	subs  map[*Subscription]struct{}
 
-	producers map[uint64]*producer
+	accounted int64 // cost reported to Engine.logBytes (retention.go)
+
+	producers producerTable
 
 	// Consumer groups, commit state and long-poll wake-ups (group.go,
 	// commit.go); guarded by mu.
 	groups map[string]*group
 	state  *shardState
 	wake   chan struct{}
-}
-
-// producer is the idempotence state of one producer id on one shard.
-type producer struct {
-	next   uint64 // next expected sequence
-	recent []seqEntry
 }
 
 type seqEntry struct {
@@ -131,8 +127,15 @@ type PublishResult struct {
 // subscribers. It never blocks on a subscriber. Idempotent publishes may
 // fail with *Refusal; unknown streams (without auto-creation) with *Error.
 func (e *Engine) Publish(req PublishRequest) (PublishResult, error) {
+	if err := e.gate.enter(); err != nil {
+		return PublishResult{}, err
+	}
+	defer e.gate.mu.RUnlock()
 	s, err := e.stream(req.Topic)
 	if err != nil {
+		return PublishResult{}, err
+	}
+	if err := e.checkDeliverable(&req, s.cfg.Durable); err != nil {
 		return PublishResult{}, err
 	}
 	return s.shards[s.cfg.Routing.ShardOf(req.Key, req.Keyed, uint32(len(s.shards)))].publish(req)
@@ -184,15 +187,16 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 		}
 	}
 	if prod != nil {
-		w := len(prod.recent)
-		prod.recent[req.Sequence%uint64(w)] = seqEntry{seq: req.Sequence, valid: true, digest: dg, offset: sh.next, shard: sh.index}
-		prod.next = req.Sequence + 1
+		if err := sh.recordSequence(prod, req.Sequence, seqEntry{seq: req.Sequence, valid: true, digest: dg,
+			offset: sh.next, shard: sh.index}, len(payloads) == 0); err != nil {
+			return PublishResult{}, err
+		}
 	}
 	if len(payloads) == 0 {
 		return res, nil
 	}
 	b := &Batch{Shard: sh.index, BaseOffset: sh.next, HasOffsets: durable, Payloads: payloads,
-		Publisher: req.Publisher, encodes: &e.st.eventEncodes}
+		Publisher: req.Publisher, encodes: &e.st.eventEncodes, eng: e}
 	// Durable shards log every record with its append time; ephemeral
 	// shards keep them in their replay ring without times.
 	var ts uint64
@@ -212,49 +216,8 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 	e.st.publishedBatches.Add(1)
 	e.st.publishedRecords.Add(uint64(len(payloads)))
 	sh.signalLocked()
-	for s := range sh.subs {
-		s.offer(b)
-	}
+	sh.offerSplit(b)
 	return res, nil
-}
-
-// checkSequence applies the idempotent producer rules (errors.md
-// publish_refused). It returns the producer state to update, or the
-// remembered entry of a duplicate, or a *Refusal.
-func (sh *shard) checkSequence(id, seq, dg uint64) (*producer, *seqEntry, error) {
-	w := sh.st.e.cfg.ProducerWindow
-	p := sh.producers[id]
-	if p == nil {
-		if seq != 0 {
-			return nil, nil, &Refusal{Reason: RefusedUnknownProducer,
-				Message: "unknown producer " + strconv.FormatUint(id, 10) + " on this shard (sequence " + strconv.FormatUint(seq, 10) + " is not 0)"}
-		}
-		p = &producer{recent: make([]seqEntry, w)}
-		sh.producers[id] = p
-		return p, nil, nil
-	}
-	switch {
-	case seq == p.next:
-		return p, nil, nil
-	case seq > p.next:
-		return nil, nil, &Refusal{Reason: RefusedSequenceGap, Expected: p.next,
-			Message: "sequence gap: got " + strconv.FormatUint(seq, 10) + ", expected " + strconv.FormatUint(p.next, 10)}
-	}
-	if p.next-seq > uint64(w) {
-		return nil, nil, &Refusal{Reason: RefusedSequenceExpired,
-			Message: "sequence " + strconv.FormatUint(seq, 10) + " is older than the remembered window"}
-	}
-	ent := &p.recent[seq%uint64(w)]
-	if !ent.valid || ent.seq != seq {
-		return nil, nil, &Refusal{Reason: RefusedSequenceExpired,
-			Message: "sequence " + strconv.FormatUint(seq, 10) + " is no longer remembered"}
-	}
-	if ent.digest != dg {
-		return nil, nil, &Refusal{Reason: RefusedSequenceReused,
-			Message: "sequence " + strconv.FormatUint(seq, 10) + " was used for different payloads"}
-	}
-	cp := *ent
-	return nil, &cp, nil
 }
 
 // retain drops the oldest records beyond the retention bounds (the ring
@@ -264,7 +227,7 @@ func (sh *shard) retain() {
 	c := sh.st.cfg
 	limit := c.retainRecords()
 	for n := len(sh.recs) - sh.head; n > 1; n-- {
-		over := (limit > 0 && n > limit) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes)
+		over := (limit > 0 && n > limit) || (c.RetainBytes > 0 && sh.bytes > c.RetainBytes) || sh.overBudget(n)
 		if !over {
 			break
 		}
@@ -273,6 +236,7 @@ func (sh *shard) retain() {
 		sh.head++
 		sh.base++
 	}
+	sh.accountLog()
 	if sh.head > 1024 && sh.head > len(sh.recs)/2 {
 		n := copy(sh.recs, sh.recs[sh.head:])
 		clear(sh.recs[n:])

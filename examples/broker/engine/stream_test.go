@@ -111,7 +111,8 @@ func TestEncodedOncePerModifierSet(t *testing.T) {
 // records in its publishing order.
 func TestFanoutExactlyOnceInOrder(t *testing.T) {
 	const pubs, per, nsubs = 8, 10_000, 4
-	e := New(Config{DefaultStream: durable, DefaultQueueCapacity: pubs * per, MaxQueueCapacity: pubs * per})
+	e := New(Config{DefaultStream: durable, DefaultQueueCapacity: pubs * per, MaxQueueCapacity: pubs * per,
+		SubscriberQueueBytes: 1 << 30, MaxQueuedBytes: 1 << 32})
 	defer e.Close()
 	var subs []*Subscription
 	for i := range nsubs {

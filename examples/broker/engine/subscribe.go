@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flxproto/felix"
 )
@@ -74,6 +75,11 @@ type Delivery struct {
 	// first offset the subscriber did not receive.
 	Lagged     bool
 	ResumeFrom uint64
+	// Drained is true for the terminal delivery of a subscription that
+	// Engine.Drain ended with records undelivered; ResumeFrom is then the
+	// first undelivered offset when HasResume (durable streams).
+	Drained   bool
+	HasResume bool
 }
 
 // Subscription is one subscriber of one shard. Next must be called from a
@@ -85,10 +91,12 @@ type Subscription struct {
 	mods      felix.Flags
 	lagReport bool
 
-	q      chan *Batch
-	lagged chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	q        chan *Batch
+	queued   atomic.Int64 // bytes of the batches in q (queue_bytes.go)
+	maxBytes int64
+	lagged   chan struct{}
+	done     chan struct{}
+	once     sync.Once
 
 	// guarded by sh.mu
 	stopped    bool
@@ -97,6 +105,12 @@ type Subscription struct {
 	// consumer side (Next's goroutine only)
 	hist, histEnd uint64
 	terminal      bool
+	liveNext      uint64 // offset after the last live batch delivered
+
+	// drain state (drain.go)
+	drained     chan struct{}
+	handedOut   atomic.Bool // Next returned a batch and was not called again yet
+	histPending atomic.Bool // history not fully read
 }
 
 // Subscribe opens a subscription. Start positions outside a shard's
@@ -120,6 +134,7 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 	s := &Subscription{
 		e: e, sh: sh, mods: req.Mods & felix.EventModifierMask, lagReport: req.LagReport && durable,
 		q: make(chan *Batch, capacity), lagged: make(chan struct{}), done: make(chan struct{}),
+		maxBytes: e.cfg.SubscriberQueueBytes, drained: make(chan struct{}),
 	}
 	sh.mu.Lock()
 	oldest, tail := sh.bounds()
@@ -142,7 +157,8 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 		sh.mu.Unlock()
 		return nil, SubscribeInfo{}, errorf(felix.CodeDraining, "broker shutting down")
 	}
-	s.hist, s.histEnd = start, tail
+	s.hist, s.histEnd, s.liveNext = start, tail, tail
+	s.histPending.Store(start < tail)
 	s.info = SubscribeInfo{ID: id, Durable: durable, StartOffset: start, LiveOffset: tail, QueueCapacity: capacity}
 	sh.subs[s] = struct{}{}
 	sh.mu.Unlock()
@@ -162,10 +178,16 @@ func (s *Subscription) offer(b *Batch) {
 	if s.stopped {
 		return
 	}
-	select {
-	case s.q <- b:
-		return
-	default:
+	if s.admit(b) {
+		b.hold(s.e)
+		s.queued.Add(b.cost())
+		select {
+		case s.q <- b:
+			return
+		default:
+		}
+		s.queued.Add(-b.cost())
+		b.release(s.e)
 	}
 	s.e.st.droppedBatches.Add(1)
 	s.e.st.droppedRecords.Add(uint64(len(b.Payloads)))
@@ -187,12 +209,29 @@ func (s *Subscription) stopLocked(resume uint64) {
 // started before the tail), then live batches in order. After a lag report
 // or Close it returns ErrClosed; it returns ctx.Err() if ctx ends first.
 func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
+	s.handedOut.Store(false)
+	d, err := s.next(ctx)
+	if err == nil && d.Batch != nil {
+		s.handedOut.Store(true)
+		if s.hist >= s.histEnd {
+			s.histPending.Store(false)
+		}
+	}
+	return d, err
+}
+
+func (s *Subscription) next(ctx context.Context) (Delivery, error) {
 	if s.terminal {
 		return Delivery{}, ErrClosed
 	}
 	select {
 	case <-s.done:
 		return Delivery{}, ErrClosed
+	default:
+	}
+	select {
+	case <-s.drained:
+		return s.drainDelivery(), nil
 	default:
 	}
 	if s.hist < s.histEnd {
@@ -203,19 +242,21 @@ func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 	for {
 		select {
 		case b := <-s.q:
-			return s.deliver(b), nil
+			return s.dequeued(b), nil
 		default:
 		}
 		select {
 		case b := <-s.q:
-			return s.deliver(b), nil
+			return s.dequeued(b), nil
 		case <-s.lagged:
 			select {
 			case b := <-s.q:
-				return s.deliver(b), nil
+				return s.dequeued(b), nil
 			default:
 			}
 			return s.lagReportDelivery(), nil
+		case <-s.drained:
+			return s.drainDelivery(), nil
 		case <-s.done:
 			return Delivery{}, ErrClosed
 		case <-ctx.Done():
@@ -241,6 +282,7 @@ func (s *Subscription) nextHistory() (Delivery, bool) {
 	sh.mu.Unlock()
 	if b == nil {
 		s.hist = s.histEnd
+		s.histPending.Store(false)
 		return Delivery{}, false
 	}
 	s.hist = b.EndOffset()
@@ -263,6 +305,15 @@ func (s *Subscription) deliver(b *Batch) Delivery {
 	return Delivery{Batch: b, Frame: b.Frame(s.mods)}
 }
 
+// dequeued delivers a batch taken from the queue and returns its bytes.
+func (s *Subscription) dequeued(b *Batch) Delivery {
+	s.liveNext = b.EndOffset()
+	d := s.deliver(b) // encode first: a frame is charged while queues hold b
+	s.queued.Add(-b.cost())
+	b.release(s.e)
+	return d
+}
+
 // Close ends the subscription: it stops receiving batches and Next returns
 // ErrClosed. It is idempotent.
 func (s *Subscription) Close() {
@@ -274,6 +325,16 @@ func (s *Subscription) Close() {
 		s.sh.mu.Unlock()
 		s.e.unregister(s)
 		s.e.st.activeSubs.Add(^uint64(0))
+		// No batch joins the queue any more: give back what it holds.
+		for {
+			select {
+			case b := <-s.q:
+				s.queued.Add(-b.cost())
+				b.release(s.e)
+			default:
+				return
+			}
+		}
 	})
 }
 

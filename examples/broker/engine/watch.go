@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flxproto/felix"
 )
@@ -70,6 +71,12 @@ type Watch struct {
 	resumeFrom uint64
 
 	terminal bool
+
+	// drain state (drain.go)
+	drained   chan struct{}
+	handedOut atomic.Bool  // Next returned an event and was not called again yet
+	queued    atomic.Int64 // bytes of the events in q (bounded by WatchQueueBytes)
+	catchupN  atomic.Int64
 }
 
 func (w *Watch) match(key string) bool {
@@ -93,7 +100,8 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 		return nil, WatchInfo{}, err
 	}
 	w := &Watch{e: e, c: c, key: req.Key, pfx: req.IsPrefix,
-		q: make(chan CacheEvent, e.cfg.WatchQueueCapacity), lagged: make(chan struct{}), done: make(chan struct{})}
+		q: make(chan CacheEvent, e.cfg.WatchQueueCapacity), lagged: make(chan struct{}), done: make(chan struct{}),
+		drained: make(chan struct{})}
 	if req.IsPrefix {
 		w.key = req.Prefix
 	}
@@ -144,6 +152,7 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 	}
 	w.info.ID = id
 	w.info.ResumeOffset = c.next
+	w.catchupN.Store(int64(len(w.catchup)))
 	c.watches[w] = struct{}{}
 	c.mu.Unlock()
 	e.st.activeWatches.Add(1)
@@ -159,10 +168,15 @@ func (w *Watch) offer(ev CacheEvent) {
 	if w.stopped {
 		return
 	}
-	select {
-	case w.q <- ev:
-		return
-	default:
+	cost := cacheEventCost(&ev)
+	if q := w.queued.Load(); q == 0 || q+cost <= w.e.cfg.WatchQueueBytes {
+		w.queued.Add(cost)
+		select {
+		case w.q <- ev:
+			return
+		default:
+		}
+		w.queued.Add(-cost)
 	}
 	w.stopped = true
 	w.resumeFrom = ev.Offset
@@ -174,12 +188,27 @@ func (w *Watch) offer(ev CacheEvent) {
 // then live events in log order, then, for a watcher that fell behind, the
 // lag report. After that or Close it returns ErrClosed.
 func (w *Watch) Next(ctx context.Context) (WatchDelivery, error) {
+	w.handedOut.Store(false)
+	d, err := w.next(ctx)
+	if err == nil && !d.Lagged {
+		w.handedOut.Store(true)
+	}
+	w.catchupN.Store(int64(len(w.catchup)))
+	return d, err
+}
+
+func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
 	if w.terminal {
 		return WatchDelivery{}, ErrClosed
 	}
 	select {
 	case <-w.done:
 		return WatchDelivery{}, ErrClosed
+	default:
+	}
+	select {
+	case <-w.drained:
+		return w.drainDelivery(), nil
 	default:
 	}
 	if len(w.catchup) > 0 {
@@ -189,16 +218,16 @@ func (w *Watch) Next(ctx context.Context) (WatchDelivery, error) {
 	}
 	select {
 	case ev := <-w.q:
-		return w.deliver(ev), nil
+		return w.dequeued(ev), nil
 	default:
 	}
 	select {
 	case ev := <-w.q:
-		return w.deliver(ev), nil
+		return w.dequeued(ev), nil
 	case <-w.lagged:
 		select {
 		case ev := <-w.q:
-			return w.deliver(ev), nil
+			return w.dequeued(ev), nil
 		default:
 		}
 		w.terminal = true
@@ -208,11 +237,19 @@ func (w *Watch) Next(ctx context.Context) (WatchDelivery, error) {
 		w.c.mu.Unlock()
 		w.Close()
 		return WatchDelivery{Lagged: true, ResumeFrom: resume}, nil
+	case <-w.drained:
+		return w.drainDelivery(), nil
 	case <-w.done:
 		return WatchDelivery{}, ErrClosed
 	case <-ctx.Done():
 		return WatchDelivery{}, ctx.Err()
 	}
+}
+
+// dequeued delivers an event taken from the queue and returns its bytes.
+func (w *Watch) dequeued(ev CacheEvent) WatchDelivery {
+	w.queued.Add(-cacheEventCost(&ev))
+	return w.deliver(ev)
 }
 
 func (w *Watch) deliver(ev CacheEvent) WatchDelivery {

@@ -11,6 +11,11 @@ import (
 func (h *handler) cache(m felix.Message) bool {
 	var tenant string
 	var ref engine.CacheRef
+	perm := PermCacheRead
+	switch m.(type) {
+	case *felix.CachePut, *felix.CacheDelete, *felix.CachePutIf, *felix.CacheDeleteIf, *felix.CounterAdd:
+		perm = PermCacheWrite
+	}
 	switch m := m.(type) {
 	case *felix.CachePut:
 		tenant, ref = m.TenantID, engine.CacheRef{Tenant: m.TenantID, Namespace: m.Namespace, Cache: m.Cache}
@@ -29,8 +34,8 @@ func (h *handler) cache(m felix.Message) bool {
 	case *felix.CacheShards:
 		tenant, ref = m.TenantID, engine.CacheRef{Tenant: m.TenantID, Namespace: m.Namespace, Cache: m.Cache}
 	}
-	if tenant != h.id.Tenant {
-		return h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(tenant, perm); why != "" {
+		return h.refuse(felix.CodeForbidden, why)
 	}
 	e := h.s.eng
 	switch m := m.(type) {

@@ -89,10 +89,13 @@ func (h *handler) handle(req conn.Request) bool {
 		return h.jsonPublish(m.TenantID, m.Namespace, m.Stream, m.Payloads, m.Key.Set, m.Key.V,
 			m.Ack.Or(felix.AckPerBatch), m.RequestID, m.Shard.Set)
 	case *felix.ProducerInit:
+		if !h.id.Allows(PermPublish) {
+			return h.refuse(felix.CodeForbidden, "forbidden")
+		}
 		return h.write(&felix.ProducerInitOK{RequestID: m.RequestID, ProducerID: h.s.eng.ProducerInit()})
 	case *felix.PublishIdempotent:
-		if m.TenantID != h.id.Tenant {
-			h.write(&felix.PublishError{RequestID: m.RequestID, Message: "tenant mismatch", Code: felix.Some(felix.CodeForbidden), Retry: felix.Some(felix.RetryFatal)})
+		if why := h.deny(m.TenantID, PermPublish); why != "" {
+			h.write(&felix.PublishError{RequestID: m.RequestID, Message: why, Code: felix.Some(felix.CodeForbidden), Retry: felix.Some(felix.RetryFatal)})
 			h.st.Close()
 			return false
 		}
@@ -192,7 +195,7 @@ func (h *handler) uniMessage(m felix.Message) bool {
 		h.st.Abort()
 		return false
 	}
-	if pr.Tenant != h.id.Tenant {
+	if h.deny(pr.Tenant, PermPublish) != "" {
 		h.st.Abort()
 		return false
 	}

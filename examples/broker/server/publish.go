@@ -33,7 +33,7 @@ func (h *handler) viewRequest(v *felix.PublishBatchView) engine.PublishRequest {
 // stream down, an unknown stream drops the batch.
 func (h *handler) plainPublish(req conn.Request) bool {
 	v, err := felix.ParsePublishBatch(req.Flags, req.Payload)
-	if err != nil || string(v.TenantID) != h.id.Tenant {
+	if err != nil || h.deny(string(v.TenantID), PermPublish) != "" {
 		h.s.st.badFrames.Add(1)
 		h.s.log.Debug("unacked publish refused: stream torn down", "err", err)
 		h.st.Abort()
@@ -41,6 +41,10 @@ func (h *handler) plainPublish(req conn.Request) bool {
 	}
 	if _, err := h.s.eng.Publish(h.viewRequest(&v)); err != nil {
 		h.s.log.Debug("unacked publish dropped", "err", err)
+		if h.s.draining.Load() {
+			h.st.Abort() // the client learns that its stream is gone
+			return false
+		}
 	}
 	return true
 }
@@ -61,8 +65,8 @@ func (h *handler) ackedPublish(req conn.Request) bool {
 		h.s.st.badFrames.Add(1)
 		return h.publishAnswer(p, engine.PublishResult{}, newErr(felix.CodeInvalidRequest, "malformed publish batch: "+err.Error()))
 	}
-	if string(v.TenantID) != h.id.Tenant {
-		return h.publishAnswer(p, engine.PublishResult{}, newErr(felix.CodeForbidden, "tenant mismatch"))
+	if why := h.deny(string(v.TenantID), PermPublish); why != "" {
+		return h.publishAnswer(p, engine.PublishResult{}, newErr(felix.CodeForbidden, why))
 	}
 	pr := h.viewRequest(&v)
 	if p.Idempotent {
@@ -165,9 +169,9 @@ func (h *handler) jsonPublish(tenant, ns, stream string, payloads [][]byte, keye
 	if acked && !rid.Set {
 		return h.fail(newErr(felix.CodeInvalidRequest, "missing request_id for acked publish"))
 	}
-	if tenant != h.id.Tenant {
+	if why := h.deny(tenant, PermPublish); why != "" {
 		if acked {
-			h.write(&felix.PublishError{RequestID: rid.V, Message: "tenant mismatch", Code: felix.Some(felix.CodeForbidden), Retry: felix.Some(felix.RetryFatal)})
+			h.write(&felix.PublishError{RequestID: rid.V, Message: why, Code: felix.Some(felix.CodeForbidden), Retry: felix.Some(felix.RetryFatal)})
 		}
 		h.st.Close()
 		return false

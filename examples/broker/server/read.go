@@ -13,8 +13,8 @@ const (
 
 // streamRead answers stream_read from a durable shard's log.
 func (h *handler) streamRead(m *felix.StreamRead) bool {
-	if m.TenantID != h.id.Tenant {
-		return h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
+		return h.refuse(felix.CodeForbidden, why)
 	}
 	limit := maxReadRecords
 	if m.MaxRecords > 0 {
@@ -31,14 +31,20 @@ func (h *handler) streamRead(m *felix.StreamRead) bool {
 	}
 	ans := &felix.StreamRecords{NextOffset: m.From, RequestID: m.RequestID}
 	size := uint64(0)
+	// The answer must fit the frame limit: payloads grow by a third in
+	// base64, so a page holds fewer bytes than the records' own size.
+	frameLimit := int64(h.s.eng.Config().MaxFrameBytes)
+	encoded := int64(engine.StreamReadPageFixed)
 	for _, r := range recs {
 		if m.End.Set && r.Offset >= m.End.V {
 			break
 		}
-		if len(ans.Records) > 0 && size+uint64(len(r.Payload)) > byteLimit {
+		rec := engine.StreamReadRecordMax(len(r.Payload), r.Publisher)
+		if len(ans.Records) > 0 && (size+uint64(len(r.Payload)) > byteLimit || encoded+rec > frameLimit) {
 			break
 		}
 		size += uint64(len(r.Payload))
+		encoded += rec
 		sr := felix.StreamRecord{Offset: r.Offset, Payload: r.Payload, TimestampMicros: r.Timestamp}
 		if r.Publisher != "" {
 			sr.Publisher = felix.Some(r.Publisher)

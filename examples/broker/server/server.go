@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,36 +60,6 @@ const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.Fe
 	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
 	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | GroupFeatures | CommitFeatures
 
-// Identity is who a token belongs to.
-type Identity struct {
-	// Tenant is the only tenant the token may act for.
-	Tenant string
-	// Principal is the token's subject, sent as the event publisher.
-	Principal string
-}
-
-// ParseTokens parses a comma-separated list of tenant:token or
-// tenant:token:principal entries (the principal defaults to the tenant).
-func ParseTokens(list string) (map[string]Identity, error) {
-	out := make(map[string]Identity)
-	for _, item := range strings.Split(list, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		parts := strings.Split(item, ":")
-		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-			return nil, fmt.Errorf("token entry %q: want tenant:token[:principal]", item)
-		}
-		id := Identity{Tenant: parts[0], Principal: parts[0]}
-		if len(parts) == 3 && parts[2] != "" {
-			id.Principal = parts[2]
-		}
-		out[parts[1]] = id
-	}
-	return out, nil
-}
-
 // Config configures a Server.
 type Config struct {
 	// Addr is the UDP address to listen on (DefaultAddr when empty).
@@ -113,8 +82,15 @@ type Config struct {
 	MaxSubscriptionsPerConn int
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
+	// AuthLimits throttles failed authentications per source address and
+	// per connection (zero fields take the defaults).
+	AuthLimits AuthLimits
 	// AuthTimeout is passed to conn (0 = its default, negative disables).
 	AuthTimeout time.Duration
+	// EventWriteTimeout bounds one write to an event stream whose client
+	// stopped reading (0 = DefaultEventWriteTimeout); the stream is then
+	// reset.
+	EventWriteTimeout time.Duration
 	// DrainTimeout bounds graceful shutdown (0 = DefaultDrainTimeout).
 	DrainTimeout time.Duration
 	// Logger receives the broker's logs (nil discards them).
@@ -147,11 +123,17 @@ type Server struct {
 	served   chan struct{}
 	stopOnce sync.Once
 
+	auth    *throttle
+	authLog logLimiter
+
 	st stats
 }
 
 type stats struct {
-	conns, streams, requests, badFrames atomic.Uint64
+	conns, streams, requests, badFrames      atomic.Uint64
+	authFailures, authThrottled, authDelayed atomic.Uint64
+	writeTimeouts, drainedSubs               atomic.Uint64
+	openConns                                atomic.Int64
 }
 
 // Listen creates the engine and starts listening; call Serve to accept
@@ -166,6 +148,9 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.MaxSubscriptionsPerConn <= 0 {
 		cfg.MaxSubscriptionsPerConn = DefaultMaxSubscriptionsPerConn
 	}
+	if cfg.EventWriteTimeout <= 0 {
+		cfg.EventWriteTimeout = DefaultEventWriteTimeout
+	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
@@ -176,7 +161,7 @@ func Listen(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, served: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), auth: newThrottle(cfg.AuthLimits)}
 	tc := cfg.TLS
 	if tc == nil {
 		var err error
@@ -200,6 +185,12 @@ func Listen(cfg Config) (*Server, error) {
 		feats &^= felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow
 	}
 	s.offer = felix.BrokerOffer{Flags: Flags, Features: feats, PublishWindow: window}
+	if cfg.Engine.MaxFrameBytes == 0 {
+		cfg.Engine.MaxFrameBytes = cfg.MaxFrameBytes
+	}
+	if cfg.Engine.MaxFrameBytes == 0 {
+		cfg.Engine.MaxFrameBytes = felix.DefaultMaxFrameBytes
+	}
 	s.eng = engine.New(cfg.Engine)
 	scfg := &conn.ServerConfig{
 		TLS:           tc,
@@ -274,20 +265,6 @@ func WriteFileAtomic(path string, data []byte) error {
 	return nil
 }
 
-func (s *Server) authenticate(_ context.Context, a *felix.Auth) (any, error) {
-	if s.draining.Load() {
-		return nil, &conn.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining}
-	}
-	id, ok := s.cfg.Tokens[a.Token]
-	if !ok {
-		return nil, &conn.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
-	}
-	if id.Tenant != a.TenantID {
-		return nil, &conn.BrokerError{Type: "error", Message: "tenant mismatch", Code: felix.CodeForbidden}
-	}
-	return id, nil
-}
-
 // Serve accepts connections until Shutdown (it then returns nil) or a
 // listener failure.
 func (s *Server) Serve() error {
@@ -309,6 +286,8 @@ func (s *Server) Serve() error {
 
 func (s *Server) serveConn(sc *conn.ServerConn) {
 	defer s.wg.Done()
+	s.st.openConns.Add(1)
+	defer s.st.openConns.Add(-1)
 	subs := new(atomic.Int64) // subscriptions and watches open on sc
 	for {
 		st, err := sc.AcceptStream(s.ctx)
@@ -332,56 +311,30 @@ func (s *Server) serveConn(sc *conn.ServerConn) {
 	}
 }
 
-// Shutdown stops the broker gracefully: it stops accepting connections and
-// streams (new auths are answered draining), waits up to the drain timeout
-// (or ctx) for requests being answered, ends subscriptions and watches,
-// then closes every connection with application code 0 ("broker shutting
-// down") and waits for all goroutines.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		s.draining.Store(true)
-		s.log.Info("broker draining")
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
-		defer cancel()
-		for s.inflight.Load() > 0 {
-			if dctx.Err() != nil {
-				s.log.Warn("drain timeout: closing with requests in flight", "in_flight", s.inflight.Load())
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		// End subscriptions and watches: each pump finishes its event
-		// stream with a FIN.
-		s.eng.Close()
-		for s.pumps.Load() > 0 && dctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		// Let the last answers and FINs leave before closing: closing a
-		// QUIC connection does not flush stream data.
-		select {
-		case <-time.After(min(300*time.Millisecond, s.cfg.DrainTimeout)):
-		case <-dctx.Done():
-		}
-		s.cancel()
-		_ = s.ln.Close()
-		s.wg.Wait()
-		s.log.Info("broker stopped", "connections", s.st.conns.Load(), "streams", s.st.streams.Load(),
-			"requests", s.st.requests.Load())
-	})
-	return nil
-}
-
 // Close is Shutdown with a background context.
 func (s *Server) Close() error { return s.Shutdown(context.Background()) }
 
 // Stats is a snapshot of the server's counters with the engine's.
 type Stats struct {
 	Connections, Streams, Requests, BadFrames uint64
-	Engine                                    engine.Stats
+	// AuthFailures counts credentials checked and refused; AuthThrottled
+	// auths refused unchecked by the throttle; AuthDelayed auths held back
+	// by it before being checked.
+	AuthFailures, AuthThrottled, AuthDelayed uint64
+	// EventWriteTimeouts counts event streams reset because one write
+	// outlasted EventWriteTimeout.
+	EventWriteTimeouts uint64
+	// DrainedSubscriptions counts subscriptions a shutdown ended with
+	// records undelivered (with a terminal frame, never a clean end).
+	DrainedSubscriptions uint64
+	Engine               engine.Stats
 }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	return Stats{Connections: s.st.conns.Load(), Streams: s.st.streams.Load(), Requests: s.st.requests.Load(),
-		BadFrames: s.st.badFrames.Load(), Engine: s.eng.Stats()}
+		BadFrames: s.st.badFrames.Load(), AuthFailures: s.st.authFailures.Load(),
+		AuthThrottled: s.st.authThrottled.Load(), AuthDelayed: s.st.authDelayed.Load(),
+		EventWriteTimeouts: s.st.writeTimeouts.Load(), DrainedSubscriptions: s.st.drainedSubs.Load(),
+		Engine: s.eng.Stats()}
 }

@@ -15,8 +15,8 @@ import (
 // batches. Errors (subscribe_cursor_error, error) come back on the control
 // stream and no event stream is opened.
 func (h *handler) subscribe(m *felix.Subscribe) {
-	if m.TenantID != h.id.Tenant {
-		h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
+		h.refuse(felix.CodeForbidden, why)
 		return
 	}
 	req := engine.SubscribeRequest{
@@ -84,7 +84,8 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer sub.Close()
-	ctx := es.Context()
+	ctx, wd := s.watchdog(es.Context())
+	defer wd.stop()
 	for {
 		d, err := sub.Next(ctx)
 		if err != nil {
@@ -95,13 +96,24 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 			}
 			return
 		}
+		if d.Drained {
+			wd.arm()
+			s.endDrained(ctx, es, sub.ID(), d)
+			wd.disarm()
+			return
+		}
 		if d.Lagged {
 			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
+			wd.arm()
 			_ = es.WriteMessage(ctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			wd.disarm()
 			_ = es.Close()
 			return
 		}
-		if err := es.WriteEncoded(ctx, d.Frame); err != nil {
+		wd.arm()
+		err = es.WriteEncoded(ctx, d.Frame)
+		wd.disarm()
+		if err != nil {
 			es.Abort()
 			return
 		}
@@ -110,8 +122,8 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 
 // watch handles cache_watch, terminal like subscribe.
 func (h *handler) watch(m *felix.CacheWatch) {
-	if m.TenantID != h.id.Tenant {
-		h.refuse(felix.CodeForbidden, "tenant mismatch")
+	if why := h.deny(m.TenantID, PermCacheRead); why != "" {
+		h.refuse(felix.CodeForbidden, why)
 		return
 	}
 	if m.Key.Set == m.Prefix.Set {
@@ -169,7 +181,8 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer w.Close()
-	ctx := es.Context()
+	ctx, wd := s.watchdog(es.Context())
+	defer wd.stop()
 	for {
 		d, err := w.Next(ctx)
 		if err != nil {
@@ -182,7 +195,9 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		}
 		if d.Lagged {
 			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
+			wd.arm()
 			_ = es.WriteMessage(ctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			wd.disarm()
 			_ = es.Close()
 			return
 		}
@@ -190,7 +205,10 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		if !d.Event.Deleted {
 			ev.Value = felix.Some(d.Event.Value)
 		}
-		if err := es.WriteMessage(ctx, ev); err != nil {
+		wd.arm()
+		err = es.WriteMessage(ctx, ev)
+		wd.disarm()
+		if err != nil {
 			es.Abort()
 			return
 		}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// Subscriber queue byte bounds (Config.SubscriberQueueBytes,
+// Config.MaxQueuedBytes).
+const (
+	DefaultSubscriberQueueBytes = 32 << 20
+	DefaultMaxQueuedBytes       = 512 << 20
+	// batchOverhead is what one queued batch costs beyond its records:
+	// the Batch itself, its frame header and modifier sections.
+	batchOverhead = int(unsafe.Sizeof(Batch{})) + 64
+	// recordOverhead is the per-record cost in an event frame and in the
+	// batch (length prefix, timestamp, slice header).
+	recordOverhead = 4 + 8 + 24
+)
+
+// batchAcct is a Batch's share of the engine-wide queued-bytes figure.
+// While at least one subscriber queue holds the batch, its records and
+// every event frame encoded from it (one per distinct modifier set) are
+// charged; when the last queue lets go, the charge is returned.
+type batchAcct struct {
+	mu      sync.Mutex
+	refs    int32 // subscriber queues holding the batch
+	frames  int64 // bytes of the frames encoded so far
+	charged int64 // bytes currently charged to Engine.queuedBytes
+}
+
+// cost is what one queue entry of b costs its subscriber: the records
+// and their framing, about the size of the frame it becomes.
+func (b *Batch) cost() int64 {
+	if b.size == 0 {
+		n := int64(batchOverhead + len(b.Publisher))
+		for _, p := range b.Payloads {
+			n += int64(len(p)) + recordOverhead
+		}
+		b.size = n
+	}
+	return b.size
+}
+
+// hold charges b to the engine when the first queue takes it.
+func (b *Batch) hold(e *Engine) {
+	a := &b.acct
+	a.mu.Lock()
+	a.refs++
+	if a.refs == 1 {
+		a.charged = b.cost() + a.frames
+		e.queuedBytes.Add(a.charged)
+	}
+	a.mu.Unlock()
+}
+
+// release returns b's charge when the last queue has let it go.
+func (b *Batch) release(e *Engine) {
+	a := &b.acct
+	a.mu.Lock()
+	a.refs--
+	if a.refs == 0 {
+		e.queuedBytes.Add(-a.charged)
+		a.charged = 0
+	}
+	a.mu.Unlock()
+}
+
+// framed charges a newly encoded frame of n bytes while queues hold b.
+func (b *Batch) framed(e *Engine, n int) {
+	if e == nil {
+		return
+	}
+	a := &b.acct
+	a.mu.Lock()
+	a.frames += int64(n)
+	if a.refs > 0 {
+		a.charged += int64(n)
+		e.queuedBytes.Add(int64(n))
+	}
+	a.mu.Unlock()
+}
+
+// admit reports whether a live batch may join s's queue: its bytes must
+// fit the subscription's bound and the engine-wide one. A subscriber whose
+// queue is empty always gets the batch (so one batch larger than the
+// bound is not a poison, and a subscriber that keeps up is never lagged
+// because others fell behind); the engine-wide figure then exceeds its
+// bound by at most one batch per subscriber that keeps up. The caller
+// holds sh.mu.
+func (s *Subscription) admit(b *Batch) bool {
+	q := s.queued.Load()
+	if q == 0 {
+		return true
+	}
+	c := b.cost()
+	return q+c <= s.maxBytes && s.e.queuedBytes.Load()+c <= s.e.cfg.MaxQueuedBytes
+}
+
+// QueuedBytes returns the bytes held in subscriber queues engine-wide
+// (records and encoded frames of every queued batch, each counted once).
+func (e *Engine) QueuedBytes() int64 { return e.queuedBytes.Load() }

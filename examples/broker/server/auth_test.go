@@ -1,0 +1,256 @@
+package server_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseTokens(t *testing.T) {
+	toks, err := server.ParseTokens("tA:a1, tB:b1:bob\n# comment\ntC:c1:carol:publish|cache.read\ntD:d1::none")
+	require.NoError(t, err)
+	require.Equal(t, server.Identity{Tenant: "tA", Principal: "tA"}, toks["a1"])
+	require.Equal(t, server.Identity{Tenant: "tB", Principal: "bob"}, toks["b1"])
+	c := toks["c1"]
+	require.True(t, c.Allows(server.PermPublish|server.PermCacheRead))
+	require.False(t, c.Allows(server.PermSubscribe))
+	require.False(t, c.Allows(server.PermCacheWrite))
+	require.Equal(t, server.Identity{Tenant: "tD", Principal: "tD", Deny: server.PermAll}, toks["d1"])
+
+	_, err = server.ParseTokens("tA:shared,tB:shared")
+	require.ErrorContains(t, err, "listed twice")
+	require.NotContains(t, err.Error(), "shared", "errors never quote a token")
+	_, err = server.ParseTokens("tA:same,tA:same")
+	require.Error(t, err, "a duplicate is refused even with the same identity")
+	_, err = server.ParseTokens("tA:x:p:fly")
+	require.ErrorContains(t, err, "unknown permission")
+	_, err = server.ParseTokens("tA")
+	require.Error(t, err)
+}
+
+// authAnswer opens a stream on qc, sends auth and returns the answer.
+func authAnswer(t *testing.T, qc *quic.Conn, tenant, token string) felix.Message {
+	t.Helper()
+	st, err := qc.OpenStreamSync(ctxT(t))
+	require.NoError(t, err)
+	s := &rawStream{t: t, s: st, r: felix.NewReader(st)}
+	s.send(&felix.Auth{TenantID: tenant, Token: token, ClientFlags: felix.Some(uint16(rawFlags)),
+		ClientFeatures: felix.Some(uint32(felix.FeatureErrorCodes))})
+	m := s.recv()
+	st.CancelRead(0)
+	st.Close()
+	return m
+}
+
+// An unknown token and a token of another tenant get the very same
+// answer: the refusal tells a guesser nothing.
+func TestAuthOneRefusal(t *testing.T) {
+	toks, err := server.ParseTokens("tA:tokA,tB:tokB")
+	require.NoError(t, err)
+	srv := startBroker(t, server.Config{Tokens: toks})
+	r := dialRaw(t, srv)
+	unknown := authAnswer(t, r.qc, "tA", "nope")
+	other := authAnswer(t, r.qc, "tA", "tokB")
+	require.Equal(t, unknown, other)
+	em, ok := unknown.(*felix.ErrorMessage)
+	require.True(t, ok, "%T", unknown)
+	require.Equal(t, "auth failed", em.Message)
+	require.Equal(t, felix.CodeUnauthenticated, em.Code.V)
+	require.IsType(t, &felix.AuthOK{}, authAnswer(t, r.qc, "tA", "tokA"))
+}
+
+// logSink collects log records.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A guesser on many connections from one address gets at most
+// burst + rate×elapsed credentials checked; every guess gets the same
+// refusal; refusals are logged at warn at most once a second, without
+// the token; a client from another address authenticates at once; and a
+// client connected before the attack keeps being served.
+func TestAuthThrottlePerAddress(t *testing.T) {
+	const burst, rate, guesses = 10, 50.0, 300
+	var sink logSink
+	cfg := durableCfg()
+	cfg.AuthLimits = server.AuthLimits{AddrBurst: burst, AddrRate: rate, ConnBurst: 1 << 20, ConnRate: 1 << 20,
+		MaxWait: 200 * time.Millisecond}
+	cfg.Logger = slog.New(slog.NewTextHandler(&sink, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := startBroker(t, cfg)
+	good := dial(t, srv, nil)
+	ctx := ctxT(t)
+	sub, err := good.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	checkServing(t, good) // opens its publish and cache streams
+	_, err = sub.Next(ctx)
+	require.NoError(t, err)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	answers := make(chan felix.Message, guesses)
+	for c := range 4 {
+		r := dialRaw(t, srv)
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := c*8 + g; i < guesses; i += 32 {
+					answers <- authAnswer(t, r.qc, server.DemoTenant, "guess-secret-"+string(rune('a'+i%26)))
+				}
+			}()
+		}
+	}
+	// Meanwhile: the connected client is served, and a client from
+	// another address authenticates a fresh stream at once.
+	checkServing(t, good)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "still here", string(ev.Payload))
+	other := dialFrom(t, srv, "127.0.0.2")
+	require.IsType(t, &felix.AuthOK{}, authAnswer(t, other, server.DemoTenant, server.DemoToken))
+
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(answers)
+	n := 0
+	for m := range answers {
+		em, ok := m.(*felix.ErrorMessage)
+		require.True(t, ok, "%T", m)
+		if em.Message == "auth failed" {
+			require.Equal(t, felix.CodeUnauthenticated, em.Code.V)
+		} else {
+			require.Equal(t, "auth throttled", em.Message, "checked or throttled, nothing else")
+			require.Equal(t, felix.CodeOverloaded, em.Code.V)
+			require.Equal(t, felix.RetryAfter, em.Retry.V)
+		}
+		n++
+	}
+	require.Equal(t, guesses, n)
+	st := srv.Stats()
+	require.Equal(t, uint64(guesses), st.AuthFailures+st.AuthThrottled)
+	require.LessOrEqual(t, float64(st.AuthFailures), burst+rate*elapsed.Seconds()+1,
+		"checked guesses are bounded by the throttle (elapsed %v)", elapsed)
+	logs := sink.String()
+	lines := strings.Count(logs, "auth refused")
+	require.GreaterOrEqual(t, lines, 1)
+	require.LessOrEqual(t, float64(lines), 1+time.Since(start).Seconds()+1, "refusal logs are rate-limited")
+	require.NotContains(t, logs, "guess-secret")
+	require.Contains(t, logs, "level=WARN")
+}
+
+// One connection gets its own, smaller budget: beyond it, auths are
+// refused unchecked; another connection from the same address is served.
+func TestAuthThrottlePerConnection(t *testing.T) {
+	const guesses = 20
+	cfg := durableCfg()
+	cfg.AuthLimits = server.AuthLimits{AddrBurst: 1 << 20, AddrRate: 1 << 20, ConnBurst: 3, ConnRate: 1,
+		MaxWait: 100 * time.Millisecond}
+	srv := startBroker(t, cfg)
+	r := dialRaw(t, srv)
+	start := time.Now()
+	for range guesses {
+		m := authAnswer(t, r.qc, server.DemoTenant, "bad")
+		require.Contains(t, []string{"auth failed", "auth throttled"}, m.(*felix.ErrorMessage).Message)
+	}
+	elapsed := time.Since(start)
+	st := srv.Stats()
+	require.Equal(t, uint64(guesses), st.AuthFailures+st.AuthThrottled)
+	require.LessOrEqual(t, float64(st.AuthFailures), 3+elapsed.Seconds()+1)
+	fresh := dialRaw(t, srv)
+	require.IsType(t, &felix.AuthOK{}, authAnswer(t, fresh.qc, server.DemoTenant, server.DemoToken))
+	checkServing(t, dial(t, srv, nil))
+}
+
+// dialFrom dials the broker from a given local IP (a second loopback
+// address stands for another client machine).
+func dialFrom(t *testing.T, srv *server.Server, ip string) *quic.Conn {
+	t.Helper()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	require.NoError(t, err)
+	tr := &quic.Transport{Conn: udp}
+	ua, err := net.ResolveUDPAddr("udp", srv.Addr().String())
+	require.NoError(t, err)
+	qc, err := tr.Dial(ctxT(t), ua, &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
+		&quic.Config{MaxIdleTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = qc.CloseWithError(0, "")
+		_ = tr.Close()
+		_ = udp.Close()
+	})
+	return qc
+}
+
+// Scoped tokens: a token that authenticates but lacks a permission gets a
+// typed forbidden answer (fatal), on every path; what it may do works.
+func TestTokenPermissions(t *testing.T) {
+	toks, err := server.ParseTokens("t1:full:alice,t1:reader:rita:subscribe|cache.read,t1:nothing:nobody:none")
+	require.NoError(t, err)
+	cfg := durableCfg()
+	cfg.Tokens = toks
+	srv := startBroker(t, cfg)
+	ctx := ctxT(t)
+	as := func(tok string) *conn.Client {
+		return dial(t, srv, func(c *conn.Config) { c.Token = tok })
+	}
+	forbidden := func(err error) {
+		t.Helper()
+		var be *conn.BrokerError
+		require.ErrorAs(t, err, &be)
+		require.Equal(t, felix.CodeForbidden, be.Code)
+		require.Equal(t, felix.RetryFatal, be.RetryClass())
+	}
+	full, reader, nothing := as("full"), as("reader"), as("nothing")
+	ref := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
+	require.NoError(t, full.CachePut(ctx, ref, "k", []byte("v"), 0))
+
+	_, err = reader.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	forbidden(err)
+	forbidden(reader.CachePut(ctx, ref, "k", []byte("w"), 0))
+	v, found, err := reader.CacheGet(ctx, ref, "k")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, "v", string(v))
+	sub, err := reader.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+
+	_, err = nothing.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	forbidden(err)
+	_, err = nothing.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	forbidden(err)
+	_, _, err = nothing.CacheGet(ctx, ref, "k")
+	forbidden(err)
+
+	_, err = full.Publish(ctx, topic, []byte("ok"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "ok", string(ev.Payload))
+	require.Equal(t, uint64(1), srv.Stats().Engine.PublishedRecords, "nothing forbidden was written")
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"time"
+)
+
+// Snapshot is what the stats endpoint serves: the counters, the gauges of
+// what the broker holds, and the process's memory.
+type Snapshot struct {
+	Stats
+	// OpenConnections is the number of client connections open now.
+	OpenConnections int64
+	// Streams and Caches count what the engine holds.
+	Streams, Caches int
+	// QueuedBytes is held by subscriber queues, LogBytes by stream logs
+	// and rings, CacheLogBytes by cache write logs, CacheLiveBytes by live
+	// cache keys, values and counters.
+	QueuedBytes, LogBytes, CacheLogBytes, CacheLiveBytes int64
+	// ThrottledAddrs and ThrottledConns count the auth throttle's buckets.
+	ThrottledAddrs, ThrottledConns int
+	// Goroutines and the Go heap figures (runtime.MemStats).
+	Goroutines                         int
+	HeapAlloc, HeapInuse, HeapSys, Sys uint64
+	NumGC                              uint32
+	Time                               time.Time
+}
+
+// Snapshot returns the broker's figures now. It reads runtime.MemStats,
+// which briefly stops the world: call it at a human pace.
+func (s *Server) Snapshot() Snapshot {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	snap := Snapshot{Stats: s.Stats(), OpenConnections: s.st.openConns.Load(),
+		QueuedBytes: s.eng.QueuedBytes(), LogBytes: s.eng.LogBytes(),
+		Goroutines: runtime.NumGoroutine(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse,
+		HeapSys: ms.HeapSys, Sys: ms.Sys, NumGC: ms.NumGC, Time: time.Now().UTC()}
+	snap.Streams, snap.Caches = s.eng.Counts()
+	snap.CacheLogBytes, snap.CacheLiveBytes = s.eng.CacheBytes()
+	snap.ThrottledAddrs, snap.ThrottledConns = s.auth.tracked()
+	return snap
+}
+
+// StatsHandler serves Snapshot as JSON (GET only).
+func (s *Server) StatsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Snapshot())
+	})
+}
+
+// StatsServer is a running stats endpoint.
+type StatsServer struct {
+	ln  net.Listener
+	srv *http.Server
+	err chan error
+}
+
+// ServeStats serves the stats endpoint (GET /stats, also at /) on addr,
+// for example "127.0.0.1:0". Keep it on loopback: it tells anyone who can
+// reach it what the broker holds.
+func (s *Server) ServeStats(addr string) (*StatsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/stats", s.StatsHandler())
+	mux.Handle("/{$}", s.StatsHandler())
+	ss := &StatsServer{ln: ln, err: make(chan error, 1),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 8 << 10}}
+	go func() {
+		err := ss.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		ss.err <- err
+	}()
+	return ss, nil
+}
+
+// Addr returns the endpoint's address.
+func (ss *StatsServer) Addr() net.Addr { return ss.ln.Addr() }
+
+// Close stops the endpoint and waits for it.
+func (ss *StatsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := ss.srv.Shutdown(ctx)
+	return errors.Join(err, <-ss.err)
+}
+
+// LogStats logs one line of the broker's figures at info level every
+// interval until ctx ends.
+func (s *Server) LogStats(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := s.Snapshot()
+		s.log.LogAttrs(ctx, slog.LevelInfo, "broker stats",
+			slog.Int64("open_connections", n.OpenConnections), slog.Int("streams", n.Streams), slog.Int("caches", n.Caches),
+			slog.Uint64("subscriptions", n.Engine.ActiveSubscriptions), slog.Int64("queued_bytes", n.QueuedBytes),
+			slog.Int64("log_bytes", n.LogBytes), slog.Int64("cache_log_bytes", n.CacheLogBytes),
+			slog.Int64("cache_live_bytes", n.CacheLiveBytes), slog.Uint64("producer_states", n.Engine.ProducerStates),
+			slog.Uint64("auth_failures", n.AuthFailures), slog.Uint64("auth_throttled", n.AuthThrottled),
+			slog.Int("goroutines", n.Goroutines), slog.Uint64("heap_alloc", n.HeapAlloc), slog.Uint64("sys", n.Sys))
+	}
+}
