@@ -121,6 +121,15 @@ type Config struct {
 	Logger *slog.Logger
 	// ConnLogger receives conn's debug logs (nil discards them).
 	ConnLogger *slog.Logger
+
+	// SharedEngine, when set, is used instead of a new engine built from
+	// Engine: several servers (the nodes of a cluster) then serve one log.
+	// The server never closes a shared engine; Shutdown ends only the
+	// subscriptions and watches it serves.
+	SharedEngine *engine.Engine
+	// Router makes the server one node of a cluster (see Router); it
+	// then also advertises ClusterFlags and ClusterFeatures.
+	Router Router
 }
 
 // Server is a running broker. Create it with Listen, run Serve, stop it
@@ -136,6 +145,8 @@ type Server struct {
 
 	ctx      context.Context // cancelled at the end of Shutdown
 	cancel   context.CancelFunc
+	ending   context.Context // cancelled when Shutdown ends subscriptions
+	endSubs  context.CancelFunc
 	draining atomic.Bool
 	inflight atomic.Int64   // requests being answered
 	pumps    atomic.Int64   // event-stream pumps running
@@ -191,12 +202,18 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.NoPipeline {
 		window = 0
 	}
-	feats := Features
+	feats, flags := Features, Flags
 	if window == 0 {
 		feats &^= felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow
 	}
-	s.offer = felix.BrokerOffer{Flags: Flags, Features: feats, PublishWindow: window}
-	s.eng = engine.New(cfg.Engine)
+	if cfg.Router != nil {
+		feats, flags = feats|ClusterFeatures, flags|ClusterFlags
+	}
+	s.offer = felix.BrokerOffer{Flags: flags, Features: feats, PublishWindow: window}
+	s.eng = cfg.SharedEngine
+	if s.eng == nil {
+		s.eng = engine.New(cfg.Engine)
+	}
 	ln, err := conn.Listen(cfg.Addr, &conn.ServerConfig{
 		TLS:           tc,
 		Offer:         s.offer,
@@ -206,12 +223,15 @@ func Listen(cfg Config) (*Server, error) {
 		Logger:        cfg.ConnLogger,
 	})
 	if err != nil {
-		s.eng.Close()
+		if cfg.SharedEngine == nil {
+			s.eng.Close()
+		}
 		return nil, err
 	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	log.Info("broker listening", "addr", ln.Addr().String(), "flags", Flags.String(), "features", feats.String(),
+	s.ending, s.endSubs = context.WithCancel(context.Background())
+	log.Info("broker listening", "addr", ln.Addr().String(), "flags", flags.String(), "features", feats.String(),
 		"publish_window", window)
 	return s, nil
 }
@@ -340,7 +360,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		// End subscriptions and watches: each pump finishes its event
 		// stream with a FIN.
-		s.eng.Close()
+		s.endSubs()
+		if s.cfg.SharedEngine == nil {
+			s.eng.Close()
+		}
 		for s.pumps.Load() > 0 && dctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -353,6 +376,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancel()
 		_ = s.ln.Close()
 		s.wg.Wait()
+		s.endSubs()
 		s.log.Info("broker stopped", "connections", s.st.conns.Load(), "streams", s.st.streams.Load(),
 			"requests", s.st.requests.Load())
 	})
