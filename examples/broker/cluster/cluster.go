@@ -341,7 +341,8 @@ func (c *Cluster) LinkNode() int { return c.linkN }
 // wanted state, and for an index out of range.
 var ErrNodeState = errors.New("cluster: bad node state")
 
-// Kill stops node i abruptly (its connections are closed) and moves every
+// Kill stops node i abruptly, as a crash would (server.Abort: its
+// connections are closed, no event stream ends cleanly), and moves every
 // shard it owned to a surviving node. While it goes down the shards are
 // refused with shard_unavailable (owner_unavailable).
 func (c *Cluster) Kill(i int) error {
@@ -358,10 +359,8 @@ func (c *Cluster) Kill(i int) error {
 	n.alive = false
 	srv, done := n.srv, n.done
 	c.mu.Unlock()
-	err := srv.Close()
-	if serr := <-done; err == nil {
-		err = serr
-	}
+	srv.Abort()
+	err := <-done
 	c.mu.Lock()
 	for k, a := range c.shards {
 		if a.owner == i {

@@ -168,3 +168,22 @@ func (h *handler) placeCache(r engine.CacheRef) Placement {
 	}
 	return h.s.cfg.Router.CacheWatch(r)
 }
+
+// Abort stops the server at once, the way a crash looks to its clients:
+// the listener and every connection are closed (application code 0)
+// without draining requests or finishing event streams, so no
+// subscription sees a clean end. It waits for the server's goroutines.
+// Shutdown and Abort share one stop: whichever runs first wins.
+func (s *Server) Abort() {
+	s.stopOnce.Do(func() {
+		s.draining.Store(true)
+		s.cancel()
+		_ = s.ln.Close()
+		s.wg.Wait()
+		s.endSubs()
+		if s.cfg.SharedEngine == nil {
+			s.eng.Close()
+		}
+		s.log.Info("broker aborted")
+	})
+}
