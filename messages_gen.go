@@ -2504,8 +2504,8 @@ type StreamShardsView struct {
 	Shards uint32
 	// RequestID is "request_id" (u64, required).
 	RequestID uint64
-	// Routing is "routing" (ShardRouting, optional: left out when unset; null reads as unset): absent means modulo.
-	Routing Opt[ShardRouting]
+	// Routing is "routing" (Routing, optional: left out when unset; null reads as unset): absent means modulo.
+	Routing Opt[Routing]
 }
 
 // MessageType returns "stream_shards_view".
@@ -2554,7 +2554,7 @@ func (m *StreamShardsView) decodeJSON(d *jsonDecoder, i0 int) {
 		case "routing":
 			d.dup(&seen, 2, "routing")
 			if d.null() {
-				m.Routing = Opt[ShardRouting]{}
+				m.Routing = Opt[Routing]{}
 			} else {
 				m.Routing.Set = true
 				m.Routing.V.decodeJSON(d, "routing")

@@ -24,7 +24,7 @@ var (
 	typeCode    = reflect.TypeFor[ErrorCode]()
 	typeCursor  = reflect.TypeFor[CursorErrorReason]()
 	typeKind    = reflect.TypeFor[ShardKind]()
-	typeRouting = reflect.TypeFor[ShardRouting]()
+	typeRouting = reflect.TypeFor[Routing]()
 	typeStart   = reflect.TypeFor[StartPosition]()
 	typeCond    = reflect.TypeFor[CacheCondition]()
 	typeChange  = reflect.TypeFor[StateChange]()
@@ -63,7 +63,7 @@ func drawValue(t *rapid.T, v reflect.Value, label string) {
 		v.SetString(string(rapid.SampledFrom([]ShardKind{ShardKindStream, ShardKindCache}).Draw(t, label)))
 		return
 	case typeRouting:
-		v.SetString(string(rapid.SampledFrom([]ShardRouting{RoutingJumpHash, RoutingModulo}).Draw(t, label)))
+		v.SetUint(uint64(rapid.SampledFrom([]Routing{RoutingJumpHash, RoutingModulo}).Draw(t, label)))
 		return
 	case typeStart:
 		p := StartPosition{Kind: StartKind(rapid.IntRange(0, 2).Draw(t, label+".kind"))}

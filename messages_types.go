@@ -130,22 +130,6 @@ func (k *ShardKind) decodeJSON(d *jsonDecoder, field string) {
 	decodeWord(d, field, "shard kind", k, ShardKindStream, ShardKindCache)
 }
 
-// ShardRouting is how a stream maps keys to shards (stream_shards_view).
-// Upstream refuses any other word; an explicit "modulo" is kept as written.
-type ShardRouting string
-
-// Shard routings.
-const (
-	RoutingJumpHash ShardRouting = "jump_hash" // jump consistent hash of the key
-	RoutingModulo   ShardRouting = "modulo"    // hash modulo the shard count (the default)
-)
-
-func (r ShardRouting) appendJSON(dst []byte) []byte { return appendJSONString(dst, string(r)) }
-
-func (r *ShardRouting) decodeJSON(d *jsonDecoder, field string) {
-	decodeWord(d, field, "routing", r, RoutingJumpHash, RoutingModulo)
-}
-
 // ---------------------------------------------------------------------------
 // Tagged variants
 

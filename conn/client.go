@@ -86,7 +86,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	}
 	// The client owns its transport so that Close stops every goroutine.
 	c.tr, c.udp = &quic.Transport{Conn: udp}, udp
-	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN), quicConfig(cfg.QUIC, false))
+	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN), dialQUICConfig(ctx, cfg.QUIC))
 	if err != nil {
 		c.tr.Close()
 		udp.Close()

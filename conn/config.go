@@ -156,6 +156,23 @@ func quicConfig(base *quic.Config, server bool) *quic.Config {
 	return q
 }
 
+// dialQUICConfig is quicConfig for a client dial under ctx: when ctx allows
+// longer than quic-go's handshake idle timeout (5 s) and base sets none, the
+// handshake waits as long as ctx allows, so a caller's deadline (not a
+// hidden 5 s) decides when a silent address is given up.
+func dialQUICConfig(ctx context.Context, base *quic.Config) *quic.Config {
+	q := quicConfig(base, false)
+	if d, ok := ctx.Deadline(); ok && q.HandshakeIdleTimeout == 0 {
+		if left := time.Until(d); left > defaultHandshakeIdle {
+			q.HandshakeIdleTimeout = left
+		}
+	}
+	return q
+}
+
+// defaultHandshakeIdle is quic-go's default HandshakeIdleTimeout.
+const defaultHandshakeIdle = 5 * time.Second
+
 func logger(l *slog.Logger) *slog.Logger {
 	if l != nil {
 		return l

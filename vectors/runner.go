@@ -153,9 +153,11 @@ var formatKinds = map[string]bool{
 }
 
 // commonMembers are the members every kind may carry that are not decoded
-// values.
+// values. flag_names is this project's addition (felix decode writes it):
+// the flags' names as felix.Flags.String prints them; when present it must
+// match flags.
 var commonMembers = map[string]bool{
-	"name": true, "kind": true, "flags": true, "frame_hex": true, "payload_hex": true,
+	"name": true, "kind": true, "flags": true, "flag_names": true, "frame_hex": true, "payload_hex": true,
 	"canonical_frame_hex": true, "note": true,
 }
 
@@ -229,6 +231,9 @@ func (r *run) check() (skip string) {
 		}
 	}
 	flags, hasFlags := r.uint("flags", 0xFFFF)
+	if names, ok := r.str("flag_names"); ok && names != felix.Flags(flags).String() {
+		r.failf("flag_names %q, but flags %d are named %q", names, flags, felix.Flags(flags).String())
+	}
 	if hasFlags || kind != "invalid" {
 		if len(frame) >= 8 {
 			if got := felix.Flags(frame[6])<<8 | felix.Flags(frame[7]); got != felix.Flags(flags) {

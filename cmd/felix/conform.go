@@ -26,42 +26,42 @@ func runConform(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if fs.NArg() == 0 {
 		return usagef("name at least one vector directory")
 	}
-	var passed, failed, skipped int
+	// Check every directory first: a missing or empty one is a usage
+	// error (exit 2), never a vector result.
+	var all []string
 	for _, root := range fs.Args() {
 		dirs, err := vectors.FindDirs(root)
 		if err != nil {
-			fmt.Fprintf(stdout, "FAIL %s: %s\n", root, oneLine(err.Error()))
-			failed++
-			continue
+			return usagef("%s: %v", root, oneLine(err.Error()))
 		}
 		if len(dirs) == 0 {
-			fmt.Fprintf(stdout, "FAIL %s: no vector files (*.json) found\n", root)
+			return usagef("%s: no vector files (NAME.json + NAME.hex) below it", root)
+		}
+		all = append(all, dirs...)
+	}
+	var passed, failed, skipped int
+	for _, dir := range all {
+		vs, err := vectors.LoadDir(dir)
+		if err != nil {
+			fmt.Fprintf(stdout, "FAIL %s: %s\n", dir, oneLine(err.Error()))
 			failed++
 			continue
 		}
-		for _, dir := range dirs {
-			vs, err := vectors.LoadDir(dir)
-			if err != nil {
-				fmt.Fprintf(stdout, "FAIL %s: %s\n", dir, oneLine(err.Error()))
-				failed++
-				continue
+		for _, v := range vs {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			for _, v := range vs {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				res := vectors.Run(v)
-				switch res.Status {
-				case vectors.Pass:
-					passed++
-					fmt.Fprintf(stdout, "ok   %s\n", res.ID)
-				case vectors.Skip:
-					skipped++
-					fmt.Fprintf(stdout, "skip %s: %s\n", res.ID, oneLine(res.Reason))
-				default:
-					failed++
-					fmt.Fprintf(stdout, "FAIL %s: %s\n", res.ID, oneLine(strings.Join(res.Problems, "; ")))
-				}
+			res := vectors.Run(v)
+			switch res.Status {
+			case vectors.Pass:
+				passed++
+				fmt.Fprintf(stdout, "ok   %s\n", res.ID)
+			case vectors.Skip:
+				skipped++
+				fmt.Fprintf(stdout, "skip %s: %s\n", res.ID, oneLine(res.Reason))
+			default:
+				failed++
+				fmt.Fprintf(stdout, "FAIL %s: %s\n", res.ID, oneLine(strings.Join(res.Problems, "; ")))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -18,7 +19,7 @@ func init() {
 	register(command{
 		name:    "decode",
 		usage:   "decode [-raw] [-max N] [HEX]",
-		summary: "describe a frame (hex argument, hex on stdin, or raw bytes on stdin with -raw) as a vector JSON object",
+		summary: "describe a frame (hex argument or stdin) as a vector JSON object; -raw: every frame of a raw byte stream",
 		run:     runDecode,
 	})
 }
@@ -37,7 +38,13 @@ func runDecode(_ context.Context, args []string, stdin io.Reader, stdout, stderr
 	if *maxPayload == 0 || *maxPayload > felix.MaxPayloadLen {
 		return usagef("-max must be in 1..%d", uint64(felix.MaxPayloadLen))
 	}
-	frame, err := readFrameInput(fs.Args(), *raw, stdin)
+	if *raw {
+		if fs.NArg() > 0 {
+			return usagef("-raw reads stdin; it takes no HEX argument")
+		}
+		return decodeStream(stdin, stdout, uint32(*maxPayload), *maxPayload != felix.DefaultMaxFrameBytes)
+	}
+	frame, err := readFrameInput(fs.Args(), false, stdin)
 	if err != nil {
 		return err
 	}
@@ -48,6 +55,68 @@ func runDecode(_ context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	return decErr
+}
+
+// decodeStream describes every frame of a raw byte stream (a capture of one
+// QUIC stream, say), one JSON object per frame, and stops at the first frame
+// that does not decode. A bad header is shown by its 12 bytes alone: the
+// rest of the input is not echoed, since where the next frame would start
+// is unknown.
+func decodeStream(stdin io.Reader, stdout io.Writer, maxPayload uint32, showMax bool) error {
+	in := bufio.NewReaderSize(stdin, 64<<10)
+	head := make([]byte, felix.HeaderLen)
+	for n := 0; ; n++ {
+		got, err := io.ReadFull(in, head)
+		switch {
+		case err == io.EOF:
+			if n == 0 {
+				return errors.New("stdin is empty: no frame to decode")
+			}
+			return nil
+		case err == io.ErrUnexpectedEOF:
+			return describeAndStop(stdout, head[:got], maxPayload, showMax)
+		case err != nil:
+			return fmt.Errorf("reading stdin: %v", err)
+		}
+		h, herr := felix.ParseHeader(head)
+		if herr == nil && h.Length > maxPayload {
+			herr = felix.ErrFrameTooLarge
+		}
+		if herr != nil {
+			return describeAndStop(stdout, head, maxPayload, showMax)
+		}
+		frame := make([]byte, felix.HeaderLen+int(h.Length))
+		copy(frame, head)
+		got, err = io.ReadFull(in, frame[felix.HeaderLen:])
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return fmt.Errorf("reading stdin: %v", err)
+		}
+		frame = frame[:felix.HeaderLen+got]
+		desc, decErr := describe(frame, maxPayload, showMax)
+		if desc != nil {
+			if err := writeObject(stdout, desc); err != nil {
+				return err
+			}
+		}
+		if decErr != nil {
+			return fmt.Errorf("frame %d: %w", n+1, decErr)
+		}
+	}
+}
+
+// describeAndStop prints the description of a frame that cannot be decoded
+// and returns its error.
+func describeAndStop(stdout io.Writer, frame []byte, maxPayload uint32, showMax bool) error {
+	desc, err := describe(frame, maxPayload, showMax)
+	if desc != nil {
+		if werr := writeObject(stdout, desc); werr != nil {
+			return werr
+		}
+	}
+	if err == nil {
+		err = errors.New("frame does not decode")
+	}
+	return fmt.Errorf("stopped at the first frame that does not decode: %w", err)
 }
 
 // readFrameInput returns the frame bytes from the hex argument or stdin.
@@ -106,6 +175,7 @@ func describe(frame []byte, maxPayload uint32, showMax bool) ([]vectors.Member, 
 		{Name: "name", Value: "decoded"},
 		{Name: "kind", Value: kind},
 		{Name: "flags", Value: uint16(f.Flags)},
+		{Name: "flag_names", Value: f.Flags.String()},
 		{Name: "frame_hex", Value: hex.EncodeToString(frame)},
 		{Name: "payload_hex", Value: hex.EncodeToString(f.Payload)},
 	}
@@ -140,7 +210,12 @@ func invalid(frame, payload []byte, layout string, maxPayload uint32, showMax bo
 		{Name: "error", Value: class},
 	}
 	if len(frame) >= 8 {
-		out = append(out, vectors.Member{Name: "flags", Value: uint16(frame[6])<<8 | uint16(frame[7])})
+		fl := uint16(frame[6])<<8 | uint16(frame[7])
+		out = append(out, vectors.Member{Name: "flags", Value: fl})
+		if bytes.HasPrefix(frame, []byte("FLX1")) {
+			// Name the bits only when the header is a Felix header at all.
+			out = append(out, vectors.Member{Name: "flag_names", Value: felix.Flags(fl).String()})
+		}
 	}
 	if showMax {
 		out = append(out, vectors.Member{Name: "max_frame_bytes", Value: maxPayload})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/vectors"
@@ -55,6 +56,11 @@ func encodeVector(in []byte) ([]byte, error) {
 		return nil, fmt.Errorf("input is not a vector JSON object: %v", errOrNull(err))
 	}
 	kind := "json_message"
+	if _, ok := v["kind"]; !ok {
+		if _, ok := v["payload_json"]; !ok {
+			return nil, fmt.Errorf("not a vector object: no kind (absent means json_message, which needs payload_json); kinds: %s", strings.Join(vectors.Kinds(), ", "))
+		}
+	}
 	if raw, ok := v["kind"]; ok {
 		if err := json.Unmarshal(raw, &kind); err != nil {
 			return nil, fmt.Errorf("kind is not a string")
@@ -71,7 +77,7 @@ func encodeVector(in []byte) ([]byte, error) {
 	}
 	c, ok := vectors.Lookup(kind)
 	if !ok {
-		return nil, fmt.Errorf("no codec registered for kind %q", kind)
+		return nil, fmt.Errorf("unknown kind %q; kinds: %s", kind, strings.Join(vectors.Kinds(), ", "))
 	}
 	var frame []byte
 	err := func() (err error) {

@@ -8,11 +8,19 @@
 //	felix pub ...                        publish to a stream of a broker
 //	felix sub ...                        subscribe to a stream and print its events
 //	felix cache get|put|del|watch ...    use a broker's cache
+//	felix conformance scenarios|verify   list the client catalogue, grade a results document
 //
-// Run "felix help" for every command's flags; the broker commands take
-// -addr, -cert FILE or -insecure, -tenant, -token and -json.
+// "felix help" prints every command with its flags, their defaults and the
+// environment variables (FELIX_ADDR, FELIX_CERT, FELIX_TENANT, FELIX_TOKEN,
+// FELIX_NAMESPACE) the broker commands read; "felix help CMD" or
+// "felix CMD -h" prints one command. Flags go before positional arguments:
+// a flag-like argument after them is refused ("--" passes data that starts
+// with "-").
 //
-// Errors are reported as one line on stderr with a non-zero exit status.
+// Errors are reported as one line on stderr that names what failed and the
+// likely fix. Exit status: 0 success, 1 failure, 2 usage error, 3 for
+// "cache get" and "cache del" of an absent key (nothing is printed on
+// stdout then).
 //
 // # Adding a command
 //
@@ -34,7 +42,8 @@
 // flag is a one-line error. Return nil on success, an error to have it
 // printed as "felix pub: <error>" with exit status 1, a usageError for exit
 // status 2, or exitCode(n) when the command already reported what went
-// wrong. ctx is cancelled on SIGINT/SIGTERM.
+// wrong. parseFlags returns a help request for -h, which run answers with
+// the flag set's flags. ctx is cancelled on SIGINT/SIGTERM.
 package main
 
 import (
@@ -60,6 +69,10 @@ type command struct {
 	summary string
 	// run executes the command with its arguments (without the name).
 	run func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+	// help, when set, writes the command's help instead of the default
+	// (usage, summary and the flags run parses for -h); for commands with
+	// sub-operations.
+	help func(ctx context.Context, w io.Writer)
 }
 
 var commands = map[string]command{}
@@ -95,15 +108,71 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// helpRequest is returned by parseFlags for -h/-help: run prints the
+// command's usage with every flag, its default and the environment
+// variables it reads, and exits 0.
+type helpRequest struct{ fs *flag.FlagSet }
+
+func (helpRequest) Error() string { return "help requested" }
+
 // parseFlags parses args with fs and maps a flag error to a usageError.
+// Flags come before positional arguments; an argument after the first
+// positional one that looks like a flag is refused (use "--" before
+// arguments that start with "-"), so "felix pub orders -ack none hi" is a
+// usage error instead of three published messages.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return helpRequest{fs}
 		}
 		return usageError{err.Error()}
 	}
+	rest := fs.Args()
+	if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+		return nil // everything after "--" is data
+	}
+	for _, a := range rest {
+		if len(a) > 1 && a[0] == '-' {
+			name := strings.TrimLeft(a, "-")
+			if i := strings.IndexByte(name, '='); i >= 0 {
+				name = name[:i]
+			}
+			if fs.Lookup(name) != nil || name == "h" || name == "help" {
+				return usagef("flag %s after the positional arguments: put flags first (or \"--\" before data that starts with \"-\")", a)
+			}
+			return usagef("argument %q looks like a flag: put flags first, and \"--\" before data that starts with \"-\"", a)
+		}
+	}
 	return nil
+}
+
+// envVars are the environment variables the broker commands read; help
+// lists them.
+var envVars = [][2]string{
+	{"FELIX_ADDR", "default of -addr: the broker's UDP address"},
+	{"FELIX_CERT", "default of -cert: PEM certificate to trust (the broker writes one with -cert-out)"},
+	{"FELIX_TENANT", "default of -tenant"},
+	{"FELIX_TOKEN", "default of -token"},
+	{"FELIX_NAMESPACE", "default of -namespace"},
+}
+
+// printFlags writes fs's flags with their defaults, and the environment
+// variables when fs has the broker connection flags.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "flags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if fs.Lookup("addr") != nil {
+		fmt.Fprintln(w, "environment:")
+		for _, e := range envVars {
+			fmt.Fprintf(w, "  %-16s %s\n", e[0], e[1])
+		}
+	}
 }
 
 func main() {
@@ -113,18 +182,56 @@ func main() {
 	os.Exit(code)
 }
 
-// printUsage writes the command list to w.
+// printUsage writes the command list to w, in aligned columns.
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: felix COMMAND [ARGS]")
+	fmt.Fprintln(w, "usage: felix COMMAND [FLAGS] [ARGS]")
 	fmt.Fprintln(w, "commands:")
+	names := make([]string, 0, len(commands))
+	width := 0
+	for n, c := range commands {
+		names = append(names, n)
+		width = max(width, len(c.usage))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := commands[n]
+		fmt.Fprintf(w, "  felix %-*s  %s\n", width, c.usage, c.summary)
+	}
+	fmt.Fprintln(w, "flags go before positional arguments; \"felix help COMMAND\" or \"felix COMMAND -h\" lists a command's flags.")
+	fmt.Fprintln(w, "environment (defaults of the broker commands' flags):")
+	for _, e := range envVars {
+		fmt.Fprintf(w, "  %-16s %s\n", e[0], e[1])
+	}
+	fmt.Fprintln(w, "exit status: 0 success, 1 failure, 2 usage error (cache get/del: 3 when the key is absent)")
+}
+
+// printHelp writes the full help: the command list, then every command's
+// flags with their defaults.
+func printHelp(ctx context.Context, w io.Writer) {
+	printUsage(w)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		c := commands[n]
-		fmt.Fprintf(w, "  felix %-34s %s\n", c.usage, c.summary)
+		fmt.Fprintln(w)
+		commandHelp(ctx, w, commands[n])
+	}
+}
+
+// commandHelp writes one command's usage and flags (asking the command
+// itself, with -h, so the list is the one it parses).
+func commandHelp(ctx context.Context, w io.Writer, c command) {
+	if c.help != nil {
+		c.help(ctx, w)
+		return
+	}
+	err := c.run(ctx, []string{"-h"}, strings.NewReader(""), io.Discard, io.Discard)
+	var hr helpRequest
+	fmt.Fprintf(w, "usage: felix %s\n  %s\n", c.usage, c.summary)
+	if errors.As(err, &hr) {
+		printFlags(w, hr.fs)
 	}
 }
 
@@ -143,8 +250,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
 		printUsage(stdout)
+		return 0
+	case "help":
+		if len(args) == 1 {
+			printHelp(ctx, stdout)
+			return 0
+		}
+		c, ok := commands[args[1]]
+		if !ok {
+			fmt.Fprintf(stderr, "felix help: unknown command %q (try felix help)\n", args[1])
+			return 2
+		}
+		if len(args) > 2 && c.help != nil {
+			// e.g. "felix help cache watch": the operation's own flags.
+			return run(ctx, append(append([]string{c.name}, args[2:]...), "-h"), stdin, stdout, stderr)
+		}
+		commandHelp(ctx, stdout, c)
 		return 0
 	}
 	c, ok := commands[args[0]]
@@ -156,11 +279,28 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := c.run(ctx, args[1:], stdin, stdout, stderr)
 	var ue usageError
 	var ec exitCode
+	var hr helpRequest
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stdout, "usage: felix %s\n", c.usage)
+		// A command that answers -h itself, before parsing flags.
+		if c.help != nil {
+			c.help(ctx, stdout)
+		} else {
+			fmt.Fprintf(stdout, "usage: felix %s\n  %s\n", c.usage, c.summary)
+		}
+		return 0
+	case errors.As(err, &hr):
+		usage := c.usage
+		if hr.fs.Name() != c.name {
+			usage = hr.fs.Name() + " [FLAGS] ..." // a sub-operation, e.g. "cache watch"
+			if u, ok := subUsage[hr.fs.Name()]; ok {
+				usage = u
+			}
+		}
+		fmt.Fprintf(stdout, "usage: felix %s\n  %s\n", usage, c.summary)
+		printFlags(stdout, hr.fs)
 		return 0
 	case errors.As(err, &ec):
 		return int(ec)

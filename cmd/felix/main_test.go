@@ -242,8 +242,8 @@ func TestEncode(t *testing.T) {
 		{"json array", "[1]", []string{"encode"}, "not a vector JSON object"},
 		{"null", "null", []string{"encode"}, "not a vector JSON object"},
 		{"invalid kind", `{"kind":"invalid","layout":"frame","error":"truncated","frame_hex":""}`, []string{"encode"}, "invalid vector"},
-		{"unknown kind", `{"kind":"nonsense"}`, []string{"encode"}, `no codec registered for kind "nonsense"`},
-		{"bad flags", `{"flags":70000}`, []string{"encode"}, "flags"},
+		{"unknown kind", `{"kind":"nonsense"}`, []string{"encode"}, `unknown kind "nonsense"; kinds: `},
+		{"bad flags", `{"flags":70000,"payload_json":"{}"}`, []string{"encode"}, "flags"},
 		{"bad kind type", `{"kind":3}`, []string{"encode"}, "kind"},
 		{"codec refuses", `{"flags":1,"payload_json":"{\"type\":\"ok\"}"}`, []string{"encode"}, "bad flag combination"},
 		{"missing file", "", []string{"encode", filepath.Join(t.TempDir(), "none.json")}, "none.json"},
@@ -305,9 +305,10 @@ func TestConform(t *testing.T) {
 		t.Fatalf("code %d stdout %q stderr %q", code, stdout, stderr)
 	}
 
-	// Missing and empty directories are failures, not silence.
+	// Missing and empty directories are usage errors (exit 2), not
+	// silence and not vector results.
 	code, stdout, _ = felixRun(t, "", "conform", filepath.Join(root, "missing"), t.TempDir())
-	if code != 1 || !strings.HasSuffix(stdout, "0 passed, 2 failed\n") {
+	if code != 2 || stdout != "" {
 		t.Fatalf("missing dir: code %d %q", code, stdout)
 	}
 	code, _, stderr = felixRun(t, "", "conform")

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,7 +24,7 @@ import (
 func init() {
 	register(command{
 		name:    "pub",
-		usage:   "pub [CLIENT FLAGS] [-ack MODE] [-key K] [-batch N] STREAM [MESSAGE...]",
+		usage:   "pub [FLAGS] STREAM [MESSAGE...]",
 		summary: "publish messages (arguments, or stdin lines) to a broker stream",
 		run:     runPub,
 	})
@@ -50,7 +51,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.serverName, "server-name", "localhost", "TLS server name")
 	fs.StringVar(&c.tenant, "tenant", envOr("FELIX_TENANT", "t1"), "tenant id (env FELIX_TENANT)")
 	fs.StringVar(&c.token, "token", envOr("FELIX_TOKEN", "demo-token"), "token (env FELIX_TOKEN)")
-	fs.StringVar(&c.namespace, "namespace", "default", "namespace")
+	fs.StringVar(&c.namespace, "namespace", envOr("FELIX_NAMESPACE", "default"), "namespace (env FELIX_NAMESPACE)")
 	fs.BoolVar(&c.alpn, "alpn", false, "offer the felix/1 ALPN id")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON lines instead of text")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout for connecting and for each answer")
@@ -65,18 +66,22 @@ func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client
 	case c.cert != "":
 		pem, err := os.ReadFile(c.cert)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("-cert: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate", c.cert)
+			return nil, fmt.Errorf("-cert %s: no PEM certificate in the file (the broker writes one with -cert-out)", c.cert)
 		}
 		tc.RootCAs = pool
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.timeout)
+	dctx, cancel := c.timeoutCtx(ctx)
 	defer cancel()
-	return conn.Dial(dctx, c.addr, &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
+	cl, err := conn.Dial(dctx, c.addr, &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
 		TenantID: c.tenant, Token: c.token, Flags: flags})
+	if err != nil && ctx.Err() == nil {
+		return nil, c.explain("connect", err)
+	}
+	return cl, err
 }
 
 // emit prints v as one JSON line (-json) or text as one line.
@@ -117,13 +122,19 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Wr
 	msgs := fs.Args()[1:]
 	if len(msgs) == 0 {
 		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		sc.Buffer(make([]byte, 64<<10), maxMessageLine)
 		for sc.Scan() {
 			msgs = append(msgs, sc.Text())
 		}
 		if err := sc.Err(); err != nil {
-			return err
+			if errors.Is(err, bufio.ErrTooLong) {
+				return fmt.Errorf("stdin line %d is longer than the frame limit (%d bytes): one message must fit in one frame with its headers", len(msgs)+1, felix.DefaultMaxFrameBytes)
+			}
+			return fmt.Errorf("reading stdin: %v", err)
 		}
+	}
+	if err := checkName("STREAM", stream); err != nil {
+		return err
 	}
 	c, err := cf.dial(ctx, 0)
 	if err != nil {
@@ -141,11 +152,11 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Wr
 		for j, m := range part {
 			payloads[j] = []byte(m)
 		}
-		pctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		pctx, cancel := cf.timeoutCtx(ctx)
 		res, err := c.PublishBatch(pctx, topic, payloads, o)
 		cancel()
 		if err != nil {
-			return err
+			return cf.explain(fmt.Sprintf("publish to %s", stream), err)
 		}
 		type out struct {
 			Stream string  `json:"stream"`
@@ -168,6 +179,25 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Wr
 		if err := cf.emit(stdout, rec, text); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// maxMessageLine bounds one stdin line of felix pub (the line plus its
+// newline): a payload can never be larger than a frame.
+const maxMessageLine = felix.DefaultMaxFrameBytes + 1
+
+// maxNameLen is the longest tenant, namespace, stream or cache name: the
+// binary publish layout stores names behind a u16 length.
+const maxNameLen = 1<<16 - 1
+
+// checkName refuses a name no frame can carry, before connecting.
+func checkName(what, name string) error {
+	if len(name) > maxNameLen {
+		return usagef("%s is %d bytes long; names are limited to %d bytes", what, len(name), maxNameLen)
+	}
+	if name == "" {
+		return usagef("%s is empty", what)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 func init() {
 	register(command{
 		name:    "sub",
-		usage:   "sub [CLIENT FLAGS] [-from latest|earliest|OFFSET] [-n COUNT] [-shard N] STREAM",
+		usage:   "sub [FLAGS] STREAM",
 		summary: "subscribe to a broker stream and print its events",
 		run:     runSub,
 	})
@@ -67,6 +67,9 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		}
 		start = felix.StartAt(off)
 	}
+	if err := checkName("STREAM", fs.Arg(0)); err != nil {
+		return err
+	}
 	c, err := cf.dial(ctx, felix.DefaultClientFlags()|felix.FlagEventBatchPublisher|felix.FlagEventBatchTimestamps)
 	if err != nil {
 		return err
@@ -77,9 +80,11 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		o.Shard = felix.Some(uint32(*shard))
 	}
 	stream := fs.Arg(0)
-	sub, err := c.Subscribe(ctx, conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, o)
+	sctx, cancel := cf.timeoutCtx(ctx)
+	sub, err := c.Subscribe(sctx, conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, o)
+	cancel()
 	if err != nil {
-		return err
+		return cf.explain("subscribe to "+stream, err)
 	}
 	defer sub.Close()
 	for n := 0; *count == 0 || n < *count; n++ {
@@ -88,7 +93,7 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return nil
 			}
-			return err
+			return cf.explain("subscription to "+stream, err)
 		}
 		rec := eventRecord{Publisher: string(ev.Publisher)}
 		rec.Payload, rec.PayloadB64 = payloadFields(ev.Payload)

@@ -84,9 +84,19 @@ func run(args []string) error {
 		}
 		return err
 	}
+	// Every flag is checked before anything listens: a typo costs no port.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (every setting is a flag; see -h)", fs.Arg(0))
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
+	}
+	if err := checkFlags(*shards, *retain, *retainBytes, *queue, *queueMax, *maxSubs, *window, *drain); err != nil {
+		return err
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		return errors.New("-cert and -key go together")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	toks, err := server.ParseTokens(*tokens)
@@ -127,16 +137,24 @@ func run(args []string) error {
 		}
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
+	type declared struct {
+		t  engine.Topic
+		sc engine.StreamConfig
+	}
+	var decls []declared
+	for _, spec := range streams {
+		t, sc, err := ParseStreamSpec(spec, cfg.Engine.DefaultStream)
+		if err != nil {
+			return err
+		}
+		decls = append(decls, declared{t, sc})
+	}
 	srv, err := server.Listen(cfg)
 	if err != nil {
 		return err
 	}
-	for _, spec := range streams {
-		t, sc, err := ParseStreamSpec(spec, cfg.Engine.DefaultStream)
-		if err != nil {
-			srv.Close()
-			return err
-		}
+	for _, d := range decls {
+		t, sc := d.t, d.sc
 		if err := srv.Engine().CreateStream(t, sc); err != nil {
 			srv.Close()
 			return err
@@ -175,6 +193,29 @@ func run(args []string) error {
 		return err
 	}
 	return <-errc
+}
+
+// checkFlags refuses numeric flags outside their ranges.
+func checkFlags(shards uint, retain int, retainBytes int64, queue, queueMax, maxSubs int, window uint, drain time.Duration) error {
+	switch {
+	case shards < 1 || shards > 1<<16:
+		return fmt.Errorf("-shards %d: want 1..65536", shards)
+	case retain < 0:
+		return fmt.Errorf("-retain-records %d: want 0 (unbounded) or more", retain)
+	case retainBytes < 0:
+		return fmt.Errorf("-retain-bytes %d: want 0 (unbounded) or more", retainBytes)
+	case queue < 1:
+		return fmt.Errorf("-queue %d: want at least 1", queue)
+	case queueMax < queue:
+		return fmt.Errorf("-queue-max %d is below -queue %d", queueMax, queue)
+	case maxSubs < 1:
+		return fmt.Errorf("-max-subs-per-conn %d: want at least 1", maxSubs)
+	case window > 1<<32-1:
+		return fmt.Errorf("-publish-window %d: want at most %d", window, uint32(1<<32-1))
+	case drain <= 0:
+		return fmt.Errorf("-drain %s: want a positive duration", drain)
+	}
+	return nil
 }
 
 func envOr(k, def string) string {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,4 +126,31 @@ func TestBadFlags(t *testing.T) {
 	require.Error(t, run([]string{"-log-level", "loud"}))
 	require.Error(t, run([]string{"-tokens", "nocolon"}))
 	require.Error(t, run([]string{"-cert", "/nonexistent.pem", "-key", "/nonexistent.key"}))
+}
+
+// Every flag is validated before the broker listens: with the port taken by
+// someone else, a bad flag is still reported as itself, not as "address in
+// use".
+func TestFlagsValidatedBeforeListening(t *testing.T) {
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	addr := busy.LocalAddr().String()
+	cases := map[string][]string{
+		"-stream":             {"-stream", "t1/ns"},
+		"shards=0":            {"-stream", "t1/ns/s:shards=0"},
+		"-shards":             {"-shards", "0"},
+		"-retain-records":     {"-retain-records", "-1"},
+		"-queue-max":          {"-queue", "10", "-queue-max", "5"},
+		"-max-subs-per-conn":  {"-max-subs-per-conn", "0"},
+		"-drain":              {"-drain", "0s"},
+		"-cert and -key":      {"-cert", "x.pem"},
+		"unexpected argument": {"stray"},
+	}
+	for want, args := range cases {
+		err := run(append([]string{"-addr", addr}, args...))
+		require.Error(t, err, args)
+		require.Contains(t, err.Error(), strings.Trim(want, "\""), args)
+		require.NotContains(t, err.Error(), "address already in use", args)
+	}
 }

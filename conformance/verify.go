@@ -1,0 +1,174 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Report is the verdict on a results document.
+type Report struct {
+	// Client and Version are copied from the document.
+	Client, Version string
+	// Refused is why the document could not be graded at all (no
+	// outcomes, an outcome without an id, an unknown status, a skip
+	// without a detail); nil when it was graded.
+	Refused error
+	// Passed and Failed count the catalogue scenarios that passed and
+	// failed.
+	Passed, Failed int
+	// RequiredMissing counts required scenarios with no outcome;
+	// RequiredSkipped those reported as skipped.
+	RequiredMissing, RequiredSkipped int
+	// OptionalNotRun counts optional scenarios absent or skipped.
+	OptionalNotRun int
+	// Unknown counts outcomes whose id the catalogue lacks.
+	Unknown int
+	// Lines are the FAIL, MISSING and UNKNOWN lines, in that order: FAIL
+	// and MISSING in catalogue order, UNKNOWN in document order.
+	Lines []string
+}
+
+// ErrRefused is wrapped by every Report.Refused error.
+var ErrRefused = errors.New("results document refused")
+
+// Verify grades a results document by the catalogue's verdict rules. A
+// client is conformant when no required scenario is missing, skipped or
+// failing, no scenario at all is failing, and no outcome names an id the
+// catalogue lacks.
+//
+// When a document lists a scenario more than once, a failure anywhere is
+// a failure; otherwise a pass anywhere is a pass.
+func Verify(res Results) Report {
+	rep := Report{Client: res.Client, Version: res.Version}
+	refuse := func(format string, args ...any) Report {
+		rep.Refused = fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
+		return rep
+	}
+	if len(res.Outcomes) == 0 {
+		return refuse("it has no outcomes")
+	}
+	status := make(map[string]string, len(res.Outcomes))
+	unknownSeen := make(map[string]bool)
+	var unknown []string
+	for i, o := range res.Outcomes {
+		if o.ID == "" {
+			return refuse("outcome %d has no id", i+1)
+		}
+		switch o.Status {
+		case StatusPass, StatusFail:
+		case StatusSkip:
+			if o.Detail == "" {
+				return refuse("outcome %d (%s) is a skip without a detail", i+1, o.ID)
+			}
+		default:
+			return refuse("outcome %d (%s) has status %q, not pass, fail or skip", i+1, o.ID, o.Status)
+		}
+		if _, ok := byID[o.ID]; !ok {
+			if !unknownSeen[o.ID] {
+				unknownSeen[o.ID] = true
+				unknown = append(unknown, o.ID)
+			}
+			continue
+		}
+		status[o.ID] = worse(status[o.ID], o.Status)
+	}
+	var fails, missing []string
+	for _, s := range catalogue {
+		kind := "optional"
+		if s.Required {
+			kind = "required"
+		}
+		switch st, ok := status[s.ID]; {
+		case !ok:
+			if s.Required {
+				rep.RequiredMissing++
+				missing = append(missing, fmt.Sprintf("MISSING [required] %s %s", s.ID, s.Title))
+			} else {
+				rep.OptionalNotRun++
+			}
+		case st == StatusPass:
+			rep.Passed++
+		case st == StatusFail:
+			rep.Failed++
+			fails = append(fails, fmt.Sprintf("FAIL [%s] %s %s", kind, s.ID, s.Title))
+		case st == StatusSkip:
+			if s.Required {
+				rep.RequiredSkipped++
+			} else {
+				rep.OptionalNotRun++
+			}
+		}
+	}
+	rep.Unknown = len(unknown)
+	rep.Lines = append(rep.Lines, fails...)
+	rep.Lines = append(rep.Lines, missing...)
+	for _, id := range unknown {
+		rep.Lines = append(rep.Lines, "UNKNOWN scenario "+id)
+	}
+	return rep
+}
+
+// worse combines two statuses of one scenario: fail beats pass beats skip.
+func worse(a, b string) string {
+	rank := func(s string) int {
+		switch s {
+		case StatusFail:
+			return 3
+		case StatusPass:
+			return 2
+		case StatusSkip:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+// Conformant reports whether the document was graded and no required
+// scenario is missing, skipped or failing, no scenario is failing and no
+// outcome names an unknown id.
+func (r Report) Conformant() bool {
+	return r.Refused == nil && r.Failed == 0 && r.RequiredMissing == 0 &&
+		r.RequiredSkipped == 0 && r.Unknown == 0
+}
+
+// Verdict is the report's last line: "CONFORMANT" or "NOT CONFORMANT".
+func (r Report) Verdict() string {
+	if r.Conformant() {
+		return "CONFORMANT"
+	}
+	return "NOT CONFORMANT"
+}
+
+// Write prints the report: the client, the counts, the FAIL, MISSING and
+// UNKNOWN lines, and the verdict as the last line. A refused document is
+// reported by its reason and NOT CONFORMANT.
+func (r Report) Write(w io.Writer) error {
+	var err error
+	p := func(format string, args ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(w, format, args...)
+		}
+	}
+	if r.Client != "" || r.Version != "" {
+		p("client %s %s (catalogue version %d, %d scenarios)\n", r.Client, r.Version, CatalogueVersion, len(catalogue))
+	}
+	if r.Refused != nil {
+		p("%v\n", r.Refused)
+	} else {
+		p("passed: %d\n", r.Passed)
+		p("failed: %d\n", r.Failed)
+		p("required missing: %d\n", r.RequiredMissing)
+		p("required skipped: %d\n", r.RequiredSkipped)
+		p("optional not run: %d\n", r.OptionalNotRun)
+		for _, l := range r.Lines {
+			p("%s\n", l)
+		}
+	}
+	p("%s\n", r.Verdict())
+	return err
+}
