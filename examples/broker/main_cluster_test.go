@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +30,7 @@ func TestBrokerCommandCluster(t *testing.T) {
 	defer cmd.Process.Kill()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	var f cluster.Fixture
+	var f conformance.Fixture
 	require.NoError(t, json.Unmarshal([]byte(waitForFile(t, fx, exited, &stderr)), &f))
 	require.Len(t, f.Addrs, 2)
 	require.NotEmpty(t, f.ControlURL)

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/stretchr/testify/require"
 )
 
 // ackedFrame encodes an acked binary publish of one record.
-func ackedFrame(t testing.TB, f cluster.Fixture, stream string, rid uint64, key []byte) []byte {
+func ackedFrame(t testing.TB, f conformance.Fixture, stream string, rid uint64, key []byte) []byte {
 	b, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{AckMode: felix.AckPerMessage, RequestID: rid,
 		HasKey: key != nil, Key: key, TenantID: f.TenantID, Namespace: f.Namespace, Stream: stream,
 		Payloads: [][]byte{[]byte("p")}})
