@@ -132,7 +132,7 @@ var benchCases = []struct {
 		&stdEventStreamHello{Type: "event_stream_hello", SubscriptionID: 42},
 		func() any { return new(stdEventStreamHello) }},
 	{"error",
-		&felix.ErrorMessage{Message: "shard 3 of orders is moving", Code: felix.Some(felix.CodeShardUnavailable), Retry: felix.Some(felix.RetryRetry), Detail: felix.Some(felix.ErrorDetail{Reason: felix.Some("moving"), RetryAfterMs: felix.Some[uint64](200)})},
+		&felix.ErrorMessage{Message: "shard 3 of orders is moving", Code: felix.Some(felix.CodeShardUnavailable), Retry: felix.Some(felix.RetryRetry), Detail: felix.Some(felix.ErrorDetail{Reason: felix.Some(felix.ReasonMoving), RetryAfterMs: felix.Some[uint64](200)})},
 		&stdError{Type: "error", Message: "shard 3 of orders is moving", Code: ptr("shard_unavailable"), Retry: ptr("retry"), Detail: &stdDetail{Reason: ptr("moving"), RetryAfterMs: ptr[uint64](200)}},
 		func() any { return new(stdError) }},
 	{"auth_ok",
@@ -188,7 +188,9 @@ func BenchmarkMessageEncodeStdJSON(b *testing.B) {
 			b.SetBytes(int64(len(buf)))
 			b.ReportAllocs()
 			for b.Loop() {
-				buf, _ = json.Marshal(c.std)
+				if _, err := json.Marshal(c.std); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

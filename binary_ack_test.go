@@ -33,7 +33,7 @@ var ackSpecExamples = []struct {
 		felix.PublishAck{Status: felix.AckError, RequestID: 5, Message: "no", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}},
 	{"error_code_detail", 0x0610, "464c5831000106100000002001000000000000000500026e6f00050100066d6f76696e6700000000000000fa",
 		felix.PublishAck{Status: felix.AckError, RequestID: 5, Message: "no", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry,
-			HasDetail: true, Reason: "moving", RetryAfterMs: 250}},
+			HasDetail: true, Reason: felix.ReasonMoving, RetryAfterMs: 250}},
 	{"ok_owner_no_addr", 0x0090, "464c5831000100900000001900000000000000000500000002623200000000000000000007",
 		felix.PublishAck{RequestID: 5, HasOwner: true, Owner: ackOwnerB2}},
 	{"ok_offset", 0x1010, "464c583100011010000000130000000000000000050000000000000000002a",
@@ -42,7 +42,7 @@ var ackSpecExamples = []struct {
 		felix.PublishAck{RequestID: 5, HasOwner: true, Owner: ackOwnerB2h1, HasOffset: true, Offset: 42}},
 	{"error_code_detail_owner", 0x0690, "464c5831000106900000003101000000000000000500026e6f00050100066d6f76696e6700000000000000fa000262320003683a310000000000000007",
 		felix.PublishAck{Status: felix.AckError, RequestID: 5, Message: "no", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry,
-			HasDetail: true, Reason: "moving", RetryAfterMs: 250, HasOwner: true, Owner: ackOwnerB2h1}},
+			HasDetail: true, Reason: felix.ReasonMoving, RetryAfterMs: 250, HasOwner: true, Owner: ackOwnerB2h1}},
 }
 
 func TestPublishAckSpecExamples(t *testing.T) {
@@ -144,7 +144,7 @@ func TestPublishAckNonCanonicalDecodes(t *testing.T) {
 		{"detail_without_code", 0x0410, "010000000000000005" + "00026e6f" + "00066d6f76696e67" + "00000000000000fa",
 			ackSpecExamples[1].hex, func(t *testing.T, a felix.PublishAck) {
 				require.True(t, a.HasDetail)
-				require.Equal(t, "moving", a.Reason)
+				require.Equal(t, felix.ReasonMoving, a.Reason)
 				require.Equal(t, uint64(250), a.RetryAfterMs)
 				require.Empty(t, a.Code)
 			}},

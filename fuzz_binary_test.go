@@ -13,11 +13,10 @@ import (
 )
 
 // fuzzSeeds adds every vector frame of vectors/binary and of the upstream
-// set (when present beside the repository), plus extra hex frames, as
-// (flags, payload) seeds.
+// set (vectors/upstream), plus extra hex frames, as (flags, payload) seeds.
 func fuzzSeeds(f *testing.F, extra ...string) {
 	var paths []string
-	for _, dir := range []string{filepath.Join("vectors", "binary"), filepath.Join("..", "shared", "vectors", "upstream")} {
+	for _, dir := range []string{filepath.Join("vectors", "binary"), filepath.Join("vectors", "upstream")} {
 		m, _ := filepath.Glob(filepath.Join(dir, "*.hex"))
 		paths = append(paths, m...)
 	}

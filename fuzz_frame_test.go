@@ -14,18 +14,18 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// vectorSeedDirs are the directories whose .hex files seed the fuzzers: the
-// project's own vectors and, when present, the upstream set beside the repo.
-var vectorSeedDirs = []string{"vectors", filepath.Join("..", "shared", "vectors", "upstream")}
+// vectorSeedDirs are the directories whose .hex files seed the fuzzers:
+// every vector directory of the repository (upstream's set included).
+var vectorSeedDirs = []string{"vectors"}
 
 // vectorFrames returns the decoded content of every .hex file below the seed
-// directories (directories that do not exist are skipped).
+// directories; a directory that does not exist fails the test.
 func vectorFrames(tb testing.TB) [][]byte {
 	tb.Helper()
 	var out [][]byte
 	for _, dir := range vectorSeedDirs {
 		if _, err := os.Stat(dir); err != nil {
-			continue
+			tb.Fatalf("seed vectors: %v", err)
 		}
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".hex") {

@@ -13,11 +13,21 @@ func DefaultClientFlags() Flags {
 	return KnownFlags &^ (FlagEventBatchPublisher | FlagEventBatchTimestamps)
 }
 
-// DefaultClientFeatures returns the feature set a client offers by default,
-// as the upstream client does: every known feature except the opt-in ones
-// (FeatureAckOnCommit, FeatureGroupPublisher, FeatureRecordTimestamps).
+// DefaultClientFeatures returns the feature set a client offers by default:
+// every known feature except the opt-in ones (FeatureAckOnCommit,
+// FeatureGroupPublisher, FeatureRecordTimestamps, as the upstream client)
+// and FeaturePublishWidth.
+//
+// A client offers only bits whose consequences it decodes (spec
+// negotiation.md). Every message, field and refusal reason that the other
+// offered bits let a broker send has a decoder in this package (not_leader,
+// shard_moved, subscription_lagged, stream_deleted, unsupported,
+// publish_refused with sequence_reused, group record extras,
+// cache_value.version, ...). FeaturePublishWidth is a broker bit whose only
+// use is the publish_width field of keyed batches, which no message of this
+// package carries; offering it would promise what the client cannot use.
 func DefaultClientFeatures() Features {
-	return AllFeatures &^ (FeatureAckOnCommit | FeatureGroupPublisher | FeatureRecordTimestamps)
+	return AllFeatures &^ (FeatureAckOnCommit | FeatureGroupPublisher | FeatureRecordTimestamps | FeaturePublishWidth)
 }
 
 // ClientOffer is what a client offers in the auth message of a stream.

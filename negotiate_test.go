@@ -18,6 +18,13 @@ func TestDefaultClientOffer(t *testing.T) {
 	assert.False(t, ft.Any(FeatureAckOnCommit|FeatureGroupPublisher|FeatureRecordTimestamps), "opt-in features")
 	assert.False(t, ft.Has(FeatureExtended), "the marker is not a feature")
 	assert.True(t, ft.Has(FeatureErrorCodes|FeaturePublishPipeline|FeatureInspect))
+	assert.False(t, ft.Any(FeaturePublishWidth), "no message carries publish_width: not offered")
+	assert.Equal(t, AllFeatures&^(FeatureAckOnCommit|FeatureGroupPublisher|FeatureRecordTimestamps|FeaturePublishWidth), ft,
+		"every other known bit: each one's consequences decode")
+	// The high word is still offered (INSPECT, STREAM_DELETED), with the marker.
+	a := ClientOffer{TenantID: "t", Token: "x", Flags: f, Features: ft}.Auth()
+	require.True(t, a.ClientFeaturesHi.Set)
+	assert.Equal(t, uint32((FeatureInspect|FeatureStreamDeleted)>>32), a.ClientFeaturesHi.V)
 }
 
 func TestPublishFlags(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Report is the verdict on a results document.
@@ -171,4 +172,57 @@ func (r Report) Write(w io.Writer) error {
 	}
 	p("%s\n", r.Verdict())
 	return err
+}
+
+// Regressions returns one line per id of mustPass whose outcome in res is
+// not a pass ("REGRESSION id title: status detail", or "REGRESSION id:
+// absent"); ids the catalogue lacks are reported too. A suite's CI keeps
+// the ids that passed once in a file and fails on any line returned.
+func Regressions(res Results, mustPass []string) []string {
+	status := make(map[string]Outcome, len(res.Outcomes))
+	for _, o := range res.Outcomes {
+		if prev, ok := status[o.ID]; ok && worse(prev.Status, o.Status) == prev.Status {
+			continue
+		}
+		status[o.ID] = o
+	}
+	var out []string
+	for _, id := range mustPass {
+		s, known := Lookup(id)
+		o, ok := status[id]
+		switch {
+		case !known:
+			out = append(out, fmt.Sprintf("REGRESSION %s: not a scenario of the catalogue", id))
+		case !ok:
+			out = append(out, fmt.Sprintf("REGRESSION %s %s: absent", id, s.Title))
+		case o.Status != StatusPass:
+			line := fmt.Sprintf("REGRESSION %s %s: %s", id, s.Title, o.Status)
+			if o.Detail != "" {
+				line += " " + o.Detail
+			}
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// ReadIDList reads scenario ids, one per line; blank lines and lines
+// starting with # are ignored.
+func ReadIDList(r io.Reader) ([]string, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.ContainsAny(line, " \t") {
+			return nil, fmt.Errorf("conformance: id list: %q is not one id", line)
+		}
+		ids = append(ids, line)
+	}
+	return ids, nil
 }

@@ -192,3 +192,32 @@ NOT CONFORMANT
 		t.Fatalf("report:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+func TestRegressions(t *testing.T) {
+	res := Results{Outcomes: []Outcome{
+		{ID: "pubsub.order", Status: StatusPass},
+		{ID: "cache.put_get", Status: StatusPass},
+		{ID: "cache.put_get", Status: StatusFail, Detail: "second run"},
+		{ID: "cache.ttl_expires", Status: StatusSkip, Detail: "no clock"},
+	}}
+	got := Regressions(res, []string{"pubsub.order", "cache.put_get", "cache.ttl_expires", "pubsub.roundtrip", "x.y"})
+	want := []string{
+		"REGRESSION cache.put_get a cache put reads back: fail second run",
+		"REGRESSION cache.ttl_expires a value expires after its TTL: skip no clock",
+		"REGRESSION pubsub.roundtrip a published record comes back unchanged: absent",
+		"REGRESSION x.y: not a scenario of the catalogue",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if r := Regressions(res, nil); len(r) != 0 {
+		t.Fatalf("empty list: %v", r)
+	}
+	ids, err := ReadIDList(strings.NewReader("# c\n a.b \n\nc.d\n"))
+	if err != nil || strings.Join(ids, ",") != "a.b,c.d" {
+		t.Fatalf("ReadIDList = %v, %v", ids, err)
+	}
+	if _, err := ReadIDList(strings.NewReader("a.b c.d\n")); err == nil {
+		t.Fatal("two ids on a line accepted")
+	}
+}

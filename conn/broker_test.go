@@ -32,6 +32,7 @@ type brokerOpts struct {
 	auth        Authenticator
 	authTimeout time.Duration
 	maxFrame    uint32
+	srvTLS      *tls.Config // server certificate (default: a fresh SelfSigned)
 }
 
 type testBroker struct {
@@ -69,9 +70,8 @@ type cacheEntry struct {
 }
 
 type testSub struct {
-	es   *EventStream
-	ch   chan any // [][]byte with base offset, or felix.Message (terminal)
-	base uint64
+	es *EventStream
+	ch chan any // [][]byte with base offset, or felix.Message (terminal)
 }
 
 // endSub ends a subscription with a plain FIN.
@@ -97,6 +97,9 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	t.Helper()
 	srvTLS, pool, err := SelfSigned()
 	require.NoError(t, err)
+	if o.srvTLS != nil {
+		srvTLS = o.srvTLS
+	}
 	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: o.offer, LegacyAuth: o.legacy,
 		Authenticate: o.auth, AuthTimeout: o.authTimeout, MaxFrameBytes: o.maxFrame, RequireALPN: o.requireALPN})
 	require.NoError(t, err)

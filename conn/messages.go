@@ -64,6 +64,8 @@ func answerRequestID(m felix.Message) (uint64, bool) {
 		return a.RequestID.Get()
 	case *felix.CounterValue:
 		return a.RequestID, true
+	case *felix.CacheConditionResult:
+		return a.RequestID, true
 	case *felix.Unsupported:
 		return a.RequestID.Get()
 	}

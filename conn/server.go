@@ -159,7 +159,6 @@ type ServerConn struct {
 	authed  atomic.Bool
 	timer   *time.Timer
 	wg      sync.WaitGroup
-	once    sync.Once
 	done    chan struct{} // closed once the connection ended and wg is done
 }
 

@@ -104,13 +104,22 @@ func applyALPN(c *tls.Config, hello *tls.ClientHelloInfo, requireALPN bool) (*tl
 	return c, nil
 }
 
-// SelfSigned returns a fresh self-signed ECDSA P-256 certificate for the
-// given host names (default "localhost"), as a development broker uses: a
-// server TLS configuration carrying it and a pool with the certificate for
-// clients to trust.
+// SelfSigned returns a fresh self-signed ECDSA P-256 leaf certificate, as
+// a development broker uses: a server TLS configuration carrying it and a
+// pool with the certificate for clients to trust. With no hosts it names
+// "localhost", 127.0.0.1 and ::1; otherwise the given DNS names and IP
+// addresses (the first is also the subject common name).
+//
+// The certificate is an end-entity certificate, as upstream's broker
+// generates: Basic Constraints CA:FALSE, key usage digitalSignature,
+// extended key usage serverAuth. Verifiers that refuse a CA certificate as
+// a server certificate (rustls/webpki: CaUsedAsEndEntity) accept it, and
+// it still works as the root a client pins: Go's x509 verification accepts
+// a leaf that is itself in the root pool, and webpki builds a trust anchor
+// from it (subject and key), under which the self-signature verifies.
 func SelfSigned(hosts ...string) (*tls.Config, *x509.CertPool, error) {
 	if len(hosts) == 0 {
-		hosts = []string{"localhost"}
+		hosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -128,7 +137,7 @@ func SelfSigned(hosts ...string) (*tls.Config, *x509.CertPool, error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		IsCA:                  true,
+		IsCA:                  false,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

@@ -1,8 +1,9 @@
 // Package vectors reads and runs Felix conformance vectors (NAME.json +
-// NAME.hex pairs in the format of the protocol's vectors/FORMAT.md, kept in
-// ../shared/vectors/ beside the checkout) and turns frames into their
-// vector description and back. The runner test in this package runs every
-// vector directory below it plus the directories listed in FELIX_VECTORS_DIRS.
+// NAME.hex pairs in the format of the protocol's vectors/FORMAT.md) and
+// turns frames into their vector description and back. The runner test in
+// this package runs every vector directory below it (the project's own
+// vectors and upstream's, in upstream/) plus the extra directories listed in
+// FELIX_VECTORS_DIRS.
 package vectors
 
 import (

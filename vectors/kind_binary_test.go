@@ -597,29 +597,3 @@ func TestOwnBinaryVectors(t *testing.T) {
 		t.Errorf("no vector for %v", missing)
 	}
 }
-
-// TestUpstreamBinaryVectors runs the binary vectors of the upstream set
-// (shared/vectors/upstream, beside the repository, or FELIX_UPSTREAM_VECTORS).
-func TestUpstreamBinaryVectors(t *testing.T) {
-	dir := os.Getenv("FELIX_UPSTREAM_VECTORS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "vectors", "upstream")
-	}
-	vs, err := LoadDir(dir)
-	if err != nil {
-		t.Skipf("upstream vectors not available at %s: %v", dir, err)
-	}
-	n := 0
-	for _, v := range vs {
-		if !strings.HasPrefix(v.Name, "binary_") {
-			continue
-		}
-		n++
-		if res := Run(v); res.Status != Pass {
-			t.Errorf("%s: %v %s", v.ID(), res.Status, res.Summary())
-		}
-	}
-	if n < 5 {
-		t.Errorf("found %d binary upstream vectors in %s, want at least 5", n, dir)
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/flxproto/felix/conformance"
@@ -15,13 +16,13 @@ import (
 func init() {
 	register(command{
 		name:    "conformance",
-		usage:   "conformance scenarios [-required] [-json] | verify RESULTS.json",
+		usage:   "conformance scenarios [-required] [-json] | verify [-passing FILE] RESULTS.json",
 		summary: "list the client scenario catalogue, or grade a results document",
 		run:     runConformance,
 		help:    conformanceHelp,
 	})
 	subUsage["conformance scenarios"] = "conformance scenarios [-required] [-json]"
-	subUsage["conformance verify"] = "conformance verify RESULTS.json   (exit 0 conformant, 1 not conformant, 2 unreadable)"
+	subUsage["conformance verify"] = "conformance verify [-passing FILE] RESULTS.json   (exit 0 conformant, 1 not conformant, 2 unreadable, 3 a -passing scenario did not pass)"
 }
 
 // conformanceHelp prints both verbs with their flags.
@@ -36,12 +37,19 @@ func conformanceHelp(ctx context.Context, w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "usage: felix "+subUsage["conformance verify"])
-	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules")
+	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules (- reads standard input)")
+	if err := runConformanceVerify([]string{"-h"}, nil, io.Discard, io.Discard); err != nil {
+		var hr helpRequest
+		if errors.As(err, &hr) {
+			printFlags(w, hr.fs)
+		}
+	}
 }
 
 // runConformance dispatches "felix conformance scenarios" and "felix
 // conformance verify". verify exits 0 when the document is conformant, 1
-// when it is not, and 2 when it cannot be read.
+// when it is not, 2 when it cannot be read, and 3 when a scenario listed in
+// the -passing file did not pass (a regression, whatever the verdict).
 func runConformance(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usagef("name a verb: scenarios or verify")
@@ -102,6 +110,7 @@ func runConformanceScenarios(args []string, stdout io.Writer) error {
 
 func runConformanceVerify(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conformance verify")
+	passing := fs.String("passing", "", "`FILE` of scenario ids (one a line) that must pass; exit 3 when one did not")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -121,9 +130,28 @@ func runConformanceVerify(args []string, stdin io.Reader, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "felix conformance verify: cannot read the results document: %s\n", oneLine(err.Error()))
 		return exitCode(2)
 	}
+	var mustPass []string
+	if *passing != "" {
+		f, err := os.Open(*passing)
+		if err == nil {
+			mustPass, err = conformance.ReadIDList(f)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "felix conformance verify: -passing: %s\n", oneLine(err.Error()))
+			return exitCode(2)
+		}
+	}
 	rep := conformance.Verify(res)
 	if err := rep.Write(stdout); err != nil {
 		return err
+	}
+	if regs := conformance.Regressions(res, mustPass); len(regs) > 0 {
+		for _, l := range regs {
+			fmt.Fprintln(stdout, l)
+		}
+		fmt.Fprintf(stderr, "felix conformance verify: %d scenarios of %s did not pass\n", len(regs), *passing)
+		return exitCode(3)
 	}
 	if !rep.Conformant() {
 		return exitCode(1)

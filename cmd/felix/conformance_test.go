@@ -103,6 +103,27 @@ func TestConformanceVerify(t *testing.T) {
 		}
 		oneErrLine(t, stderr)
 	}
+	// -passing: a listed scenario that did not pass is a regression (exit 3).
+	list := filepath.Join(dir, "passing.txt")
+	os.WriteFile(list, []byte("# must pass\npubsub.order\n\ncache.put_get\n"), 0o644)
+	code, stdout, _ = felixRun(t, "", "conformance", "verify", "-passing", list, good)
+	if code != 0 || strings.Contains(stdout, "REGRESSION") {
+		t.Fatalf("-passing, all pass: code %d\n%s", code, stdout)
+	}
+	regressed := write("regressed.json", conformance.Results{Client: "c", Version: "v", Outcomes: []conformance.Outcome{
+		{ID: "pubsub.order", Status: "fail", Detail: "out of order"}}})
+	code, stdout, stderr = felixRun(t, "", "conformance", "verify", "-passing", list, regressed)
+	if code != 3 || !strings.Contains(stdout, "REGRESSION pubsub.order records arrive in publish order: fail out of order\n") ||
+		!strings.Contains(stdout, "REGRESSION cache.put_get a cache put reads back: absent\n") {
+		t.Fatalf("-passing, regressed: code %d\n%s", code, stdout)
+	}
+	oneErrLine(t, stderr)
+	code, _, stderr = felixRun(t, "", "conformance", "verify", "-passing", filepath.Join(dir, "nope.txt"), good)
+	if code != 2 {
+		t.Fatalf("-passing of a missing file: code %d", code)
+	}
+	oneErrLine(t, stderr)
+
 	code, stdout, _ = felixRun(t, "", "conformance", "-h")
 	if code != 0 || !strings.Contains(stdout, "conformance scenarios") {
 		t.Fatalf("-h: %d %q", code, stdout)

@@ -7,9 +7,10 @@
 // certificate for "localhost" (write it for clients with -cert-out), accepts
 // the tokens of -tokens (or FELIX_TOKENS; default t1:demo-token), creates
 // streams and caches on first use (durable streams by default; see
-// -stream to configure one), and stops gracefully on SIGINT or SIGTERM:
-// it stops accepting, finishes the answers in flight and closes every
-// connection with application code 0.
+// -stream to configure one; -ephemeral makes them in-memory with a replay
+// ring of -ring-records records per shard), and stops gracefully on
+// SIGINT or SIGTERM: it stops accepting, finishes the answers in flight and
+// closes every connection with application code 0.
 //
 // With -nodes N it serves a reference cluster instead (package
 // examples/broker/cluster): N nodes on loopback sharing one log, a link
@@ -33,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 )
@@ -62,8 +64,10 @@ func run(args []string) error {
 	addrOut := fs.String("addr-out", "", "write the bound UDP address to this file once serving (useful with -addr 127.0.0.1:0)")
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
 		"comma-separated tenant:token[:principal] list (env FELIX_TOKENS)")
-	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (no history, no offsets) instead of durable")
+	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
+	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
+	routing := fs.String("routing", "modulo", "key routing of auto-created streams: modulo or jump_hash")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
 	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable streams (0 = unbounded)")
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
@@ -77,7 +81,7 @@ func run(args []string) error {
 	fixtureOut := fs.String("fixture-out", "", "cluster: write the conformance fixture description (JSON) to this file once serving")
 	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0)")
 	var streams streamFlags
-	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:retain=N][:retain-bytes=N] (repeatable)")
+	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash][:retain=N][:retain-bytes=N][:ring=N] (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -99,6 +103,13 @@ func run(args []string) error {
 		return errors.New("-cert and -key go together")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	rt, err := felix.ParseRouting(*routing)
+	if err != nil {
+		return fmt.Errorf("-routing: %w", err)
+	}
+	if *ring < 1 {
+		return errors.New("-ring-records must be at least 1")
+	}
 	toks, err := server.ParseTokens(*tokens)
 	if err != nil {
 		return err
@@ -117,8 +128,8 @@ func run(args []string) error {
 		Addr:   *addr,
 		Tokens: toks,
 		Engine: engine.Config{
-			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards),
-				RetainRecords: *retain, RetainBytes: *retainBytes},
+			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards), Routing: rt,
+				RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring},
 			NoAutoCreateStreams:  *strict,
 			NoAutoCreateCaches:   *strict,
 			DefaultQueueCapacity: *queue,
@@ -160,7 +171,7 @@ func run(args []string) error {
 			return err
 		}
 		log.Info("stream declared", "tenant", t.Tenant, "namespace", t.Namespace, "stream", t.Stream,
-			"durable", sc.Durable, "shards", max(sc.Shards, 1))
+			"durable", sc.Durable, "shards", max(sc.Shards, 1), "routing", sc.Routing.String())
 	}
 	if *certOut != "" {
 		if err := srv.WriteCertificate(*certOut); err != nil {
@@ -226,8 +237,8 @@ func envOr(k, def string) string {
 }
 
 // ParseStreamSpec parses a -stream value:
-// tenant/namespace/name[:durable|:ephemeral][:shards=N][:retain=N][:retain-bytes=N].
-// Unset options come from def.
+// tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash]
+// [:retain=N][:retain-bytes=N][:ring=N]. Unset options come from def.
 func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine.StreamConfig, error) {
 	parts := strings.Split(spec, ":")
 	names := strings.Split(parts[0], "/")
@@ -238,6 +249,14 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 	c := def
 	for _, opt := range parts[1:] {
 		k, v, hasV := strings.Cut(opt, "=")
+		if k == "routing" && hasV {
+			r, err := felix.ParseRouting(v)
+			if err != nil || v == "" {
+				return t, c, fmt.Errorf("-stream %q: routing must be modulo or jump_hash", spec)
+			}
+			c.Routing = r
+			continue
+		}
 		var n int64
 		if hasV {
 			var err error
@@ -256,6 +275,8 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 			c.RetainRecords = int(n)
 		case k == "retain-bytes" && hasV:
 			c.RetainBytes = n
+		case k == "ring" && hasV && n >= 1:
+			c.RingRecords = int(n)
 		default:
 			return t, c, fmt.Errorf("-stream %q: unknown option %q", spec, opt)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	pemenc "encoding/pem"
 	"errors"
 	"net"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/webpki"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
@@ -82,6 +84,16 @@ func TestBrokerCommandSignal(t *testing.T) {
 				Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher})
 			require.NoError(t, err)
 			defer c.Close()
+			// With rustls/webpki semantics (the certificate must not be a
+			// CA), with only the PEM as trust anchor.
+			block, _ := pemenc.Decode(pem)
+			require.NotNil(t, block)
+			wv, err := webpki.New(block.Bytes)
+			require.NoError(t, err)
+			rc, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{InsecureSkipVerify: true,
+				VerifyPeerCertificate: wv.VerifyPeerCertificate("localhost")}, TenantID: "t1", Token: "secret"})
+			require.NoError(t, err, "webpki-style verification of the -cert-out certificate")
+			require.NoError(t, rc.Close())
 			topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
 			sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
 			require.NoError(t, err)
@@ -116,7 +128,14 @@ func TestParseStreamSpec(t *testing.T) {
 	_, c, err = ParseStreamSpec("t1/ns/s", def)
 	require.NoError(t, err)
 	require.Equal(t, def, c)
-	for _, bad := range []string{"t1/ns", "t1//s", "t1/ns/s:shards=0", "t1/ns/s:frob", "t1/ns/s:retain=-1", "t1/ns/s:durable=1"} {
+	_, c, err = ParseStreamSpec("t1/ns/s:ephemeral:shards=8:routing=jump_hash:ring=64", def)
+	require.NoError(t, err)
+	require.Equal(t, engine.StreamConfig{Durable: false, Shards: 8, Routing: felix.RoutingJumpHash, RetainRecords: 10, RingRecords: 64}, c)
+	_, c, err = ParseStreamSpec("t1/ns/s:routing=modulo", engine.StreamConfig{Routing: felix.RoutingJumpHash})
+	require.NoError(t, err)
+	require.Equal(t, felix.RoutingModulo, c.Routing)
+	for _, bad := range []string{"t1/ns", "t1//s", "t1/ns/s:shards=0", "t1/ns/s:frob", "t1/ns/s:retain=-1", "t1/ns/s:durable=1",
+		"t1/ns/s:routing=", "t1/ns/s:routing=ring", "t1/ns/s:ring=0", "t1/ns/s:routing"} {
 		_, _, err := ParseStreamSpec(bad, def)
 		require.Error(t, err, bad)
 	}
@@ -125,6 +144,8 @@ func TestParseStreamSpec(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	require.Error(t, run([]string{"-log-level", "loud"}))
 	require.Error(t, run([]string{"-tokens", "nocolon"}))
+	require.Error(t, run([]string{"-routing", "ring"}))
+	require.Error(t, run([]string{"-ring-records", "0"}))
 	require.Error(t, run([]string{"-cert", "/nonexistent.pem", "-key", "/nonexistent.key"}))
 }
 

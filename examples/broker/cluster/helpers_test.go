@@ -8,7 +8,6 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -139,4 +138,6 @@ func nonOwner(c *cluster.Cluster, stream string, shard uint32) int {
 	return (o + 1) % c.Nodes()
 }
 
-func shardOf(k []byte) uint32 { return engine.ShardForKey(k, cluster.DefaultDurableShards) }
+// shardOf is the durable stream's shard of key k (modulo routing, as the
+// codec defines it).
+func shardOf(k []byte) uint32 { return felix.RoutingModulo.Shard(k, cluster.DefaultDurableShards) }

@@ -61,3 +61,32 @@ func TestOwnerOnlyRequests(t *testing.T) {
 	require.Equal(t, felix.Some(felix.RetryRetry), pe.Retry)
 	require.Equal(t, felix.Some("moving"), pe.Detail.V.Reason)
 }
+
+// Consumer groups, commits, publish_if and offset_for_time are served by
+// the shard's leader only; a non-owner redirects them.
+func TestLeaderOnlyRequests(t *testing.T) {
+	c := start(t, cluster.Config{Nodes: 3})
+	f := c.Fixture()
+	owner, gen := c.Owner(f.MovableStream, 0)
+	want := &felix.NotLeader{NodeID: c.NodeID(owner), Addr: felix.Some(c.Addr(owner)), Generation: gen}
+	reqs := []felix.Message{
+		&felix.GroupPoll{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.MovableStream, Group: "g", MaxRecords: 1, RequestID: 1},
+		&felix.Commit{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.MovableStream, EntityKey: []byte("e"),
+			Event: []byte("ev"), RequestID: 2},
+		&felix.PublishIf{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.MovableStream,
+			Payloads: [][]byte{[]byte("x")}, RequestID: 3},
+		&felix.OffsetForTime{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.MovableStream, RequestID: 4},
+	}
+	r := dialRaw(t, c, c.Addr(nonOwner(c, f.MovableStream, 0)))
+	for _, m := range reqs {
+		s := r.stream(felix.DefaultClientFlags(), allFeatures)
+		s.send(m)
+		require.Equal(t, want, s.recv(), m.MessageType())
+	}
+	o := dialRaw(t, c, c.Addr(owner))
+	for _, m := range reqs {
+		s := o.stream(felix.DefaultClientFlags(), allFeatures)
+		s.send(m)
+		require.NotEqual(t, "not_leader", s.recv().MessageType(), "the owner serves %s", m.MessageType())
+	}
+}

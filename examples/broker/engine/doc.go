@@ -7,6 +7,28 @@
 // (examples/broker/server) decodes requests, calls the engine and writes the
 // answers; tests and benchmarks drive the engine directly.
 //
+// # Durable and ephemeral streams
+//
+// A durable stream keeps a log per shard, bounded by its retention
+// (StreamConfig.RetainRecords and RetainBytes): every publish is acked with
+// its offset, every delivery (live or replayed) carries offsets and append
+// times, and stream_read pages through the log.
+//
+// An ephemeral (in-memory) stream behaves like upstream's in-memory
+// streams: publishes are acked without an offset and live deliveries carry
+// neither offsets nor times, but each shard keeps a bounded replay ring of
+// its last StreamConfig.RingRecords records (DefaultRingRecords, 1024, by
+// default; RetainBytes bounds it too). The ring's sequence numbers act as
+// offsets: a subscribe from earliest replays the ring, a subscribe from an
+// offset inside the ring replays from there (replayed batches carry those
+// offsets, never times), and an offset that has left the ring is refused
+// with a too_old cursor error naming the oldest offset still held (in_future
+// past the tail). Lag reports and stream_read remain durable-only.
+//
+// Keyed publishes are placed on a shard by the stream's routing
+// (StreamConfig.Routing, felix.Routing: modulo by default, or jump_hash);
+// unkeyed publishes go to shard 0.
+//
 // # Delivery
 //
 // Every published batch becomes one immutable Batch shared by all

@@ -19,24 +19,50 @@ const (
 	DefaultWatchQueueCapacity = 1024 // cache events per watch
 	DefaultHistoryBatch       = 64   // records per history page
 	DefaultHistoryBatchBytes  = 64 << 10
+	// DefaultRingRecords is the replay ring of an ephemeral stream shard,
+	// in records (upstream's in-memory log capacity).
+	DefaultRingRecords = 1024
 )
 
 // StreamConfig describes a stream.
 type StreamConfig struct {
-	// Durable streams keep an in-memory log with offsets; ephemeral streams
-	// keep no history and deliver no offsets.
+	// Durable streams keep a log with offsets, bounded by RetainRecords
+	// and RetainBytes; every delivery carries offsets and append times.
+	// Ephemeral streams keep only a replay ring of RingRecords records
+	// (also bounded by RetainBytes): live deliveries carry no offsets and
+	// no times, and a subscribe from earliest or from an offset is served
+	// from the ring, its sequence numbers acting as offsets (see the
+	// package documentation).
 	Durable bool
-	// Shards is the number of shards (0 means 1). Keyed publishes are
-	// routed by FNV-1a-64(key) mod Shards; unkeyed ones go to shard 0.
+	// Shards is the number of shards (0 means 1).
 	Shards uint32
-	// RetainRecords bounds each shard's log by record count (0 = no bound).
+	// Routing places keyed publishes on shards (felix.RoutingModulo, the
+	// zero value, or felix.RoutingJumpHash; spec routing.md). Unkeyed
+	// publishes go to shard 0.
+	Routing felix.Routing
+	// RetainRecords bounds each durable shard's log by record count (0 = no
+	// bound). Ephemeral streams use RingRecords instead.
 	RetainRecords int
-	// RetainBytes bounds each shard's log by payload bytes (0 = no bound).
-	// The newest record is always kept.
+	// RetainBytes bounds each shard's log or ring by payload bytes (0 = no
+	// bound). The newest record is always kept.
 	RetainBytes int64
+	// RingRecords is the replay ring of each ephemeral shard, in records
+	// (0 = DefaultRingRecords). Durable streams ignore it.
+	RingRecords int
 }
 
 func (c StreamConfig) shards() uint32 { return max(c.Shards, 1) }
+
+// retainRecords is the record bound of a shard's log or ring (0 = none).
+func (c StreamConfig) retainRecords() int {
+	if c.Durable {
+		return c.RetainRecords
+	}
+	if c.RingRecords > 0 {
+		return c.RingRecords
+	}
+	return DefaultRingRecords
+}
 
 // Topic names a stream.
 type Topic struct {
@@ -72,8 +98,14 @@ type Config struct {
 	// WatchQueueCapacity is a watch's live queue capacity in events
 	// (0 = DefaultWatchQueueCapacity).
 	WatchQueueCapacity int
-	// Now is the clock (nil = time.Now). Tests use it to expire TTLs.
+	// Now is the clock (nil = time.Now). Tests use it to expire TTLs and
+	// consumer-group visibility timeouts.
 	Now func() time.Time
+	// Groups bounds consumer groups (zero fields take their defaults).
+	Groups GroupConfig
+	// State bounds the commit state of each shard (zero fields take their
+	// defaults).
+	State StateConfig
 }
 
 // Engine is the broker core. Create it with New; Close ends every
@@ -112,6 +144,8 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Groups = cfg.Groups.withDefaults()
+	cfg.State = cfg.State.withDefaults()
 	return &Engine{
 		cfg:     cfg,
 		streams: make(map[Topic]*stream),
@@ -291,6 +325,7 @@ type Stats struct {
 	ActiveWatches       uint64 // open cache watches
 	WatchEvents         uint64 // cache events handed to watchers
 	LaggedWatches       uint64 // watches ended with cache_watch_lagged
+	DeadLettersDropped  uint64 // dead letters discarded at a full dead-letter list
 }
 
 type counters struct {
@@ -299,6 +334,7 @@ type counters struct {
 	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
 	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
 	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+	deadDropped                                                                      atomic.Uint64
 }
 
 // Stats returns a snapshot of the engine's counters.
@@ -316,6 +352,6 @@ func (e *Engine) Stats() Stats {
 		CacheDeletes: c.cacheDeletes.Load(), CacheExpired: c.cacheExpired.Load(),
 		ConditionFailures: c.condFailures.Load(), CounterAdds: c.counterAdds.Load(),
 		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(),
-		LaggedWatches: c.laggedWatches.Load(),
+		LaggedWatches: c.laggedWatches.Load(), DeadLettersDropped: c.deadDropped.Load(),
 	}
 }

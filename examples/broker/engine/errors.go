@@ -64,6 +64,7 @@ const (
 	RefusedSequenceExpired
 	RefusedSequenceReused
 	RefusedSequenceGap
+	RefusedOffsetMismatch
 )
 
 // String returns the wire name of the reason.
@@ -77,6 +78,8 @@ func (r RefusalReason) String() string {
 		return "sequence_reused"
 	case RefusedSequenceGap:
 		return "sequence_gap"
+	case RefusedOffsetMismatch:
+		return "offset_mismatch"
 	}
 	return "refusal(" + strconv.Itoa(int(r)) + ")"
 }
@@ -87,6 +90,8 @@ type Refusal struct {
 	Reason RefusalReason
 	// Expected is the next sequence the shard would append (sequence_gap).
 	Expected uint64
+	// Tail is the shard's next offset as checked (offset_mismatch).
+	Tail uint64
 	// Message is the prose for the message field.
 	Message string
 }

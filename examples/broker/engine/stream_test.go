@@ -338,27 +338,112 @@ func TestQueueCapacityClamped(t *testing.T) {
 	require.Equal(t, 8, info.QueueCapacity)
 }
 
+// Ephemeral streams: live batches carry no offsets and no times; a replay
+// ring of RingRecords records per shard serves earliest and offset
+// subscribes with ring sequence numbers as offsets (no times), and a start
+// that left the ring is too_old.
 func TestEphemeralStream(t *testing.T) {
-	e := New(Config{}) // auto-created streams are ephemeral by default
+	e := New(Config{DefaultStream: StreamConfig{RingRecords: 4}}) // auto-created streams are ephemeral by default
 	defer e.Close()
-	r := pub(t, e, tp, "before")
+	r := pub(t, e, tp, "r0")
 	require.False(t, r.HasOffset)
-	_, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 0}})
-	var ee *Error
-	require.ErrorAs(t, err, &ee)
-	require.Equal(t, felix.CodeInvalidRequest, ee.Code)
+	pub(t, e, tp, "r1", "r2")
+
+	// earliest replays the whole ring, with offsets, then goes live.
 	s, info, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest}, Mods: allMods, LagReport: true, QueueCapacity: 1})
 	require.NoError(t, err)
 	defer s.Close()
 	require.False(t, info.Durable)
+	require.Equal(t, uint64(0), info.StartOffset)
+	require.Equal(t, uint64(3), info.LiveOffset)
+	ev := decodeEvent(t, next(t, s).Frame)
+	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchOffsets|felix.FlagEventBatchPublisher, ev.flags,
+		"replay: offsets (ring sequence numbers), no timestamps")
+	require.Equal(t, uint64(0), ev.base)
+	require.Equal(t, []string{"r0", "r1", "r2"}, ev.payloads)
 	pub(t, e, tp, "a")
 	pub(t, e, tp, "dropped")
-	ev := decodeEvent(t, next(t, s).Frame)
-	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchPublisher, ev.flags, "no offsets, no timestamps on ephemeral streams")
+	ev = decodeEvent(t, next(t, s).Frame)
+	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchPublisher, ev.flags, "live: no offsets, no timestamps")
 	require.Equal(t, []string{"a"}, ev.payloads)
-	noDelivery(t, s) // no history, no lag report without offsets
+	noDelivery(t, s) // a gap, no lag report without live offsets
+
+	// The ring now holds offsets 1..4 (r1 r2 a dropped).
+	oldest, tail, err := e.Tail(tp, 0)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{1, 5}, [2]uint64{oldest, tail})
+	s2, info, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 3}, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	defer s2.Close()
+	require.Equal(t, uint64(3), info.StartOffset)
+	ev = decodeEvent(t, next(t, s2).Frame)
+	require.Equal(t, uint64(3), ev.base)
+	require.Equal(t, []string{"a", "dropped"}, ev.payloads)
+
+	_, _, err = e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 0}})
+	var ce *CursorError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, CursorError{Reason: CursorTooOld, Requested: 0, Available: 1}, *ce)
+	_, _, err = e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 6}})
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, CursorError{Reason: CursorInFuture, Requested: 6, Available: 5}, *ce)
+	s3, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 5}})
+	require.NoError(t, err, "the tail is a valid start")
+	s3.Close()
+
 	_, _, err = e.Read(tp, 0, 0, 1)
-	require.Error(t, err)
+	require.Error(t, err, "stream_read serves durable streams only")
+}
+
+// The ring keeps RingRecords records (DefaultRingRecords by default) and
+// also honours RetainBytes; RetainRecords does not apply to it.
+func TestEphemeralRingBounds(t *testing.T) {
+	e := New(Config{DefaultStream: StreamConfig{RetainRecords: 2}})
+	defer e.Close()
+	for i := range DefaultRingRecords + 10 {
+		pub(t, e, tp, strconv.Itoa(i))
+	}
+	oldest, tail, err := e.Tail(tp, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(10), oldest)
+	require.Equal(t, uint64(DefaultRingRecords+10), tail)
+
+	tb := Topic{Tenant: "t", Namespace: "n", Stream: "bytes"}
+	require.NoError(t, e.CreateStream(tb, StreamConfig{RingRecords: 100, RetainBytes: 10}))
+	for range 5 {
+		pub(t, e, tb, "abcd")
+	}
+	oldest, tail, err = e.Tail(tb, 0)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{3, 5}, [2]uint64{oldest, tail}, "10 bytes keep two 4-byte records")
+}
+
+// Keyed publishes follow the stream's routing (spec routing.md).
+func TestRoutingModes(t *testing.T) {
+	e := New(Config{})
+	defer e.Close()
+	jt := Topic{Tenant: "t", Namespace: "n", Stream: "jump"}
+	mt := Topic{Tenant: "t", Namespace: "n", Stream: "mod"}
+	require.NoError(t, e.CreateStream(jt, StreamConfig{Durable: true, Shards: 8, Routing: felix.RoutingJumpHash}))
+	require.NoError(t, e.CreateStream(mt, StreamConfig{Durable: true, Shards: 8}))
+	require.Error(t, e.CreateStream(jt, StreamConfig{Durable: true, Shards: 8}), "another routing is another configuration")
+	for _, tc := range []struct {
+		key       string
+		mod, jump uint32
+	}{{"customer-0", 0, 3}, {"customer-1", 3, 0}, {"customer-2", 6, 5}, {"customer-4", 2, 2}, {"customer-6", 4, 7}} {
+		r, err := e.Publish(PublishRequest{Topic: mt, Keyed: true, Key: []byte(tc.key), Payloads: [][]byte{{1}}})
+		require.NoError(t, err)
+		require.Equal(t, tc.mod, r.Shard, "modulo %s", tc.key)
+		r, err = e.Publish(PublishRequest{Topic: jt, Keyed: true, Key: []byte(tc.key), Payloads: [][]byte{{1}}})
+		require.NoError(t, err)
+		require.Equal(t, tc.jump, r.Shard, "jump_hash %s", tc.key)
+	}
+	r, err := e.Publish(PublishRequest{Topic: jt, Keyed: true, Key: nil, Payloads: [][]byte{{1}}})
+	require.NoError(t, err)
+	require.Equal(t, felix.RoutingJumpHash.Shard(nil, 8), r.Shard, "an empty key is a key")
+	r, err = e.Publish(PublishRequest{Topic: jt, Payloads: [][]byte{{1}}})
+	require.NoError(t, err)
+	require.Equal(t, uint32(0), r.Shard, "no key: shard 0")
 }
 
 func TestKeyedShards(t *testing.T) {
@@ -381,7 +466,7 @@ func TestKeyedShards(t *testing.T) {
 		key := []byte("key-" + strconv.Itoa(i))
 		r, err := e.Publish(PublishRequest{Topic: tp, Keyed: true, Key: key, Payloads: [][]byte{key}})
 		require.NoError(t, err)
-		require.Equal(t, ShardForKey(key, 4), r.Shard)
+		require.Equal(t, felix.RoutingModulo.Shard(key, 4), r.Shard)
 		require.Equal(t, perShard[r.Shard], r.Offset, "offsets are per shard")
 		perShard[r.Shard]++
 		seen[r.Shard] = true
@@ -392,7 +477,7 @@ func TestKeyedShards(t *testing.T) {
 	r, err := e.Publish(PublishRequest{Topic: tp, Payloads: [][]byte{[]byte("unkeyed")}})
 	require.NoError(t, err)
 	require.Equal(t, uint32(0), r.Shard)
-	require.Equal(t, ShardForKey([]byte("k"), 4), ShardForKey([]byte("k"), 4))
+	require.Equal(t, uint32(0), felix.RoutingModulo.Shard([]byte("k"), 4), "spec routing.md: k on 4 shards lands on 0")
 }
 
 func TestIdempotentProducer(t *testing.T) {

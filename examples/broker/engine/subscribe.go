@@ -38,7 +38,8 @@ type SubscribeRequest struct {
 	Mods felix.Flags
 	// LagReport ends the subscription with a Lagged delivery at its first
 	// queue drop (the client negotiated subscription_lagged and offsets).
-	// It only has an effect on durable streams.
+	// It only has an effect on durable streams (live batches of ephemeral
+	// streams have no offset to resume from).
 	LagReport bool
 	// ID is a client-chosen subscription id; 0 lets the engine assign one.
 	ID uint64
@@ -48,11 +49,13 @@ type SubscribeRequest struct {
 type SubscribeInfo struct {
 	// ID is the subscription id.
 	ID uint64
-	// Durable is true when the stream has offsets.
+	// Durable is true when the stream is durable (every delivery carries
+	// offsets); on an ephemeral stream only replayed batches do.
 	Durable bool
 	// StartOffset is the first offset that will be delivered; LiveOffset is
-	// the tail when the subscription was opened (history ends there). Both
-	// are meaningful only on durable streams.
+	// the tail when the subscription was opened (history ends there). On
+	// an ephemeral stream they are ring sequence numbers (the subscribed
+	// answer carries them for durable streams only, as upstream's does).
 	StartOffset, LiveOffset uint64
 	// QueueCapacity is the granted queue capacity.
 	QueueCapacity int
@@ -96,18 +99,15 @@ type Subscription struct {
 	terminal      bool
 }
 
-// Subscribe opens a subscription. Start positions outside a durable
-// shard's retained range fail with *CursorError; an explicit offset on an
-// ephemeral stream, an unknown shard or an unknown stream with *Error.
+// Subscribe opens a subscription. Start positions outside a shard's
+// retained range (a durable log, or an ephemeral shard's replay ring) fail
+// with *CursorError; an unknown shard or an unknown stream with *Error.
 func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, error) {
 	sh, err := e.shard(req.Topic, req.Shard)
 	if err != nil {
 		return nil, SubscribeInfo{}, err
 	}
 	durable := sh.st.cfg.Durable
-	if !durable && req.Start.Kind == StartOffset {
-		return nil, SubscribeInfo{}, errorf(felix.CodeInvalidRequest, "stream has no offsets (ephemeral): subscribe from latest")
-	}
 	capacity := req.QueueCapacity
 	if capacity <= 0 {
 		capacity = e.cfg.DefaultQueueCapacity
@@ -124,20 +124,18 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 	sh.mu.Lock()
 	oldest, tail := sh.bounds()
 	start := tail
-	if durable {
-		switch req.Start.Kind {
-		case StartEarliest:
-			start = oldest
-		case StartOffset:
-			start = req.Start.Offset
-			if start < oldest {
-				sh.mu.Unlock()
-				return nil, SubscribeInfo{}, &CursorError{Reason: CursorTooOld, Requested: start, Available: oldest}
-			}
-			if start > tail {
-				sh.mu.Unlock()
-				return nil, SubscribeInfo{}, &CursorError{Reason: CursorInFuture, Requested: start, Available: tail}
-			}
+	switch req.Start.Kind { // a durable log or an ephemeral replay ring
+	case StartEarliest:
+		start = oldest
+	case StartOffset:
+		start = req.Start.Offset
+		if start < oldest {
+			sh.mu.Unlock()
+			return nil, SubscribeInfo{}, &CursorError{Reason: CursorTooOld, Requested: start, Available: oldest}
+		}
+		if start > tail {
+			sh.mu.Unlock()
+			return nil, SubscribeInfo{}, &CursorError{Reason: CursorInFuture, Requested: start, Available: tail}
 		}
 	}
 	if !e.register(s) {

@@ -51,16 +51,14 @@ type Router interface {
 	ShardOwners(kind felix.ShardKind, tenant, namespace, name string) []felix.ShardOwner
 }
 
-// shardOf returns the shard a publish to t with the given key lands on.
+// shardOf returns the shard a publish to t with the given key lands on:
+// the stream's routing (felix.Routing), as the engine places it.
 func (s *Server) shardOf(t engine.Topic, keyed bool, key []byte) uint32 {
-	if !keyed {
-		return 0
-	}
 	c, ok := s.eng.StreamInfo(t)
 	if !ok {
 		return 0
 	}
-	return engine.ShardForKey(key, max(c.Shards, 1))
+	return c.Routing.ShardOf(key, keyed, max(c.Shards, 1))
 }
 
 // placeWrite asks the router (if any) about a publish; a zero Placement
@@ -186,4 +184,61 @@ func (s *Server) Abort() {
 		}
 		s.log.Info("broker aborted")
 	})
+}
+
+// leaderOnly places the requests only a shard's leader serves (consumer
+// groups, commit, state_get, publish_if, offset_for_time): it returns the
+// placement and true when this node must not serve m (the caller then
+// answers with redirect). Requests for another tenant are left to the
+// handlers' own refusal.
+func (h *handler) leaderOnly(m felix.Message) (Placement, bool) {
+	if h.s.cfg.Router == nil {
+		return Placement{}, false
+	}
+	var t engine.Topic
+	var shard uint32
+	write := false
+	keyed := func(key []byte, has bool) uint32 { return h.s.shardOf(t, has, key) }
+	switch m := m.(type) {
+	case *felix.GroupPoll:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupAck:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupNack:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupExtend:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupDeadLetter:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupDeadLetters:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupDiscard:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupRedrive:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupSeek:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupDescribe:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.GroupDelete:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.OffsetForTime:
+		t, shard = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, m.Shard
+	case *felix.Commit:
+		t, write = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, true
+		shard = keyed(m.EntityKey, true)
+	case *felix.StateGet:
+		t = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}
+		shard = keyed(m.EntityKey, true)
+	case *felix.PublishIf:
+		t, write = engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}, true
+		shard = keyed(m.Key.V, m.Key.Set)
+	default:
+		return Placement{}, false
+	}
+	if t.Tenant != h.id.Tenant {
+		return Placement{}, false
+	}
+	p := h.s.cfg.Router.Stream(t, shard, write)
+	return p, !p.Local || p.Refuse != nil
 }

@@ -123,16 +123,32 @@ func (h *handler) handle(req conn.Request) bool {
 		if m.TenantID != h.id.Tenant {
 			return h.refuse(felix.CodeForbidden, "tenant mismatch")
 		}
-		var n uint32
+		view := &felix.StreamShardsView{RequestID: m.RequestID}
 		if c, ok := h.s.eng.StreamInfo(engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}); ok {
-			n = max(c.Shards, 1)
+			view.Shards = max(c.Shards, 1)
+			if c.Routing != felix.RoutingModulo {
+				// Written only for jump_hash: absent means modulo (messages.md).
+				view.Routing = felix.Some(c.Routing)
+			}
 		}
-		return h.write(&felix.StreamShardsView{Shards: n, RequestID: m.RequestID})
+		return h.write(view)
 	case *felix.StreamRead:
 		return h.streamRead(m)
 	case *felix.Topology, *felix.ShardOwners:
 		more, _ := h.clusterRequest(m)
 		return more
+	case *felix.GroupPoll, *felix.GroupAck, *felix.GroupNack, *felix.GroupExtend, *felix.GroupDeadLetter,
+		*felix.GroupDeadLetters, *felix.GroupDiscard, *felix.GroupRedrive, *felix.GroupSeek,
+		*felix.GroupDescribe, *felix.GroupDelete:
+		if p, elsewhere := h.leaderOnly(m); elsewhere {
+			return h.redirect(p)
+		}
+		return h.group(m)
+	case *felix.Commit, *felix.StateGet, *felix.PublishIf, *felix.OffsetForTime:
+		if p, elsewhere := h.leaderOnly(m); elsewhere {
+			return h.redirect(p)
+		}
+		return h.conditional(m)
 	case *felix.UnknownMessage:
 		return h.unsupported(m.Type, "", m.RequestID())
 	case *felix.Extension:

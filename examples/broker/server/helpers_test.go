@@ -167,6 +167,7 @@ func (s *rawStream) ended() {
 
 var seq atomic.Uint64
 
+// nextID returns a fresh request id.
 func nextID() uint64 { return seq.Add(1) }
 
 func engineStrict() (c engineConfig) {
@@ -177,7 +178,7 @@ func engineStrict() (c engineConfig) {
 
 type engineConfig = engine.Config
 
-func shardForKey(k []byte, n uint32) uint32 { return engine.ShardForKey(k, n) }
+func shardForKey(k []byte, n uint32) uint32 { return felix.RoutingModulo.Shard(k, n) }
 
 func engineTopic() engine.Topic {
 	return engine.Topic{Tenant: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream}

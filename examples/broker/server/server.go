@@ -59,7 +59,7 @@ const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.Fe
 	felix.FeatureCacheShards | felix.FeatureErrorCodes | felix.FeatureUnsupported |
 	felix.FeatureSequenceReused | felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow |
 	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
-	felix.FeatureStreamRead | felix.FeatureSubscribeQueue
+	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | GroupFeatures | CommitFeatures
 
 // Identity is who a token belongs to.
 type Identity struct {
@@ -187,7 +187,7 @@ func Listen(cfg Config) (*Server, error) {
 	tc := cfg.TLS
 	if tc == nil {
 		var err error
-		tc, s.pool, err = conn.SelfSigned("localhost")
+		tc, s.pool, err = conn.SelfSigned() // a leaf for localhost, 127.0.0.1, ::1
 		if err != nil {
 			return nil, fmt.Errorf("self-signed certificate: %w", err)
 		}

@@ -188,8 +188,6 @@ func elemOf(t string) (string, bool) {
 	return t, false
 }
 
-func isNamed(t string) bool { _, ok := scalarGo[t]; return !ok }
-
 func goType(t string) string {
 	if e, ok := elemOf(t); ok {
 		return "[]" + goType(e)

@@ -1,0 +1,491 @@
+package conn_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
+)
+
+// The examples below run against one reference broker (examples/broker),
+// started on first use, with durable streams, an attempt bound of 2 and
+// 4-shard streams.
+
+var (
+	refOnce sync.Once
+	refSrv  *server.Server
+)
+
+func exampleClient(ctx context.Context) *conn.Client {
+	refOnce.Do(func() {
+		cfg := server.Config{Addr: "127.0.0.1:0"}
+		cfg.Engine.DefaultStream.Durable = true
+		cfg.Engine.DefaultStream.Shards = 4
+		cfg.Engine.Groups.MaxAttempts = 2
+		srv, err := server.Listen(cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go srv.Serve()
+		refSrv = srv
+	})
+	c, err := conn.Dial(ctx, refSrv.Addr().String(), &conn.Config{
+		TLS: &tls.Config{RootCAs: refSrv.CertPool()}, TenantID: server.DemoTenant, Token: server.DemoToken})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
+
+func exampleCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 20*time.Second)
+}
+
+// exampleQueue publishes payloads to a fresh stream and returns a group on
+// its shard 0 (unkeyed records land there).
+func exampleQueue(ctx context.Context, c *conn.Client, stream string, payloads ...string) *conn.Group {
+	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: stream}
+	for _, p := range payloads {
+		if _, err := c.Publish(ctx, t, []byte(p), conn.PublishOptions{Ack: felix.AckPerMessage}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return c.Group(conn.GroupRef{Topic: t, Group: "workers"})
+}
+
+func ExampleGroup_Poll() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "poll", "a", "b")
+	recs, err := g.Poll(ctx, conn.PollOptions{Max: 10, Wait: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range recs {
+		fmt.Printf("offset %d attempt %d: %s\n", r.Offset, r.Attempts, r.Payload)
+	}
+	recs, err = g.Poll(ctx, conn.PollOptions{Max: 10}) // everything is claimed
+	fmt.Println(len(recs), err)
+	// Output:
+	// offset 0 attempt 1: a
+	// offset 1 attempt 1: b
+	// 0 <nil>
+}
+
+func ExampleGroup_Ack() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "ack", "a")
+	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	fmt.Println(g.Ack(ctx, recs[0].Offset))
+	var be *conn.BrokerError
+	err := g.Ack(ctx, recs[0].Offset) // no claim any more
+	fmt.Println(errors.As(err, &be) && be.Code == felix.CodeStaleClaim)
+	// Output:
+	// <nil>
+	// true
+}
+
+func ExampleGroup_Nack() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "nack", "a")
+	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	if err := g.Nack(ctx, recs[0].Offset, conn.NackOptions{Attempts: recs[0].Attempts}); err != nil {
+		log.Fatal(err)
+	}
+	recs, _ = g.Poll(ctx, conn.PollOptions{}) // redelivered at once
+	fmt.Println(recs[0].Offset, recs[0].Attempts)
+	// Output: 0 2
+}
+
+func ExampleGroup_Extend() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "extend", "slow job")
+	recs, _ := g.Poll(ctx, conn.PollOptions{Visibility: 10 * time.Second})
+	granted, err := g.Extend(ctx, recs[0].Offset, recs[0].Attempts, time.Minute)
+	fmt.Println(granted, err)
+	// Output: 1m0s <nil>
+}
+
+func ExampleGroup_DeadLetters() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "dead", "poison")
+	for range 2 { // the example broker's attempt bound is 2
+		recs, _ := g.Poll(ctx, conn.PollOptions{})
+		_ = g.Nack(ctx, recs[0].Offset, conn.NackOptions{})
+	}
+	dead, err := g.DeadLetters(ctx)
+	fmt.Println(dead, err)
+	// Output: [0] <nil>
+}
+
+func ExampleGroup_Redrive() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "redrive", "retry me")
+	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	_ = g.DeadLetter(ctx, recs[0].Offset)
+	if err := g.Redrive(ctx, recs[0].Offset); err != nil {
+		log.Fatal(err)
+	}
+	recs, _ = g.Poll(ctx, conn.PollOptions{})
+	fmt.Println(string(recs[0].Payload), "attempt", recs[0].Attempts)
+	// Output: retry me attempt 1
+}
+
+func ExampleGroup_Discard() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "discard", "junk")
+	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	_ = g.DeadLetter(ctx, recs[0].Offset)
+	fmt.Println(g.Discard(ctx, recs[0].Offset))
+	dead, _ := g.DeadLetters(ctx)
+	fmt.Println(len(dead))
+	// Output:
+	// <nil>
+	// 0
+}
+
+func ExampleGroup_Seek() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "seek", "old", "older")
+	pos, err := g.Seek(ctx, felix.StartPosition{Kind: felix.StartLatest}, false) // skip the backlog
+	fmt.Println(pos.Offset, pos.Moved, err)
+	// Output: 2 true <nil>
+}
+
+func ExampleGroup_Describe() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "describe", "a", "b", "c")
+	_, _ = g.Poll(ctx, conn.PollOptions{Max: 1})
+	info, err := g.Describe(ctx)
+	fmt.Printf("committed %d tail %d in flight %d owed %d %v\n", info.Committed, info.Tail, info.InFlight, info.Owed, err)
+	// Output: committed 0 tail 3 in flight 1 owed 2 <nil>
+}
+
+func ExampleGroup_Delete() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "delete", "a")
+	_, _ = g.Poll(ctx, conn.PollOptions{})
+	existed, err := g.Delete(ctx)
+	fmt.Println(existed, err)
+	// Output: true <nil>
+}
+
+func ExampleGroup_Records() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "records", "job-1", "job-2", "stop")
+	for d, err := range g.Records(ctx, conn.PollOptions{}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		if string(d.Payload) == "stop" {
+			_ = d.Ack(ctx)
+			break
+		}
+		fmt.Println("processing", string(d.Payload)) // acked when the body continues
+	}
+	// Output:
+	// processing job-1
+	// processing job-2
+}
+
+func ExampleClient_Commit() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	accounts := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "accounts"}
+	off, err := c.Commit(ctx, conn.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{
+		conn.PublishEvent("", []byte(`{"deposit":10}`)),
+		conn.PutState("", "balance", []byte("10")),
+	}})
+	fmt.Println(off, err)
+
+	// Refused before sending: two events; an operation on another stream.
+	_, err = c.Commit(ctx, conn.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{
+		conn.PublishEvent("", nil), conn.EnqueueEvent("", nil)}})
+	fmt.Println(errors.Is(err, conn.ErrCommitEventCount))
+	_, err = c.Commit(ctx, conn.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{
+		conn.PublishEvent("", nil), conn.PutState("audit", "k", nil)}})
+	fmt.Println(err)
+	// Output:
+	// 0 <nil>
+	// true
+	// conn: commit operation not on the entity's stream and shard: operation 1 (put on stream "audit" key "k"; commit stream "accounts")
+}
+
+func ExampleClient_StateGet() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	carts := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "carts"}
+	off, _ := c.Commit(ctx, conn.CommitRequest{Topic: carts, EntityKey: []byte("cart-9"), Ops: []conn.CommitOp{
+		conn.PublishEvent("", []byte("added")), conn.PutState("", "items", []byte("1"))}})
+	v, err := c.StateGet(ctx, carts, []byte("cart-9"), "items")
+	fmt.Println(string(v.Value), v.Version == off, v.AsOf >= off, err)
+	v, _ = c.StateGet(ctx, carts, []byte("cart-9"), "coupon")
+	fmt.Println(v.Found)
+	// Output:
+	// 1 true true <nil>
+	// false
+}
+
+func ExampleClient_PublishIf() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	ledger := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "ledger"}
+	res, err := c.PublishIf(ctx, ledger, [][]byte{[]byte("entry")}, nil, 0)
+	fmt.Println(res.Offset, err)
+	_, err = c.PublishIf(ctx, ledger, [][]byte{[]byte("entry")}, nil, 0) // someone else got 0
+	var rf *conn.PublishRefusedError
+	if errors.As(err, &rf) {
+		tail, _ := rf.Tail()
+		fmt.Println(rf.Reason, "tail", tail)
+	}
+	// Output:
+	// 0 <nil>
+	// offset_mismatch tail 1
+}
+
+func ExampleClient_CachePutIf() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks"}
+	r, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-a"), felix.CacheCondition{Kind: felix.CondAbsent}, time.Minute)
+	fmt.Println("a:", r.Applied)
+	r2, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-b"), felix.CacheCondition{Kind: felix.CondAbsent}, time.Minute)
+	fmt.Println("b:", r2.Applied, r2.Version == r.Version)
+	// Output:
+	// a: true
+	// b: false true
+}
+
+func ExampleClient_CacheDeleteIf() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks2"}
+	r, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-a"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
+	d, err := c.CacheDeleteIf(ctx, ref, "leader", r.Version) // release only our own lock
+	fmt.Println(d.Applied, err)
+	// Output: true <nil>
+}
+
+func ExampleClient_CacheGetVersioned() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "versioned"}
+	r, _ := c.CachePutIf(ctx, ref, "k", []byte("v"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
+	item, err := c.CacheGetVersioned(ctx, ref, "k")
+	fmt.Println(string(item.Value), item.Version == r.Version, err)
+	// Output: v true <nil>
+}
+
+func ExampleClient_StreamShards() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	s, err := c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "orders"})
+	fmt.Println(s.Count, s.Routing, err)
+	fmt.Println("customer-1 lands on shard", s.Shard([]byte("customer-1")))
+	// Output:
+	// 4 modulo <nil>
+	// customer-1 lands on shard 3
+}
+
+func ExampleClient_CacheShards() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	n, err := c.CacheShards(ctx, conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c"})
+	fmt.Println(n, err)
+	// Output: 1 <nil>
+}
+
+func ExampleClient_OffsetForTime() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "timeline"}
+	_, _ = c.Publish(ctx, t, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
+	off, found, err := c.OffsetForTime(ctx, t, 0, time.Unix(0, 0))
+	fmt.Println(off, found, err)
+	_, found, _ = c.OffsetForTime(ctx, t, 0, time.Now().Add(time.Hour))
+	fmt.Println(found)
+	// Output:
+	// 0 true <nil>
+	// false
+}
+
+func ExampleClient_StreamRead() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "history"}
+	_, _ = c.PublishBatch(ctx, t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch})
+	for from := uint64(0); ; {
+		page, err := c.StreamRead(ctx, t, 0, conn.ReadOptions{From: from, MaxRecords: 2})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(page.Records) == 0 {
+			break
+		}
+		for _, r := range page.Records {
+			fmt.Print(r.Offset, ":", string(r.Payload), " ")
+		}
+		from = page.Next
+	}
+	fmt.Println()
+	// Output: 0:a 1:b 2:c
+}
+
+func ExampleClient_Topology() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	// A standalone broker is no cluster: it does not advertise topology,
+	// and nothing is sent.
+	_, err := c.Topology(ctx)
+	fmt.Println(errors.Is(err, conn.ErrNotAdvertised))
+	// Output: true
+}
+
+func ExampleClient_ShardOwners() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	owners, err := c.ShardOwners(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream)
+	if errors.Is(err, conn.ErrNotAdvertised) {
+		fmt.Println("standalone broker: every shard is local")
+		return
+	}
+	for _, o := range owners {
+		fmt.Println(o.Shard, o.NodeID.V, o.Addr.V)
+	}
+	// Output: standalone broker: every shard is local
+}
+
+func ExampleClient_ShardInspect() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	view, err := c.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
+	if err != nil {
+		fmt.Println(errors.Is(err, conn.ErrNotAdvertised))
+		return
+	}
+	fmt.Println(view.Role, view.Phase)
+	// Output: true
+}
+
+func ExampleClient_Subscriptions() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	var cursor *felix.SubscriptionsCursor
+	for {
+		page, err := c.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("orders")}, 100, cursor)
+		if err != nil {
+			fmt.Println(errors.Is(err, conn.ErrNotAdvertised))
+			return
+		}
+		for _, s := range page.Subscriptions {
+			fmt.Println(s.Stream, s.Shard, s.Depth, s.Dropped)
+		}
+		if cursor = page.Next; cursor == nil {
+			return
+		}
+	}
+	// Output: true
+}
+
+func ExampleClient_RawRequest() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	ans, err := c.RawRequest(ctx, &felix.Extension{Name: "acme.ping"})
+	fmt.Println(ans.MessageType(), err)
+	// Output: unsupported <nil>
+}
+
+func ExampleClient_OpenRaw() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	rs, err := c.OpenRaw(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rs.Close()
+	_ = rs.Send(ctx, &felix.CounterAdd{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c", Key: "hits", Delta: 2, RequestID: 1})
+	_ = rs.Send(ctx, &felix.CounterAdd{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c", Key: "hits", Delta: 3, RequestID: 2})
+	_ = rs.CloseWrite()
+	for {
+		m, err := rs.Recv(ctx)
+		if err != nil {
+			break // io.EOF after the last answer
+		}
+		v := m.(*felix.CounterValue)
+		fmt.Println(v.RequestID, v.Value.V)
+	}
+	// Output:
+	// 1 2
+	// 2 5
+}

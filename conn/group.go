@@ -1,0 +1,400 @@
+package conn
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/flxproto/felix"
+)
+
+// GroupRef names a consumer group on one shard of a stream. Group requests
+// go to the shard's leader; a broker that does not lead the shard answers
+// with a *NotLeaderError naming it (a cluster-aware client re-sends there).
+type GroupRef struct {
+	Topic
+	Shard uint32
+	Group string
+}
+
+// Group is a handle on a consumer group: records are pulled (Poll),
+// claimed by the caller for a visibility timeout, and settled explicitly
+// (Ack, Nack, DeadLetter). Every call is one request on a stream of its
+// own. Consumer groups need felix.FeatureConsumerGroup; the dead-letter
+// calls, claim control and admin calls need their own features (each call
+// says which) and fail with ErrNotAdvertised, without sending, when the
+// broker did not advertise them.
+type Group struct {
+	c   *Client
+	ref GroupRef
+}
+
+// Group returns a handle on the consumer group ref. It sends nothing.
+func (c *Client) Group(ref GroupRef) *Group { return &Group{c: c, ref: ref} }
+
+// Ref returns the group's name and place.
+func (g *Group) Ref() GroupRef { return g.ref }
+
+// GroupRecord is one record handed out by a poll.
+type GroupRecord struct {
+	// Offset is the record's offset: the handle to settle it with.
+	Offset uint64
+	// Payload is the record, byte for byte.
+	Payload []byte
+	// Attempts counts the deliveries of this record, this one included
+	// (0 when the broker did not report it).
+	Attempts uint32
+	// Publisher is the principal that published the record ("" unless the
+	// client offered felix.FeatureGroupPublisher and the broker sent it).
+	Publisher string
+	// Timestamp is when the record was appended (µs since the epoch),
+	// valid when HasTimestamp (the client offered
+	// felix.FeatureRecordTimestamps).
+	Timestamp    uint64
+	HasTimestamp bool
+	// SkippedBefore counts offsets just below Offset that hold no record
+	// (only with felix.FeatureGroupSkipped).
+	SkippedBefore uint64
+}
+
+// PollOptions shapes a poll.
+type PollOptions struct {
+	// Max is the most records to return (0 means 1; brokers cap it, at
+	// 1000 upstream).
+	Max uint32
+	// Wait is how long the broker may wait for a record when none is ready
+	// (0 answers at once; brokers cap it).
+	Wait time.Duration
+	// Visibility is how long the records stay claimed before they are
+	// redelivered (0: the broker's default). Needs
+	// felix.FeatureGroupClaimControl.
+	Visibility time.Duration
+	// Consumer names the polling consumer and Reclaim asks for its own
+	// earlier claims back. Both need felix.FeatureGroupConsumer.
+	Consumer string
+	Reclaim  bool
+}
+
+// Poll claims up to o.Max records. Each carries its offset (to settle it
+// with) and its attempt count. An empty result is an answer, not an error.
+// A field whose feature the broker did not advertise fails with
+// ErrNotAdvertised and nothing is sent.
+func (g *Group) Poll(ctx context.Context, o PollOptions) ([]GroupRecord, error) {
+	caps := g.c.caps
+	if o.Visibility > 0 && !caps.CanClaimControl() {
+		return nil, notAdvertised("group_poll visibility_ms (" + felix.FeatureGroupClaimControl.String() + ")")
+	}
+	if (o.Consumer != "" || o.Reclaim) && !caps.CanGroupConsumer() {
+		return nil, notAdvertised("group_poll consumer (" + felix.FeatureGroupConsumer.String() + ")")
+	}
+	r := g.ref
+	m := &felix.GroupPoll{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard, Group: r.Group,
+		MaxRecords: max(o.Max, 1), WaitMs: durMs(o.Wait), RequestID: g.c.nextID(), Reclaim: o.Reclaim,
+		VisibilityMs: durMs(o.Visibility)}
+	if o.Consumer != "" {
+		m.Consumer = felix.Some(o.Consumer)
+	}
+	ans, err := g.c.request(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	gr, err := answerAs[*felix.GroupRecords](ans, m.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GroupRecord, len(gr.Records))
+	for i, r := range gr.Records {
+		out[i] = GroupRecord{Offset: r.Offset, Payload: r.Payload, Attempts: r.Attempts, Publisher: r.Publisher.V,
+			Timestamp: r.TimestampMicros.V, HasTimestamp: r.TimestampMicros.Set, SkippedBefore: r.SkippedBefore}
+	}
+	return out, nil
+}
+
+// settle sends a request answered by cache_ok.
+func (g *Group) settle(ctx context.Context, m felix.Message, rid uint64) error {
+	ans, err := g.c.request(ctx, m)
+	if err != nil {
+		return err
+	}
+	_, err = answerAs[*felix.CacheOK](ans, rid)
+	return err
+}
+
+// Ack settles a claimed record: it is not delivered again. An offset the
+// group holds no claim on is refused with a *BrokerError of code
+// felix.CodeStaleClaim.
+func (g *Group) Ack(ctx context.Context, offset uint64) error {
+	r, rid := g.ref, g.c.nextID()
+	return g.settle(ctx, &felix.GroupAck{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard,
+		Group: r.Group, Offset: offset, RequestID: rid}, rid)
+}
+
+// NackOptions shapes a nack. Both fields need
+// felix.FeatureGroupClaimControl when set.
+type NackOptions struct {
+	// Delay postpones the redelivery (0: redeliver at once).
+	Delay time.Duration
+	// Attempts names the delivery being handed back (GroupRecord.Attempts),
+	// so that a nack for a claim that has since timed out and been handed
+	// to someone else is refused (stale_claim) instead of releasing their
+	// claim. 0 means whatever claim stands.
+	Attempts uint32
+}
+
+// Nack hands a claimed record back: it is redelivered at once (or after
+// o.Delay) with a higher attempt count, or set aside as a dead letter when
+// it reached the broker's attempt bound.
+func (g *Group) Nack(ctx context.Context, offset uint64, o NackOptions) error {
+	if (o.Delay > 0 || o.Attempts != 0) && !g.c.caps.CanClaimControl() {
+		return notAdvertised("group_nack delay_ms/attempts (" + felix.FeatureGroupClaimControl.String() + ")")
+	}
+	r, rid := g.ref, g.c.nextID()
+	return g.settle(ctx, &felix.GroupNack{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard,
+		Group: r.Group, Offset: offset, RequestID: rid, DelayMs: durMs(o.Delay), Attempts: o.Attempts}, rid)
+}
+
+// Extend keeps a claim for another d (from now) and returns the time the
+// broker granted (it may cap it). attempts names the delivery
+// (GroupRecord.Attempts). Needs felix.FeatureGroupClaimControl; d must be
+// at least a millisecond.
+func (g *Group) Extend(ctx context.Context, offset uint64, attempts uint32, d time.Duration) (time.Duration, error) {
+	r, rid := g.ref, g.c.nextID()
+	m := &felix.GroupExtend{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard, Group: r.Group,
+		Offset: offset, Attempts: attempts, ExtendMs: durMs(d), RequestID: rid}
+	ans, err := g.c.request(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	ge, err := answerAs[*felix.GroupExtended](ans, rid)
+	if err != nil {
+		return 0, err
+	}
+	return msDuration(ge.VisibleMs), nil
+}
+
+// DeadLetter sets a claimed record aside at once. Needs
+// felix.FeatureGroupClaimControl.
+func (g *Group) DeadLetter(ctx context.Context, offset uint64) error {
+	r, rid := g.ref, g.c.nextID()
+	return g.settle(ctx, &felix.GroupDeadLetter{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, Offset: offset, RequestID: rid}, rid)
+}
+
+// DeadLetters lists the offsets set aside, lowest first. Needs
+// felix.FeatureGroupDeadLetters.
+func (g *Group) DeadLetters(ctx context.Context) ([]uint64, error) {
+	r, rid := g.ref, g.c.nextID()
+	ans, err := g.c.request(ctx, &felix.GroupDeadLetters{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, RequestID: rid})
+	if err != nil {
+		return nil, err
+	}
+	l, err := answerAs[*felix.GroupDeadLetterList](ans, rid)
+	if err != nil {
+		return nil, err
+	}
+	return l.Offsets, nil
+}
+
+// Redrive puts a dead letter back in the queue with its attempts reset.
+// Needs felix.FeatureGroupDeadLetters.
+func (g *Group) Redrive(ctx context.Context, offset uint64) error {
+	r, rid := g.ref, g.c.nextID()
+	return g.settle(ctx, &felix.GroupRedrive{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, Offset: offset, RequestID: rid}, rid)
+}
+
+// Discard drops a dead letter for good. Needs felix.FeatureGroupDeadLetters.
+func (g *Group) Discard(ctx context.Context, offset uint64) error {
+	r, rid := g.ref, g.c.nextID()
+	return g.settle(ctx, &felix.GroupDiscard{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, Offset: offset, RequestID: rid}, rid)
+}
+
+// GroupPosition is the answer to Seek.
+type GroupPosition struct {
+	// Offset is the group's position after the call.
+	Offset uint64
+	// Moved is false when ifNew left an existing group where it was.
+	Moved bool
+}
+
+// Seek moves the group's cursor to start; with ifNew only a group that
+// does not exist yet is placed. Needs felix.FeatureGroupAdmin.
+func (g *Group) Seek(ctx context.Context, start felix.StartPosition, ifNew bool) (GroupPosition, error) {
+	r, rid := g.ref, g.c.nextID()
+	ans, err := g.c.request(ctx, &felix.GroupSeek{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, Start: start, IfNew: ifNew, RequestID: rid})
+	if err != nil {
+		return GroupPosition{}, err
+	}
+	p, err := answerAs[*felix.GroupPosition](ans, rid)
+	if err != nil {
+		return GroupPosition{}, err
+	}
+	return GroupPosition{Offset: p.Offset, Moved: p.Moved}, nil
+}
+
+// GroupInfo describes a group.
+type GroupInfo struct {
+	// Committed is the group's committed position, valid when HasCommitted
+	// (false: the group has no cursor yet).
+	Committed    uint64
+	HasCommitted bool
+	// Tail is the shard's next offset.
+	Tail uint64
+	// InFlight counts claimed records, Owed records waiting for delivery,
+	// DeadLetters records set aside.
+	InFlight, Owed, DeadLetters uint64
+}
+
+// Describe reports the group's position and counts. Needs
+// felix.FeatureGroupAdmin.
+func (g *Group) Describe(ctx context.Context) (GroupInfo, error) {
+	r, rid := g.ref, g.c.nextID()
+	ans, err := g.c.request(ctx, &felix.GroupDescribe{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, RequestID: rid})
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	gi, err := answerAs[*felix.GroupInfo](ans, rid)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	return GroupInfo{Committed: gi.Committed.V, HasCommitted: gi.Committed.Set, Tail: gi.Tail, InFlight: gi.InFlight,
+		Owed: gi.Owed, DeadLetters: gi.DeadLetters}, nil
+}
+
+// Delete removes the group and reports whether it existed. Needs
+// felix.FeatureGroupAdmin.
+func (g *Group) Delete(ctx context.Context) (existed bool, err error) {
+	r, rid := g.ref, g.c.nextID()
+	ans, err := g.c.request(ctx, &felix.GroupDelete{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, RequestID: rid})
+	if err != nil {
+		return false, err
+	}
+	d, err := answerAs[*felix.GroupDeleted](ans, rid)
+	if err != nil {
+		return false, err
+	}
+	return d.Existed, nil
+}
+
+// durMs converts a duration to whole milliseconds, rounding a positive
+// sub-millisecond duration up to 1.
+func durMs(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64(max(d/time.Millisecond, 1))
+}
+
+// Delivery is a record handed to the body of a Records loop, with the
+// calls to settle it. A delivery the body leaves unsettled is acked when
+// the body continues the loop.
+type Delivery struct {
+	GroupRecord
+	g       *Group
+	settled bool
+}
+
+// Ack settles the record (see Group.Ack).
+func (d *Delivery) Ack(ctx context.Context) error {
+	d.settled = true
+	return d.g.Ack(ctx, d.Offset)
+}
+
+// Nack hands the record back for redelivery after delay (0: at once). It
+// names the delivery's attempt count when the broker advertised claim
+// control, so a nack after the claim timed out cannot release someone
+// else's claim.
+func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
+	d.settled = true
+	o := NackOptions{Delay: delay}
+	if d.g.c.caps.CanClaimControl() {
+		o.Attempts = d.Attempts
+	}
+	return d.g.Nack(ctx, d.Offset, o)
+}
+
+// DeadLetter sets the record aside (see Group.DeadLetter).
+func (d *Delivery) DeadLetter(ctx context.Context) error {
+	d.settled = true
+	return d.g.DeadLetter(ctx, d.Offset)
+}
+
+// Records is a consumer loop: it polls (o.Max records per poll, default
+// 16; o.Wait per poll, default 1 s, so the broker long-polls) and yields
+// every record. A record the loop body leaves unsettled is acked when the
+// body continues; when the body breaks out, that record and the records of
+// the same poll not yet yielded are nacked, so they are redelivered at
+// once instead of after the visibility timeout. A failed poll or ack is
+// yielded as an error; after a failed poll the loop ends. The loop ends
+// when ctx ends (yielding ctx's error).
+//
+//	for d, err := range g.Records(ctx, conn.PollOptions{}) {
+//		if err != nil {
+//			return err
+//		}
+//		if err := handle(d.Payload); err != nil {
+//			d.Nack(ctx, 0) // redeliver
+//		}
+//	}
+func (g *Group) Records(ctx context.Context, o PollOptions) iter.Seq2[*Delivery, error] {
+	if o.Max == 0 {
+		o.Max = 16
+	}
+	if o.Wait == 0 {
+		o.Wait = time.Second
+	}
+	return func(yield func(*Delivery, error) bool) {
+		for {
+			recs, err := g.Poll(ctx, o)
+			if err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(nil, err)
+				return
+			}
+			for i, r := range recs {
+				if ctx.Err() != nil {
+					g.giveBack(ctx, nil, recs[i:])
+					yield(nil, ctx.Err())
+					return
+				}
+				d := &Delivery{GroupRecord: r, g: g}
+				if !yield(d, nil) {
+					g.giveBack(ctx, d, recs[i+1:])
+					return
+				}
+				if d.settled {
+					continue
+				}
+				if err := d.Ack(ctx); err != nil && !yield(nil, err) {
+					g.giveBack(ctx, nil, recs[i+1:])
+					return
+				}
+			}
+			if ctx.Err() != nil {
+				yield(nil, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// giveBack nacks an unsettled delivery and the records not yet yielded,
+// on a context that outlives ctx's cancellation (bounded to a few
+// seconds): records the loop will not process are redelivered at once.
+func (g *Group) giveBack(ctx context.Context, d *Delivery, rest []GroupRecord) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if d != nil && !d.settled {
+		_ = d.Nack(ctx, 0)
+	}
+	for _, r := range rest {
+		_ = (&Delivery{GroupRecord: r, g: g}).Nack(ctx, 0)
+	}
+}

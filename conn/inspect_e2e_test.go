@@ -1,0 +1,193 @@
+package conn_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/stretchr/testify/require"
+)
+
+func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
+	clk := &fakeNow{}
+	clk.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	srv := startRef(t, func(c *server.Config) {
+		c.Engine.Now = clk.now
+		c.Engine.NoAutoCreateStreams = true
+		c.Engine.NoAutoCreateCaches = true
+	})
+	sharded := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "sharded"}
+	require.NoError(t, srv.Engine().CreateStream(engine.Topic{Tenant: sharded.TenantID, Namespace: sharded.Namespace, Stream: sharded.Stream},
+		engine.StreamConfig{Durable: true, Shards: 3}))
+	srv.Engine().CreateCache(engine.CacheRef{Tenant: server.DemoTenant, Namespace: "ns", Cache: "c"})
+	c := dialRef(t, srv, nil)
+	ctx := testCtx(t)
+
+	s, err := c.StreamShards(ctx, sharded)
+	require.NoError(t, err)
+	require.Equal(t, conn.StreamShards{Count: 3, Routing: felix.RoutingModulo}, s)
+	s, err = c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "missing"})
+	require.NoError(t, err)
+	require.Equal(t, uint32(0), s.Count, "unknown stream: 0, not 1")
+	n, err := c.CacheShards(ctx, conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"})
+	require.NoError(t, err)
+	require.Equal(t, uint32(1), n)
+
+	// offset_for_time over records appended at two broker times.
+	t0 := clk.now()
+	key := []byte("k")
+	shard := s.Shard(key)
+	_, err = c.PublishBatch(ctx, sharded, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
+	require.NoError(t, err)
+	clk.advance(time.Minute)
+	_, err = c.PublishBatch(ctx, sharded, [][]byte{[]byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
+	require.NoError(t, err)
+	shards, err := c.StreamShards(ctx, sharded)
+	require.NoError(t, err)
+	shard = shards.Shard(key)
+	off, found, err := c.OffsetForTime(ctx, sharded, shard, t0.Add(time.Second))
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, uint64(2), off)
+	_, found, err = c.OffsetForTime(ctx, sharded, shard, t0.Add(time.Hour))
+	require.NoError(t, err)
+	require.False(t, found, "nothing that recent")
+
+	page, err := c.StreamRead(ctx, sharded, shard, conn.ReadOptions{From: 1, End: felix.Some(uint64(2))})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+	require.Equal(t, conn.StreamRecord{Offset: 1, Payload: []byte("b"), Publisher: server.DemoTenant, Timestamp: uint64(t0.UnixMicro())}, page.Records[0])
+	_, err = c.StreamRead(ctx, sharded, shard, conn.ReadOptions{From: 99})
+	var ce *conn.CursorError
+	require.True(t, errors.As(err, &ce), "got %v", err)
+	require.Equal(t, "in_future", ce.Reason)
+
+	// What a standalone reference broker does not advertise is not sent.
+	_, err = c.Topology(ctx)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, 0)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+}
+
+// TestInspectionCallsOverQUIC drives the cluster-only calls against a
+// broker that answers them.
+func TestInspectionCallsOverQUIC(t *testing.T) {
+	owners := []felix.ShardOwner{{Shard: 0, NodeID: felix.Some("a"), Addr: felix.Some("127.0.0.1:1"), Generation: 3}}
+	view := felix.ShardInspection{NodeID: "a", Shards: 2, Role: "leader", Phase: "active", Serving: true}
+	cursor := felix.SubscriptionsCursor{TenantID: "t1", Namespace: "ns", Stream: "s", Shard: 0, SubscriberID: 9}
+	b := startAnswering(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureTopology | felix.FeatureShardOwners | felix.FeatureInspect},
+		func(m felix.Message) felix.Message {
+			switch m := m.(type) {
+			case *felix.Topology:
+				return &felix.TopologyView{Brokers: []felix.BrokerEndpoint{{NodeID: "a", Addr: "127.0.0.1:1"}, {NodeID: "b", Addr: "127.0.0.1:2"}}}
+			case *felix.ShardOwners:
+				if m.Kind != felix.ShardKindCache {
+					return &felix.ShardOwnersView{Owners: owners, RequestID: m.RequestID}
+				}
+			case *felix.ShardInspect:
+				if m.Shard == 1 {
+					return &felix.ShardInspectInfo{View: view, RequestID: m.RequestID}
+				}
+				return &felix.ErrorMessage{Message: "no", Code: felix.Some(felix.CodeForbidden)}
+			case *felix.SubscriptionsList:
+				if !m.Cursor.Set && m.Limit == felix.Some(uint32(1)) {
+					return &felix.SubscriptionsListInfo{NodeID: "a", Subscriptions: []felix.SubscriptionInfo{{TenantID: "t1", Stream: "s", Policy: "block"}},
+						NextCursor: felix.Some(cursor), RequestID: m.RequestID}
+				}
+				return &felix.SubscriptionsListInfo{NodeID: "a", RequestID: m.RequestID}
+			}
+			return nil
+		})
+	c := b.dial(t, func(cfg *conn.Config) {
+		cfg.Features = felix.DefaultClientFeatures() | felix.FeatureInspect
+	})
+	ctx := testCtx(t)
+	brokers, err := c.Topology(ctx)
+	require.NoError(t, err)
+	require.Len(t, brokers, 2)
+	got, err := c.ShardOwners(ctx, "t1", "ns", "s", felix.ShardKindStream)
+	require.NoError(t, err)
+	require.Equal(t, owners, got)
+	insp, err := c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 1)
+	require.NoError(t, err)
+	require.Equal(t, view, insp)
+	_, err = c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 0)
+	var be *conn.BrokerError
+	require.True(t, errors.As(err, &be))
+	require.Equal(t, felix.CodeForbidden, be.Code)
+	p, err := c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, &cursor, p.Next)
+	require.Len(t, p.Subscriptions, 1)
+	p, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 1, p.Next)
+	require.NoError(t, err)
+	require.Nil(t, p.Next)
+	// An answer of the wrong type is a protocol error, not a result.
+	_, err = c.ShardOwners(ctx, "t1", "ns", "c", felix.ShardKindCache)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised, "unsupported answer maps to ErrNotAdvertised")
+	require.Equal(t, []string{"topology", "shard_owners", "shard_inspect", "shard_inspect", "subscriptions_list",
+		"subscriptions_list", "shard_owners"}, b.received())
+}
+
+func TestRawRequestsAndStreams(t *testing.T) {
+	srv := startRef(t, nil)
+	c := dialRef(t, srv, nil)
+	ctx := testCtx(t)
+
+	// One request, one answer, as it came.
+	ans, err := c.RawRequest(ctx, &felix.StreamShards{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s", RequestID: 5})
+	require.NoError(t, err)
+	require.Equal(t, &felix.StreamShardsView{Shards: 1, RequestID: 5}, ans)
+	ans, err = c.RawRequest(ctx, &felix.Extension{Name: "acme.ping"})
+	require.NoError(t, err)
+	require.Equal(t, &felix.Unsupported{RequestType: "extension", Extension: felix.Some("acme.ping")}, ans)
+
+	// A raw stream carries several requests and their answers.
+	rs, err := c.OpenRaw(ctx)
+	require.NoError(t, err)
+	defer rs.Close()
+	require.True(t, rs.Capabilities().Features.Has(felix.FeatureConsumerGroup))
+	require.NoError(t, rs.Send(ctx, &felix.CachePut{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c", Key: "k", Value: []byte("v"),
+		RequestID: felix.Some(uint64(1))}))
+	require.NoError(t, rs.Send(ctx, &felix.CacheGet{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c", Key: "k", RequestID: felix.Some(uint64(2))}))
+	require.NoError(t, rs.Send(ctx, &felix.UnknownMessage{Type: "frobnicate", Raw: []byte(`{"type":"frobnicate"}`)}))
+	require.NoError(t, rs.CloseWrite())
+	m, err := rs.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, &felix.CacheOK{RequestID: 1}, m)
+	m, err = rs.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []byte("v"), m.(*felix.CacheValue).Value.V)
+	m, err = rs.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, &felix.Unsupported{RequestType: "frobnicate"}, m)
+	_, err = rs.Recv(ctx)
+	require.ErrorIs(t, err, io.EOF)
+
+	// Refused without sending: a second auth, an unadvertised request.
+	require.ErrorIs(t, rs.Send(ctx, &felix.Auth{TenantID: "t1", Token: "x"}), conn.ErrNotAdvertised)
+	_, err = c.RawRequest(ctx, &felix.Topology{})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+
+	// Against a broker without FeatureUnsupported unknown types are not sent.
+	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags})
+	bc := b.dial(t, nil)
+	_, err = bc.RawRequest(ctx, &felix.UnknownMessage{Type: "frobnicate"})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = bc.RawRequest(ctx, &felix.Extension{Name: "x"})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.Empty(t, b.received())
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.RawRequest(cctx, &felix.StreamShards{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s", RequestID: 6})
+	require.ErrorIs(t, err, context.Canceled)
+}
