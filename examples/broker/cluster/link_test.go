@@ -20,7 +20,7 @@ import (
 // that a dead link is noticed quickly.
 func linkClient(t testing.TB, c *cluster.Cluster) *conn.Client {
 	return dial(t, c, c.Fixture().LinkAddr, func(cfg *conn.Config) {
-		cfg.QUIC = &quic.Config{MaxIdleTimeout: 300 * time.Millisecond, KeepAlivePeriod: 50 * time.Millisecond}
+		cfg.QUIC = &quic.Config{MaxIdleTimeout: time.Second, KeepAlivePeriod: 100 * time.Millisecond}
 	})
 }
 
