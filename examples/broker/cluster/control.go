@@ -41,8 +41,8 @@ func (ct *control) close() error {
 	return err
 }
 
-// ServeControl starts the control endpoint on addr (a loopback address;
-// port 0 picks one) and returns its base URL, which the fixture then names
+// ServeControl starts the control endpoint on addr (a loopback address,
+// anything else is refused; port 0 picks one) and returns its base URL, which the fixture then names
 // as control_url. Every request is a POST with an optional JSON body:
 //
 //	POST /fence      {"stream": S, "shard": N, "hold_ms": H}  fence a shard mid-move (default: the movable stream, shard 0, Config.FenceHold)
@@ -55,6 +55,9 @@ func (ct *control) close() error {
 // Answers are JSON ({"ok":true,...}); bad input gets a 4xx with a
 // one-line reason. Close stops it.
 func (c *Cluster) ServeControl(addr string) (string, error) {
+	if err := checkLoopback(addr); err != nil {
+		return "", err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("cluster: control: %w", err)
@@ -232,4 +235,20 @@ func (c *Cluster) ctlNode(op func(int) error) func(body) (any, int, error) {
 		}
 		return nil, 0, nil
 	}
+}
+
+// checkLoopback refuses a control address that is not on loopback: the
+// endpoint kills nodes and cuts links, and has no authentication.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("cluster: control address: %w", err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("cluster: control address %q is not a loopback address", addr)
+	}
+	return nil
 }

@@ -110,6 +110,10 @@ func TestControlEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.ServeControl("127.0.0.1:0")
 	require.Error(t, err)
+	for _, a := range []string{"0.0.0.0:0", ":0", "example.com:80", "nonsense"} {
+		_, err = c.ServeControl(a)
+		require.ErrorContains(t, err, "address", a)
+	}
 	require.Equal(t, url, c.Fixture().ControlURL)
 
 	bad := []struct{ path, body string }{
