@@ -42,8 +42,9 @@ func (ct *control) close() error {
 }
 
 // ServeControl starts the control endpoint on addr (a loopback address,
-// anything else is refused; port 0 picks one) and returns its base URL, which the fixture then names
-// as control_url. Every request is a POST with an optional JSON body:
+// anything else is refused; port 0 picks one) and returns its base URL,
+// which the fixture then names as control_url. Every request is a POST
+// with an optional JSON body:
 //
 //	POST /fence      {"stream": S, "shard": N, "hold_ms": H}  fence a shard mid-move (default: the movable stream, shard 0, Config.FenceHold)
 //	POST /partition  {"stream": S}                            cut the quorum stream's leader off (default: the quorum stream)
