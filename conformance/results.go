@@ -173,3 +173,42 @@ func (r *Recorder) Results() Results {
 func (r *Recorder) WriteFile(path string) error {
 	return r.Results().WriteFile(path)
 }
+
+// TB is the part of *testing.T that Track uses.
+type TB interface {
+	Name() string
+	Failed() bool
+	Skipped() bool
+	Cleanup(func())
+}
+
+// Track records the outcome of scenario id when test t ends: fail if t
+// failed, skip if t was skipped, pass otherwise. An outcome recorded
+// explicitly for id during the test (for example Skip with its reason)
+// is kept, unless t failed. Track reports an id the catalogue lacks at
+// once.
+//
+//	func TestPubsubOrder(t *testing.T) {
+//		rec.Track(t, "pubsub.order")
+//		...
+//	}
+func (r *Recorder) Track(t TB, id string) error {
+	if _, ok := Lookup(id); !ok {
+		return fmt.Errorf("conformance: track %q: not a scenario of the catalogue", id)
+	}
+	t.Cleanup(func() {
+		r.mu.Lock()
+		_, explicit := r.outcomes[id]
+		r.mu.Unlock()
+		switch {
+		case t.Failed():
+			_ = r.Record(id, StatusFail, "test "+t.Name()+" failed")
+		case explicit:
+		case t.Skipped():
+			_ = r.Record(id, StatusSkip, "test "+t.Name()+" was skipped")
+		default:
+			_ = r.Record(id, StatusPass, "")
+		}
+	})
+	return nil
+}

@@ -101,3 +101,52 @@ func TestRecorderConcurrent(t *testing.T) {
 		t.Fatalf("%d outcomes recorded, want %d", n, len(all))
 	}
 }
+
+func TestRecorderTrack(t *testing.T) {
+	r := NewRecorder("c", "v")
+	if err := r.Track(t, "no.such"); err == nil {
+		t.Fatal("unknown id tracked")
+	}
+	// A real subtest runs its cleanups before t.Run returns.
+	t.Run("passes", func(t *testing.T) { r.Track(t, "pubsub.roundtrip") })
+	// Skipped and failed tests are driven through a fake TB, so that this
+	// test neither skips nor fails.
+	end := func(f *fakeTB, id string, during func()) {
+		if err := r.Track(f, id); err != nil {
+			t.Fatal(err)
+		}
+		if during != nil {
+			during()
+		}
+		f.cleanup()
+	}
+	end(&fakeTB{name: "TestS", skipped: true}, "pubsub.order", nil)
+	end(&fakeTB{name: "TestE", skipped: true}, "cache.put_get", func() { r.Skip("cache.put_get", "client has no cache yet") })
+	end(&fakeTB{name: "TestX", failed: true}, "cache.ttl_expires", func() { r.Skip("cache.ttl_expires", "explicit") })
+	want := map[string]Outcome{
+		"pubsub.roundtrip":  {ID: "pubsub.roundtrip", Status: StatusPass},
+		"pubsub.order":      {ID: "pubsub.order", Status: StatusSkip, Detail: "test TestS was skipped"},
+		"cache.put_get":     {ID: "cache.put_get", Status: StatusSkip, Detail: "client has no cache yet"},
+		"cache.ttl_expires": {ID: "cache.ttl_expires", Status: StatusFail, Detail: "test TestX failed"},
+	}
+	got := r.Results().Outcomes
+	if len(got) != len(want) {
+		t.Fatalf("outcomes %+v", got)
+	}
+	for _, o := range got {
+		if want[o.ID] != o {
+			t.Errorf("%s: %+v, want %+v", o.ID, o, want[o.ID])
+		}
+	}
+}
+
+type fakeTB struct {
+	name            string
+	failed, skipped bool
+	cleanup         func()
+}
+
+func (f *fakeTB) Name() string      { return f.name }
+func (f *fakeTB) Failed() bool      { return f.failed }
+func (f *fakeTB) Skipped() bool     { return f.skipped }
+func (f *fakeTB) Cleanup(fn func()) { f.cleanup = fn }

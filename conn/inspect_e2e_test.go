@@ -42,7 +42,6 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	// offset_for_time over records appended at two broker times.
 	t0 := clk.now()
 	key := []byte("k")
-	shard := s.Shard(key)
 	_, err = c.PublishBatch(ctx, sharded, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
 	require.NoError(t, err)
 	clk.advance(time.Minute)
@@ -50,7 +49,7 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	require.NoError(t, err)
 	shards, err := c.StreamShards(ctx, sharded)
 	require.NoError(t, err)
-	shard = shards.Shard(key)
+	shard := shards.Shard(key)
 	off, found, err := c.OffsetForTime(ctx, sharded, shard, t0.Add(time.Second))
 	require.NoError(t, err)
 	require.True(t, found)
