@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -87,6 +88,11 @@ func Test_error_shard_unavailable_is_retryable(t *testing.T) {
 			}
 			be = fx.brokerError(err)
 			require.Contains(t, []felix.ErrorCode{felix.CodeShardUnavailable, felix.CodeNotLeader}, be.Code)
+			select {
+			case <-fx.ctx().Done():
+				t.Fatal("the move never completed")
+			case <-time.After(5 * time.Millisecond): // a retry pace, not a timing assertion
+			}
 		}
 	})
 }

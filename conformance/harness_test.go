@@ -25,38 +25,20 @@ import (
 // test.
 type Fx struct {
 	*conformance.Fixture
-	t    *testing.T
-	skip string
+	t  *testing.T
+	id string
 }
 
-// run runs scenario id with body and records its outcome: pass, fail
-// (the test failed) or skip (body called fx.Skip with a reason). Every
-// scenario test calls it exactly once.
+// run runs scenario id with body and records its outcome when the test
+// ends (conformance.Recorder.Track): fail if the test failed, the skip
+// and its reason if body called fx.Skip, pass otherwise. Every scenario
+// test calls it exactly once.
 func run(t *testing.T, id string, body func(t *testing.T, fx *Fx)) {
 	t.Helper()
-	if _, ok := conformance.Lookup(id); !ok {
-		t.Fatalf("scenario %q is not in the catalogue", id)
+	if err := recorder.Track(t, id); err != nil {
+		t.Fatal(err)
 	}
-	fx := &Fx{Fixture: fixture, t: t}
-	t.Cleanup(func() {
-		var err error
-		switch {
-		case t.Failed():
-			err = recorder.Fail(id, "test "+t.Name()+" failed (see the test log)")
-		case t.Skipped():
-			reason := fx.skip
-			if reason == "" {
-				reason = "skipped by the test"
-			}
-			err = recorder.Skip(id, reason)
-		default:
-			err = recorder.Pass(id)
-		}
-		if err != nil {
-			t.Error(err)
-		}
-	})
-	body(t, fx)
+	body(t, &Fx{Fixture: fixture, t: t, id: id})
 }
 
 // Skip records the scenario as skipped with reason and stops the test.
@@ -64,7 +46,9 @@ func run(t *testing.T, id string, body func(t *testing.T, fx *Fx)) {
 // failure.
 func (fx *Fx) Skip(reason string) {
 	fx.t.Helper()
-	fx.skip = reason
+	if err := recorder.Skip(fx.id, reason); err != nil {
+		fx.t.Error(err)
+	}
 	fx.t.Skip(reason)
 }
 
