@@ -267,11 +267,11 @@ func (r *router) place(k shardKey, write bool) server.Placement {
 	a := c.assignLocked(k)
 	if a.fence != nil {
 		c.mu.Unlock()
-		return server.Placement{Refuse: shardUnavailable("moving")}
+		return server.Placement{Refuse: shardUnavailable(felix.ReasonMoving)}
 	}
 	if !c.nodes[a.owner].alive {
 		c.mu.Unlock()
-		return server.Placement{Refuse: shardUnavailable("owner_unavailable")}
+		return server.Placement{Refuse: shardUnavailable(felix.ReasonOwnerUnavailable)}
 	}
 	p := server.Placement{Local: a.owner == r.i, Owner: c.endpointLocked(a.owner), Generation: a.gen, Moved: a.moved}
 	if !write || k.kind != felix.ShardKindStream || k.name != QuorumStream || k.ns != c.cfg.Namespace || k.tenant != c.cfg.Tenant {
@@ -362,12 +362,12 @@ func (r *router) ShardOwners(kind felix.ShardKind, tenant, ns, name string) []fe
 		o := felix.ShardOwner{Shard: s, Generation: a.gen}
 		switch {
 		case !c.nodes[a.owner].alive:
-			o.Unavailable = felix.Some("owner_unavailable")
+			o.Unavailable = felix.Some(felix.ReasonOwnerUnavailable)
 		default:
 			ep := c.endpointLocked(a.owner)
 			o.NodeID, o.Addr = felix.Some(ep.NodeID), felix.Some(ep.Addr)
 			if a.fence != nil {
-				o.Unavailable = felix.Some("moving")
+				o.Unavailable = felix.Some(felix.ReasonMoving)
 			}
 		}
 		out = append(out, o)
