@@ -60,6 +60,35 @@ type stdCacheValue struct {
 	Version   *uint64 `json:"version,omitempty"`
 }
 
+type stdPublishBatch struct {
+	Type      string   `json:"type"`
+	TenantID  string   `json:"tenant_id"`
+	Namespace string   `json:"namespace"`
+	Stream    string   `json:"stream"`
+	Payloads  [][]byte `json:"payloads"`
+	Key       []byte   `json:"key,omitempty"`
+	RequestID *uint64  `json:"request_id,omitempty"`
+	Ack       *string  `json:"ack,omitempty"`
+	Shard     *uint32  `json:"shard,omitempty"`
+}
+
+type stdEventBatch struct {
+	Type       string   `json:"type"`
+	TenantID   string   `json:"tenant_id"`
+	Namespace  string   `json:"namespace"`
+	Stream     string   `json:"stream"`
+	Payloads   [][]byte `json:"payloads"`
+	BaseOffset *uint64  `json:"base_offset,omitempty"`
+}
+
+type stdCacheEvent struct {
+	Type            string `json:"type"`
+	Key             string `json:"key"`
+	Value           []byte `json:"value,omitempty"`
+	Offset          uint64 `json:"offset"`
+	ExpiresAtMillis uint64 `json:"expires_at_millis"`
+}
+
 type stdPublishOK struct {
 	Type      string  `json:"type"`
 	RequestID uint64  `json:"request_id"`
@@ -98,6 +127,15 @@ var payload256 = func() []byte {
 	return b
 }()
 
+// payloads8x100 are the records of the batch messages: 8 of 100 bytes.
+var payloads8x100 = func() [][]byte {
+	l := make([][]byte, 8)
+	for i := range l {
+		l[i] = payload256[i : i+100]
+	}
+	return l
+}()
+
 // benchCases pairs each benchmarked message with an encoding/json value
 // that marshals to the same bytes.
 var benchCases = []struct {
@@ -108,9 +146,25 @@ var benchCases = []struct {
 	newStd func() any
 }{
 	{"publish",
+		&felix.Publish{TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payload: payload256[:100], Key: felix.Some([]byte("customer-42")), RequestID: felix.Some[uint64](123456), Ack: felix.Some(felix.AckPerMessage)},
+		&stdPublish{Type: "publish", TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payload: payload256[:100], Key: []byte("customer-42"), RequestID: ptr[uint64](123456), Ack: ptr("per_message")},
+		func() any { return new(stdPublish) }},
+	{"publish/256B",
 		&felix.Publish{TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payload: payload256, Key: felix.Some([]byte("customer-42")), RequestID: felix.Some[uint64](123456), Ack: felix.Some(felix.AckPerMessage)},
 		&stdPublish{Type: "publish", TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payload: payload256, Key: []byte("customer-42"), RequestID: ptr[uint64](123456), Ack: ptr("per_message")},
 		func() any { return new(stdPublish) }},
+	{"publish_batch",
+		&felix.PublishBatchMessage{TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payloads: payloads8x100, Key: felix.Some([]byte("customer-42")), RequestID: felix.Some[uint64](123457), Ack: felix.Some(felix.AckPerBatch)},
+		&stdPublishBatch{Type: "publish_batch", TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payloads: payloads8x100, Key: []byte("customer-42"), RequestID: ptr[uint64](123457), Ack: ptr("per_batch")},
+		func() any { return new(stdPublishBatch) }},
+	{"event_batch",
+		&felix.EventBatchMessage{TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payloads: payloads8x100, BaseOffset: felix.Some[uint64](1 << 40)},
+		&stdEventBatch{Type: "event_batch", TenantID: "tenant-1", Namespace: "default", Stream: "orders", Payloads: payloads8x100, BaseOffset: ptr[uint64](1 << 40)},
+		func() any { return new(stdEventBatch) }},
+	{"cache_event",
+		&felix.CacheEvent{Key: "user:42", Value: felix.Some(payload256[:64]), Offset: 4242, ExpiresAtMillis: 1700000030000},
+		&stdCacheEvent{Type: "cache_event", Key: "user:42", Value: payload256[:64], Offset: 4242, ExpiresAtMillis: 1700000030000},
+		func() any { return new(stdCacheEvent) }},
 	{"cache_put",
 		&felix.CachePut{TenantID: "tenant-1", Namespace: "default", Cache: "sessions", Key: "user:42", Value: payload256[:64], RequestID: felix.Some[uint64](99), TTLMs: felix.Some[uint64](30000)},
 		&stdCachePut{Type: "cache_put", TenantID: "tenant-1", Namespace: "default", Cache: "sessions", Key: "user:42", Value: payload256[:64], RequestID: ptr[uint64](99), TTLMs: ptr[uint64](30000)},
@@ -242,12 +296,15 @@ func TestMessageEncodeDoesNotAllocate(t *testing.T) {
 }
 
 // TestMessageDecodeAllocs bounds the allocations of decoding: the message
-// itself plus one per string or bytes member, nothing per member scanned.
+// itself, one arena for its strings and small byte values (up to 256
+// bytes each, a chunk of at most 1 KiB), one per list, nothing per member
+// scanned.
 func TestMessageDecodeAllocs(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		max  float64
-	}{{"publish_ok", 1}, {"event_stream_hello", 1}, {"auth_ok", 1}, {"cache_get", 5}, {"error", 3}, {"publish", 6}} {
+	}{{"publish_ok", 1}, {"event_stream_hello", 1}, {"auth_ok", 1}, {"cache_get", 2}, {"error", 2}, {"publish", 2},
+		{"publish/256B", 2}, {"cache_put", 2}, {"cache_value", 2}, {"cache_event", 2}, {"publish_batch", 3}, {"event_batch", 3}} {
 		var msg felix.Message
 		for _, bc := range benchCases {
 			if bc.name == c.name {

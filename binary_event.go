@@ -77,8 +77,14 @@ func (b *EventBatch) FlagsFor(accepted Flags) Flags {
 // FrameLen returns the exact number of bytes AppendEventBatch(dst, b,
 // accepted) appends.
 func (b *EventBatch) FrameLen(accepted Flags) int {
-	f := b.FlagsFor(accepted)
-	n := HeaderLen + 4 + 4*len(b.Payloads)
+	sum, _ := payloadsLen(b.Payloads)
+	return b.frameLen(b.FlagsFor(accepted), sum)
+}
+
+// frameLen is FrameLen for the flag word f, given the total length of the
+// payloads.
+func (b *EventBatch) frameLen(f Flags, sum int) int {
+	n := HeaderLen + 4 + 4*len(b.Payloads) + sum
 	if b.Legacy {
 		n += 8
 	}
@@ -93,9 +99,6 @@ func (b *EventBatch) FrameLen(accepted Flags) int {
 	}
 	if f.Has(FlagEventBatchTimestamps) {
 		n += 8 * len(b.Payloads)
-	}
-	for _, p := range b.Payloads {
-		n += len(p)
 	}
 	return n
 }
@@ -117,11 +120,6 @@ func (b *EventBatch) check(f Flags) error {
 	if uint64(len(b.Payloads)) > MaxPayloadLen {
 		return encErr(ErrFrameTooLarge, layoutEvent, "count", "too many payloads")
 	}
-	for _, p := range b.Payloads {
-		if uint64(len(p)) > MaxPayloadLen {
-			return encErr(ErrFrameTooLarge, layoutEvent, "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
-		}
-	}
 	return nil
 }
 
@@ -141,7 +139,12 @@ func AppendEventBatch(dst []byte, b *EventBatch, accepted Flags) ([]byte, error)
 	if err := b.check(f); err != nil {
 		return dst, err
 	}
-	n := b.FrameLen(accepted)
+	sum, ok := payloadsLen(b.Payloads)
+	if !ok {
+		p := b.Payloads[bigPayload(b.Payloads)]
+		return dst, encErr(ErrFrameTooLarge, layoutEvent, "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
+	}
+	n := b.frameLen(f, sum)
 	if err := checkFrameSize(layoutEvent, n); err != nil {
 		return dst, err
 	}
@@ -162,15 +165,12 @@ func AppendEventBatch(dst []byte, b *EventBatch, accepted Flags) ([]byte, error)
 		dst = append(dst, b.Publisher...)
 	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Payloads)))
+	o := len(dst)
+	dst = dst[:start+n]
 	if f.Has(FlagEventBatchTimestamps) {
-		for i, p := range b.Payloads {
-			dst = binary.BigEndian.AppendUint64(dst, b.Timestamps[i])
-			dst = appendBytes32(dst, p)
-		}
+		putTimedPayloads(dst[o:], b.Payloads, b.Timestamps)
 	} else {
-		for _, p := range b.Payloads {
-			dst = appendBytes32(dst, p)
-		}
+		putPayloads(dst[o:], b.Payloads)
 	}
 	return FinishFrame(dst, start)
 }

@@ -65,7 +65,13 @@ func (b *PublishBatch) Flags() Flags {
 // FrameLen returns the exact number of bytes AppendPublishBatch appends for
 // b: the 12-byte header plus the payload.
 func (b *PublishBatch) FrameLen() int {
-	n := HeaderLen + 6 + len(b.TenantID) + len(b.Namespace) + len(b.Stream) + 4 + 4*len(b.Payloads)
+	sum, _ := payloadsLen(b.Payloads)
+	return b.frameLen(sum)
+}
+
+// frameLen is FrameLen given the total length of the payloads.
+func (b *PublishBatch) frameLen(sum int) int {
+	n := HeaderLen + 6 + len(b.TenantID) + len(b.Namespace) + len(b.Stream) + 4 + 4*len(b.Payloads) + sum
 	if b.AckMode != AckNone {
 		n += 9
 	}
@@ -74,9 +80,6 @@ func (b *PublishBatch) FrameLen() int {
 	}
 	if b.HasKey {
 		n += 2 + len(b.Key)
-	}
-	for _, p := range b.Payloads {
-		n += len(p)
 	}
 	return n
 }
@@ -113,11 +116,6 @@ func (b *PublishBatch) check() error {
 	if uint64(len(b.Payloads)) > MaxPayloadLen {
 		return encErr(ErrFrameTooLarge, l, "count", "too many payloads")
 	}
-	for _, p := range b.Payloads {
-		if uint64(len(p)) > MaxPayloadLen {
-			return encErr(ErrFrameTooLarge, l, "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
-		}
-	}
 	return nil
 }
 
@@ -132,7 +130,12 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 	if err := b.check(); err != nil {
 		return dst, err
 	}
-	n := b.FrameLen()
+	sum, ok := payloadsLen(b.Payloads)
+	if !ok {
+		p := b.Payloads[bigPayload(b.Payloads)]
+		return dst, encErr(ErrFrameTooLarge, b.layout(), "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
+	}
+	n := b.frameLen(sum)
 	if err := checkFrameSize(b.layout(), n); err != nil {
 		return dst, err
 	}
@@ -158,9 +161,9 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 	dst = appendStr16(dst, b.Namespace)
 	dst = appendStr16(dst, b.Stream)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Payloads)))
-	for _, p := range b.Payloads {
-		dst = appendBytes32(dst, p)
-	}
+	o := len(dst)
+	dst = dst[:start+n]
+	putPayloads(dst[o:], b.Payloads)
 	return FinishFrame(dst, start)
 }
 

@@ -158,6 +158,59 @@ func appendBytes32(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
+// payloadsLen returns the total length of ps and whether every payload fits
+// a u32 length field. It is the one pass over the payloads an encoder makes
+// before writing them (the frame length and the per-payload check at once).
+func payloadsLen(ps [][]byte) (sum int, ok bool) {
+	var or uint64
+	for _, p := range ps {
+		sum += len(p)
+		or |= uint64(len(p))
+	}
+	return sum, or <= MaxPayloadLen
+}
+
+// bigPayload returns the index of the first payload of ps over the u32
+// length field, for the error of an encoder whose payloadsLen failed.
+func bigPayload(ps [][]byte) int {
+	for i, p := range ps {
+		if uint64(len(p)) > MaxPayloadLen {
+			return i
+		}
+	}
+	return 0
+}
+
+// putPayloads writes every payload of ps as (u32 length, bytes) at the start
+// of out, which the caller sized exactly, and returns the bytes written.
+// Writing into a sized slice rather than appending keeps the loop to a
+// store and a memmove per payload (no capacity checks).
+func putPayloads(out []byte, ps [][]byte) int {
+	o := 0
+	for _, p := range ps {
+		e := out[o : o+4+len(p)]
+		binary.BigEndian.PutUint32(e, uint32(len(p)))
+		copy(e[4:], p)
+		o += 4 + len(p)
+	}
+	return o
+}
+
+// putTimedPayloads is putPayloads with an 8-byte timestamp before each
+// entry: ts[i] leads payload i (len(ts) == len(ps), checked by the caller).
+func putTimedPayloads(out []byte, ps [][]byte, ts []uint64) int {
+	o := 0
+	ts = ts[:len(ps)]
+	for i, p := range ps {
+		e := out[o : o+12+len(p)]
+		binary.BigEndian.PutUint64(e, ts[i])
+		binary.BigEndian.PutUint32(e[8:], uint32(len(p)))
+		copy(e[12:], p)
+		o += 12 + len(p)
+	}
+	return o
+}
+
 // grow makes room for n more bytes in dst with at most one allocation.
 func grow(dst []byte, n int) []byte {
 	if cap(dst)-len(dst) >= n {

@@ -1,10 +1,13 @@
 package felix
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // This file is the small JSON runtime under the generated message code
@@ -162,6 +165,40 @@ type jsonDecoder struct {
 	// escaped reports that the last string read by rawString held an
 	// escape, so its bytes live in scratch rather than in buf.
 	escaped bool
+	// arena is the chunk the decoded strings and byte values are carved
+	// from (see alloc).
+	arena []byte
+}
+
+// arenaMax is the largest value alloc carves from the arena; larger ones
+// get an allocation of their own, so a big payload is never kept alive by
+// (or keeps alive) the small members around it.
+const arenaMax = 256
+
+// arenaChunk bounds the size of one arena chunk.
+const arenaChunk = 1024
+
+// alloc returns n new bytes for a decoded string or byte value. Values up
+// to arenaMax bytes share one allocation: a chunk sized for what the rest
+// of the input typically decodes to (3/4 of it: base64 turns 4 characters
+// into 3 bytes, unescaping only shrinks text, and member names and
+// punctuation decode to nothing), capped at arenaChunk, so a typical message's strings and payload cost one
+// allocation together instead of one each. The slice's capacity is capped
+// at n: appending to one value never overwrites another. The chunk is only
+// written through the slices handed out, each exactly once, before the
+// value is returned, which is what makes the strings carved from it (see
+// str) immutable.
+func (d *jsonDecoder) alloc(n int) []byte {
+	if n > arenaMax {
+		return make([]byte, n)
+	}
+	if cap(d.arena)-len(d.arena) < n {
+		size := min((len(d.buf)-d.pos)*3/4+n, arenaChunk)
+		d.arena = make([]byte, 0, max(size, n))
+	}
+	o := len(d.arena)
+	d.arena = d.arena[:o+n]
+	return d.arena[o : o+n : o+n]
 }
 
 func (d *jsonDecoder) fail(field, detail string) {
@@ -371,6 +408,14 @@ func (d *jsonDecoder) rawString(field string) ([]byte, bool) {
 	start := d.pos
 	b := d.buf
 	i := start
+	// Eight bytes at a time while none of them is special: a quote, a
+	// backslash, a control character or a non-ASCII byte.
+	for len(b)-i >= 8 {
+		if x := binary.LittleEndian.Uint64(b[i:]); swarSpecial(x) {
+			break
+		}
+		i += 8
+	}
 	for i < len(b) {
 		c := b[i]
 		if jsonNoEscape[c] {
@@ -402,6 +447,19 @@ func (d *jsonDecoder) rawString(field string) ([]byte, bool) {
 	d.pos = len(b)
 	d.fail(field, "unterminated string")
 	return nil, false
+}
+
+// swarSpecial reports whether any of the eight bytes packed in x is '"',
+// '\\', below 0x20 or at least 0x80. The per-byte tests are the classic
+// "has a byte below n" one, (x - n*0x01..)&0x80..: without a borrow a byte's
+// top bit comes out set only if it was below n or had its top bit set
+// already (flagged anyway), and a borrow starts only at a byte below n, so
+// the OR of all four terms is non-zero exactly when one byte is special.
+func swarSpecial(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ ('"' * lo)
+	bs := x ^ ('\\' * lo)
+	return ((x-0x20*lo)|(q-lo)|(bs-lo)|x)&hi != 0
 }
 
 // escapedString continues rawString from the first backslash, building the
@@ -523,10 +581,12 @@ func (d *jsonDecoder) str(field string) string {
 		return ""
 	}
 	s, ok := d.rawString(field)
-	if !ok {
+	if !ok || len(s) == 0 {
 		return ""
 	}
-	return string(s)
+	b := d.alloc(len(s))
+	copy(b, s)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // bytes reads a string holding padded standard base64 and decodes it
@@ -540,6 +600,18 @@ func (d *jsonDecoder) bytes(field string) []byte {
 		return nil
 	}
 	at := d.pos
+	// Fast path: decode straight from the input up to the next quote. No
+	// character outside the base64 alphabet can pass the decoder, so a
+	// success means the text was a plain JSON string (no escape, control
+	// or non-ASCII byte) holding strict base64: what the path below
+	// accepts. Anything else takes that path, which words the error.
+	if q := bytes.IndexByte(d.buf[at+1:], '"'); q > 0 && q%4 == 0 {
+		t := d.buf[at+1 : at+1+q]
+		if out := d.alloc(base64DecodedLen(t)); decodeBase64Strict(out, t) {
+			d.pos, d.escaped = at+2+q, false
+			return out
+		}
+	}
 	s, ok := d.rawString(field)
 	if !ok {
 		return nil
@@ -548,6 +620,13 @@ func (d *jsonDecoder) bytes(field string) []byte {
 		d.failAt(ErrInvalidJSON, field, at, "invalid base64: length not a multiple of 4")
 		return nil
 	}
+	if len(s) == 0 {
+		return []byte{}
+	}
+	if out := d.alloc(base64DecodedLen(s)); decodeBase64Strict(out, s) {
+		return out
+	}
+	// Not strict base64: the standard decoder words the error.
 	for _, c := range s {
 		if c == '\r' || c == '\n' {
 			d.failAt(ErrInvalidJSON, field, at, "invalid base64: whitespace")
@@ -680,15 +759,24 @@ func (d *jsonDecoder) boolean(field string) bool {
 // decoder escape to the heap, one more allocation per decoded message
 // (TestMessageDecodeAllocs catches it).
 
+// bytesList collects up to 16 elements in a stack array and returns them
+// in one exactly sized slice: one allocation for the list of a typical
+// batch instead of one per doubling.
 func (d *jsonDecoder) bytesList(field string) [][]byte {
-	var l [][]byte
+	var tmp [16][]byte
+	l := tmp[:0]
 	if !d.beginArray(field) {
 		return nil
 	}
 	for i := 0; d.elem(i, field); i++ {
 		l = append(l, d.bytes(field))
 	}
-	return l
+	if len(l) == 0 {
+		return nil
+	}
+	out := make([][]byte, len(l))
+	copy(out, l)
+	return out
 }
 
 func (d *jsonDecoder) stringList(field string) []string {

@@ -128,6 +128,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		var wg sync.WaitGroup
 		ctx := context.Background()
 		done := func(_ PublishResult, err error) {
@@ -143,6 +144,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 			}
 		}
 		wg.Wait()
+		stopCPU()
 	})
 	b.Run("felix-64-goroutines", func(b *testing.B) {
 		n := 0
@@ -156,6 +158,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism((benchInflight + 1) / 2)
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
 			for pb.Next() {
@@ -165,6 +168,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 				}
 			}
 		})
+		stopCPU()
 	})
 	b.Run("raw-quic", func(b *testing.B) {
 		fr, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{AckMode: felix.AckPerBatch, RequestID: 1,
@@ -187,6 +191,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		window := make(chan struct{}, benchInflight)
 		done := make(chan error, 1)
 		go func() {
@@ -207,6 +212,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 			}
 		}
 		require.NoError(b, <-done)
+		stopCPU()
 		b.StopTimer()
 		s.Close()
 	})
@@ -224,6 +230,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		ctx := context.Background()
 		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{})
 		require.NoError(b, err)
@@ -232,6 +239,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		stopCPU()
 		b.StopTimer()
 		sub.Close()
 	})
@@ -244,6 +252,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		ctx := context.Background()
 		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: true})
 		require.NoError(b, err)
@@ -252,6 +261,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		stopCPU()
 		b.StopTimer()
 		sub.Close()
 	})
@@ -267,12 +277,48 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		r := felix.NewReader(s)
 		for range b.N {
 			if _, err := r.ReadFrame(); err != nil {
 				b.Fatal(err)
 			}
 		}
+		stopCPU()
+		b.StopTimer()
+		s.CancelRead(0)
+	})
+	// raw-quic-uni-fresh reads every frame of the raw uni stream into a
+	// fresh buffer, as the default mode must so that events may be kept:
+	// the cost of that memory (allocation, zeroing, the collector) without
+	// any of conn.
+	b.Run("raw-quic-uni-fresh", func(b *testing.B) {
+		s := rawUniPair(b, func(s *quic.SendStream) {
+			for range b.N {
+				if _, err := s.Write(ev); err != nil {
+					return
+				}
+			}
+			s.Close()
+		})
+		b.SetBytes(benchRecords * benchRecSize)
+		b.ReportAllocs()
+		b.ResetTimer()
+		stopCPU := cpuMeter(b)
+		var hdr [felix.HeaderLen]byte
+		for range b.N {
+			if _, err := io.ReadFull(s, hdr[:]); err != nil {
+				b.Fatal(err)
+			}
+			h, err := felix.ParseHeader(hdr[:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(s, make([]byte, h.Length)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		stopCPU()
 		b.StopTimer()
 		s.CancelRead(0)
 	})
@@ -288,6 +334,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
+		stopCPU := cpuMeter(b)
 		s.Write([]byte{0}) // opens the stream at the server
 		r := felix.NewReader(s)
 		for range b.N {
@@ -295,6 +342,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		stopCPU()
 		b.StopTimer()
 		s.Close()
 	})

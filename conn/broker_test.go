@@ -33,6 +33,7 @@ type brokerOpts struct {
 	authTimeout time.Duration
 	maxFrame    uint32
 	srvTLS      *tls.Config // server certificate (default: a fresh SelfSigned)
+	server      func(*ServerConfig)
 }
 
 type testBroker struct {
@@ -100,8 +101,12 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	if o.srvTLS != nil {
 		srvTLS = o.srvTLS
 	}
-	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: o.offer, LegacyAuth: o.legacy,
-		Authenticate: o.auth, AuthTimeout: o.authTimeout, MaxFrameBytes: o.maxFrame, RequireALPN: o.requireALPN})
+	scfg := &ServerConfig{TLS: srvTLS, Offer: o.offer, LegacyAuth: o.legacy,
+		Authenticate: o.auth, AuthTimeout: o.authTimeout, MaxFrameBytes: o.maxFrame, RequireALPN: o.requireALPN}
+	if o.server != nil {
+		o.server(scfg)
+	}
+	ln, err := Listen("127.0.0.1:0", scfg)
 	require.NoError(t, err)
 	b := &testBroker{t: t, ln: ln, pool: pool, o: o, topics: map[string]*topicLog{}, cache: map[string]cacheEntry{},
 		counters: map[string]int64{}, watches: map[*testWatch]struct{}{}}

@@ -515,11 +515,13 @@ func TestQUICConfigDefaults(t *testing.T) {
 	q := quicConfig(nil, false)
 	require.Equal(t, DefaultKeepAlive, q.KeepAlivePeriod)
 	require.Equal(t, DefaultIdleTimeout, q.MaxIdleTimeout)
-	require.EqualValues(t, DefaultMaxStreams, q.MaxIncomingUniStreams) // one per subscription
-	require.EqualValues(t, -1, q.MaxIncomingStreams)                   // brokers open no bidi streams
+	require.EqualValues(t, DefaultMaxEventStreams, q.MaxIncomingUniStreams) // one per subscription
+	require.EqualValues(t, -1, q.MaxIncomingStreams)                        // brokers open no bidi streams
 	require.GreaterOrEqual(t, q.MaxStreamReceiveWindow, uint64(felix.DefaultMaxFrameBytes))
 	s := quicConfig(nil, true)
-	require.EqualValues(t, DefaultMaxStreams, s.MaxIncomingStreams)
+	require.EqualValues(t, 1024, s.MaxIncomingStreams, "spec transport.md: 1024 per direction")
+	require.EqualValues(t, 1024, s.MaxIncomingUniStreams)
+	require.EqualValues(t, DefaultMaxConnInFlightBytes, s.MaxConnectionReceiveWindow)
 	// Overrides are cloned; zero keep-alive and stream limits are raised.
 	base := &quic.Config{MaxIdleTimeout: time.Second, MaxIncomingUniStreams: 5}
 	o := quicConfig(base, false)

@@ -36,8 +36,8 @@ func TestCommitAndStateGetEndToEnd(t *testing.T) {
 	// The event is on the shard the entity key routes to, at that offset.
 	shards, err := c.StreamShards(ctx, orders)
 	require.NoError(t, err)
-	require.Equal(t, uint32(4), shards.Count)
-	page, err := c.StreamRead(ctx, orders, shards.Shard(entity), conn.ReadOptions{From: off, MaxRecords: 1})
+	require.Equal(t, uint32(4), shards.Shards)
+	page, err := c.StreamRead(ctx, orders, shards.Routing.V.Shard(entity, shards.Shards), conn.ReadOptions{From: off, MaxRecords: 1})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
 	require.Equal(t, "deposited 10", string(page.Records[0].Payload))

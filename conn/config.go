@@ -19,15 +19,22 @@ const (
 	DefaultKeepAlive = 10 * time.Second
 	// DefaultIdleTimeout is the QUIC idle timeout.
 	DefaultIdleTimeout = 30 * time.Second
-	// DefaultMaxStreams is the number of concurrent incoming streams of
-	// each kind a peer may open (quic-go's own default is 100, too few for
-	// one uni stream per subscription).
-	DefaultMaxStreams = 16384
+	// DefaultMaxStreams is the number of concurrent streams of each kind
+	// (bidirectional, unidirectional) a client may open on one connection
+	// to a server (spec transport.md: 1024 per direction).
+	DefaultMaxStreams = 1024
+	// DefaultMaxEventStreams is the number of concurrent unidirectional
+	// streams a client lets a broker open on one connection: one per
+	// subscription or cache watch (upstream's client keeps up to 16,384
+	// pending event streams; quic-go's own default of 100 is too few).
+	DefaultMaxEventStreams = 16384
 	// DefaultAuthTimeout is how long a connection may go without any
-	// authenticated stream before the server closes it with CloseAuthTimeout.
+	// authenticated stream before the server closes it with
+	// CloseAuthTimeout, and how long each client stream may stay
+	// unauthenticated before the server resets it (ResetAuthTimeout).
 	DefaultAuthTimeout = 10 * time.Second
 	// DefaultPreAuthStreams is how many unauthenticated streams per
-	// connection the server reads at once.
+	// connection the server reads at once (spec transport.md: 16).
 	DefaultPreAuthStreams = 16
 	// DefaultPipelineDepth bounds unanswered acked publishes per stream when
 	// the broker granted no publish_window.
@@ -115,23 +122,59 @@ type ServerConfig struct {
 	// MaxFrameBytes bounds frames after authentication (0: 16 MiB).
 	MaxFrameBytes uint32
 	// PreAuthStreams is how many unauthenticated streams of one connection
-	// are read at once (0: DefaultPreAuthStreams); others wait.
+	// are read at once (0: DefaultPreAuthStreams); others wait in a queue
+	// bounded by MaxUnauthStreams. A stream whose auth frame has not begun
+	// to arrive gives its read slot to a waiting stream after a short
+	// slice, so idle streams cannot starve the others.
 	PreAuthStreams int
+	// MaxUnauthStreams bounds the unauthenticated streams of one
+	// connection (being read or waiting): a stream opened beyond it is
+	// reset at once (ResetPreAuthBudget), never queued (0:
+	// DefaultMaxUnauthStreams; see ServerLimits).
+	MaxUnauthStreams int
+	// MaxStreams is the number of concurrent streams of each kind a client
+	// may open on one connection (0: DefaultMaxStreams, 1024). QUIC
+	// enforces it: a client cannot open more (its stream limit error).
+	// Ignored for a kind whose limit QUIC sets explicitly.
+	MaxStreams int64
+	// MaxConnections caps the connections of the listener, handshaking
+	// ones included (0: DefaultMaxConnections, 8192; negative: no cap).
+	// A connection beyond it is refused during the QUIC handshake with the
+	// transport error CONNECTION_REFUSED (spec transport.md), not queued.
+	MaxConnections int
+	// MaxConnInFlightBytes bounds the bytes one client may have sent on a
+	// connection that the server has not read yet (the QUIC connection
+	// receive window; 0: DefaultMaxConnInFlightBytes, 16 MiB). Until a
+	// stream of the connection authenticated, the window stays at its
+	// initial size (DefaultPreAuthConnWindow) and does not grow.
+	MaxConnInFlightBytes uint64
 	// QUIC overrides the QUIC configuration, as for Config.QUIC; the
-	// incoming bidi and uni stream limits default to DefaultMaxStreams.
+	// incoming bidi and uni stream limits default to MaxStreams, and the
+	// receive windows to the server defaults above when left zero.
 	QUIC *quic.Config
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 }
 
 // quicConfig returns the QUIC configuration for one side: a clone of base
-// (or a new one) with keep-alive on, many incoming streams and windows big
-// enough for 16 MiB frames.
+// (or a new one) with keep-alive on. A client gets windows big enough for
+// 16 MiB frames and accepts DefaultMaxEventStreams uni streams (and no
+// bidi streams); a server gets the bounded windows and stream limits of
+// server_limits.go, which Listen then adjusts to its ServerConfig.
 func quicConfig(base *quic.Config, server bool) *quic.Config {
 	var q *quic.Config
-	if base != nil {
+	switch {
+	case base != nil:
 		q = base.Clone()
-	} else {
+	case server:
+		q = &quic.Config{
+			MaxIdleTimeout:                 DefaultIdleTimeout,
+			InitialStreamReceiveWindow:     DefaultPreAuthConnWindow,
+			MaxStreamReceiveWindow:         DefaultMaxConnInFlightBytes,
+			InitialConnectionReceiveWindow: DefaultPreAuthConnWindow,
+			MaxConnectionReceiveWindow:     DefaultMaxConnInFlightBytes,
+		}
+	default:
 		q = &quic.Config{
 			MaxIdleTimeout:                 DefaultIdleTimeout,
 			InitialStreamReceiveWindow:     1 << 20,
@@ -143,15 +186,20 @@ func quicConfig(base *quic.Config, server bool) *quic.Config {
 	if q.KeepAlivePeriod == 0 {
 		q.KeepAlivePeriod = DefaultKeepAlive
 	}
+	if server {
+		if q.MaxIncomingUniStreams == 0 {
+			q.MaxIncomingUniStreams = DefaultMaxStreams
+		}
+		if q.MaxIncomingStreams == 0 {
+			q.MaxIncomingStreams = DefaultMaxStreams
+		}
+		return q
+	}
 	if q.MaxIncomingUniStreams == 0 {
-		q.MaxIncomingUniStreams = DefaultMaxStreams
+		q.MaxIncomingUniStreams = DefaultMaxEventStreams
 	}
 	if q.MaxIncomingStreams == 0 {
-		if server {
-			q.MaxIncomingStreams = DefaultMaxStreams
-		} else {
-			q.MaxIncomingStreams = -1 // a broker opens no bidi streams
-		}
+		q.MaxIncomingStreams = -1 // a broker opens no bidi streams
 	}
 	return q
 }

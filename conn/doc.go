@@ -83,13 +83,41 @@
 // broker finishes before it closes the connection, or with ErrBrokerShutdown
 // when the close came first.
 //
+// # Queues, commits, inspection and raw requests
+//
+// Client.Group returns a consumer-group handle: Poll claims records (each
+// with its offset and attempt count; an empty poll is an empty answer),
+// Ack, Nack, Extend and DeadLetter settle them, DeadLetters, Redrive and
+// Discard manage the records set aside, Seek, Describe and Delete manage
+// the group, and Records is a consumer loop that settles what its body
+// leaves unsettled. Client.Commit sends an atomic commit (one event plus
+// state changes, validated before sending: *CommitError naming the
+// offending operation), StateGet reads the state, PublishIf and
+// CachePutIf / CacheDeleteIf are conditional writes. StreamShards,
+// CacheShards, ShardOwners, Topology, OffsetForTime, StreamRead,
+// ShardInspect and Subscriptions inspect a broker. Each of these calls is
+// one request on a stream of its own (the protocol answers them on the
+// stream they came on; not_leader carries no request id) and is sent only
+// when the broker advertised its feature. OpenRaw and RawRequest send any
+// felix.Message on an authenticated, negotiated stream and return the
+// answers as they came, for message types this package does not wrap.
+//
 // # Server
 //
 // Listen opens a listener whose connections run the auth handshake on every
 // client-opened stream with the caller's Authenticator, answer auth_ok or the
-// legacy ok through felix.BrokerOffer, enforce the pre-auth frame limit, the
-// limit of 16 unauthenticated streams read at once and the auth timeout, and
-// hand over authenticated streams:
+// legacy ok through felix.BrokerOffer, enforce the server limits, and hand
+// over authenticated streams. The limits (ServerConfig fields, spec
+// transport.md defaults) bound what any client can make the server hold,
+// each with a clear refusal: 8192 connections (CONNECTION_REFUSED), 1024
+// streams of each kind per connection, 256 unauthenticated streams per
+// connection of which 16 are read at once (a stream beyond them is reset
+// with ResetPreAuthBudget), 10 s to authenticate each stream (reset with
+// ResetAuthTimeout) and each connection (CloseAuthTimeout), 64 KiB frames
+// before auth and 16 MiB after (answered limit_exceeded), and 16 MiB of
+// request bytes held per connection (further reads wait). A connection that
+// never authenticates costs about 1 MiB; Listener.Stats counts the
+// refusals.
 //
 //	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{
 //		TLS:          serverTLS, // certificate for "localhost"

@@ -139,6 +139,44 @@ func ExampleGroup_DeadLetters() {
 	// Output: [0] <nil>
 }
 
+func ExampleGroup_DeadLetter() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "deadletter", "cannot parse")
+	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	fmt.Println(g.DeadLetter(ctx, recs[0].Offset)) // no point retrying
+	dead, _ := g.DeadLetters(ctx)
+	fmt.Println(dead)
+	// Output:
+	// <nil>
+	// [0]
+}
+
+func ExampleDelivery_Nack() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	c := exampleClient(ctx)
+	defer c.Close()
+	g := exampleQueue(ctx, c, "delivery", "flaky")
+	for d, err := range g.Records(ctx, conn.PollOptions{}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("attempt", d.Attempts)
+		if d.Attempts == 1 {
+			_ = d.Nack(ctx, 0) // failed: redeliver at once
+			continue
+		}
+		_ = d.Ack(ctx) // handled; a record left unsettled at break is given back
+		break
+	}
+	// Output:
+	// attempt 1
+	// attempt 2
+}
+
 func ExampleGroup_Redrive() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
@@ -333,8 +371,8 @@ func ExampleClient_StreamShards() {
 	c := exampleClient(ctx)
 	defer c.Close()
 	s, err := c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "orders"})
-	fmt.Println(s.Count, s.Routing, err)
-	fmt.Println("customer-1 lands on shard", s.Shard([]byte("customer-1")))
+	fmt.Println(s.Shards, s.Routing.V, err)
+	fmt.Println("customer-1 lands on shard", s.Routing.V.Shard([]byte("customer-1"), s.Shards))
 	// Output:
 	// 4 modulo <nil>
 	// customer-1 lands on shard 3

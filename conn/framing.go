@@ -27,6 +27,13 @@ type frameWriter struct {
 	fire  func()         // fw.interrupt, bound once so a write allocates less
 	fired chan struct{}  // interrupt has run
 	buf   []byte
+	// own holds the contexts that end only together with the stream's
+	// write side: the send stream's context and the connection's. When
+	// one of them ends, quic-go itself fails a blocked Write, so a write
+	// under it needs no interrupt (and none of the per-write
+	// context.AfterFunc registration, the top per-frame cost of a
+	// broker's subscription pumps and publish answers).
+	own [2]context.Context
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
@@ -35,8 +42,9 @@ func newFrameWriter(w io.Writer) *frameWriter {
 
 // interruptible makes the writer's writes honour their context through d,
 // calling abort when a write is interrupted.
-func (fw *frameWriter) interruptible(d writeDeadliner, abort func()) {
+func (fw *frameWriter) interruptible(d writeDeadliner, abort func(), own ...context.Context) {
 	fw.d, fw.abort = d, abort
+	copy(fw.own[:], own)
 	fw.fire = fw.interrupt
 	fw.fired = make(chan struct{}, 1)
 }
@@ -79,6 +87,16 @@ func (fw *frameWriter) put(ctx context.Context, b []byte) error {
 	}
 	if ctx.Done() == nil {
 		_, err := fw.w.Write(b)
+		return err
+	}
+	if ctx == fw.own[0] || ctx == fw.own[1] {
+		_, err := fw.w.Write(b)
+		if err != nil && ctx.Err() != nil {
+			// The stream or the connection ended under the write: reset
+			// as after an interrupted write, and match ctx's error.
+			fw.abort()
+			return fmt.Errorf("%w (%w: %w)", ctx.Err(), errWriteInterrupted, err)
+		}
 		return err
 	}
 	// Like ctxGuard, without its per-call state: the lock is held, so at

@@ -326,7 +326,7 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 
 // Records is a consumer loop: it polls (o.Max records per poll, default
 // 16; o.Wait per poll, default 1 s, so the broker long-polls) and yields
-// every record. A record the loop body leaves unsettled is acked when the
+// every record (pausing briefly after an empty poll). A record the loop body leaves unsettled is acked when the
 // body continues; when the body breaks out, that record and the records of
 // the same poll not yet yielded are nacked, so they are redelivered at
 // once instead of after the visibility timeout. A failed poll or ack is
@@ -358,6 +358,9 @@ func (g *Group) Records(ctx context.Context, o PollOptions) iter.Seq2[*Delivery,
 				yield(nil, err)
 				return
 			}
+			if len(recs) == 0 {
+				pause(ctx, emptyPollPause)
+			}
 			for i, r := range recs {
 				if ctx.Err() != nil {
 					g.giveBack(ctx, nil, recs[i:])
@@ -382,6 +385,21 @@ func (g *Group) Records(ctx context.Context, o PollOptions) iter.Seq2[*Delivery,
 				return
 			}
 		}
+	}
+}
+
+// emptyPollPause is how long Records waits after an empty poll before the
+// next one, so that a broker that answers at once (no long poll) is not
+// polled in a tight loop.
+const emptyPollPause = 50 * time.Millisecond
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 

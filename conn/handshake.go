@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -51,25 +54,72 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 	return caps, nil
 }
 
-// handshake reads and answers the auth frame of st. It returns true when st
-// authenticated; otherwise it has answered (bidi) and ended st.
-func (c *ServerConn) handshake(st *Stream) bool {
+// handshake reads and answers the auth frame of st within its deadline.
+// It returns hsOK when st authenticated; hsYield when the auth frame's
+// header has not arrived within preAuthSlice and another stream waits for
+// the read slot (nothing was consumed); hsFailed when st was answered and
+// ended, reset, or found ended.
+func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	cfg := &c.l.cfg
 	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
 	st.r.SetLenientFlags(true)
-	if cfg.AuthTimeout > 0 {
-		st.recv.SetReadDeadline(time.Now().Add(cfg.AuthTimeout))
-	}
-	f, err := st.r.ReadFrame()
-	if cfg.AuthTimeout > 0 {
-		st.recv.SetReadDeadline(time.Time{})
-	}
-	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			c.log.Debug("auth frame unreadable", "err", err)
+	// Wait for a whole header without consuming it.
+	for {
+		c.armHeaderWait(st)
+		n, err := st.recv.Peek(st.peek[:])
+		c.endHeaderWait(st)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if !st.authDeadline.IsZero() && !time.Now().Before(st.authDeadline) {
+				c.l.st.expiredStreams.Add(1)
+				c.log.Debug("stream refused", "reason", "authentication timeout")
+				resetStream(st.recv, st.send, ResetAuthTimeout)
+				return hsFailed
+			}
+			if c.othersWaiting() {
+				st.recv.SetReadDeadline(time.Time{})
+				return hsYield
+			}
+			continue
+		}
+		if errors.Is(err, io.EOF) && n < felix.HeaderLen {
+			// Ended before a whole header: a clean end of stream (spec
+			// frame.md), not an error.
+			st.eof = true
+			st.Close()
+			return hsFailed
 		}
 		st.Abort()
-		return false
+		return hsFailed
+	}
+	if !st.authDeadline.IsZero() {
+		st.recv.SetReadDeadline(st.authDeadline)
+	} else {
+		st.recv.SetReadDeadline(time.Time{})
+	}
+	f, err := readAuthFrame(st.recv, cfg.PreAuthMaxFrameBytes)
+	st.recv.SetReadDeadline(time.Time{})
+	// Answers are bounded by the stream's deadline too: a client that does
+	// not read them (a zero flow-control window) cannot hold the slot.
+	wctx, cancel := c.authWriteCtx(st)
+	defer cancel()
+	if err != nil {
+		switch {
+		case errors.Is(err, felix.ErrFrameTooLarge):
+			c.l.st.oversize.Add(1)
+			c.log.Debug("auth frame too large", "err", err)
+			st.refuse(wctx, &BrokerError{Type: "error", Message: "auth frame too large", Code: felix.CodeLimitExceeded})
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			c.l.st.expiredStreams.Add(1)
+			c.log.Debug("stream refused", "reason", "authentication timeout")
+			resetStream(st.recv, st.send, ResetAuthTimeout)
+		default:
+			c.log.Debug("auth frame unreadable", "err", err)
+			st.Abort()
+		}
+		return hsFailed
 	}
 	var a *felix.Auth
 	if f.Flags == 0 {
@@ -77,15 +127,15 @@ func (c *ServerConn) handshake(st *Stream) bool {
 		if derr != nil {
 			c.log.Debug("auth frame undecodable", "err", derr)
 			st.Abort()
-			return false
+			return hsFailed
 		}
 		a, _ = m.(*felix.Auth)
 	}
 	if a == nil {
 		// Until a stream authenticates the client is assumed to be an
 		// original v1 client: no codes.
-		st.refuse(c.qc.Context(), &BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
-		return false
+		st.refuse(wctx, &BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
+		return hsFailed
 	}
 	answer, peer := cfg.Offer.Answer(a)
 	if cfg.LegacyAuth {
@@ -109,22 +159,76 @@ func (c *ServerConn) handshake(st *Stream) bool {
 			// closes.
 			<-c.qc.Context().Done()
 			st.Abort()
-			return false
+			return hsFailed
 		}
-		st.refuse(c.qc.Context(), be)
-		return false
+		st.refuse(wctx, be)
+		return hsFailed
 	}
 	if st.w != nil {
-		if err := st.w.writeMessage(c.qc.Context(), answer); err != nil {
+		if err := st.w.writeMessage(wctx, answer); err != nil {
 			st.Abort()
-			return false
+			return hsFailed
 		}
 	}
 	st.auth = a
 	st.identity = ident
 	st.r.SetMaxPayload(cfg.MaxFrameBytes)
 	if !c.authed.Swap(true) && c.timer != nil {
+		// The connection's timer stops; every other unauthenticated
+		// stream keeps its own deadline.
 		c.timer.Stop()
 	}
-	return true
+	return hsOK
+}
+
+// authWriteCtx bounds the answer to an auth frame by the stream's deadline
+// (the connection's lifetime when there is none).
+func (c *ServerConn) authWriteCtx(st *Stream) (context.Context, context.CancelFunc) {
+	if st.authDeadline.IsZero() {
+		return context.WithCancel(c.qc.Context())
+	}
+	return context.WithDeadline(c.qc.Context(), st.authDeadline)
+}
+
+// authFrameChunk is the first payload allocation of an auth frame.
+const authFrameChunk = 1 << 10
+
+// readAuthFrame reads one frame (header flags unchecked) of at most max
+// payload bytes. Unlike felix.Reader it grows the payload buffer with the
+// bytes received, not the announced length, so a stalled auth frame costs
+// the server about what the client sent.
+func readAuthFrame(r io.Reader, max uint32) (felix.Frame, error) {
+	var hdr [felix.HeaderLen]byte
+	if n, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return felix.Frame{}, &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: "header", Offset: n,
+				Detail: "stream ended inside a header", Err: err}
+		}
+		return felix.Frame{}, err
+	}
+	h, err := felix.ParseHeaderLenient(hdr[:])
+	if err != nil {
+		return felix.Frame{Header: h}, err
+	}
+	if h.Length > max {
+		return felix.Frame{Header: h}, &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(max), 10)}
+	}
+	want := int(h.Length)
+	buf := make([]byte, 0, min(want, authFrameChunk))
+	for len(buf) < want {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(want, 2*cap(buf))-len(buf))
+		}
+		n, err := r.Read(buf[len(buf):min(want, cap(buf))])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < want {
+			if errors.Is(err, io.EOF) {
+				return felix.Frame{Header: h}, &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: "payload",
+					Offset: felix.HeaderLen + len(buf), Detail: "stream finished inside the payload", Err: io.ErrUnexpectedEOF}
+			}
+			return felix.Frame{Header: h}, err
+		}
+	}
+	return felix.Frame{Header: h, Payload: buf}, nil
 }

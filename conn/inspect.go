@@ -11,34 +11,6 @@ import (
 // own, sent only when the broker advertised its feature (ErrNotAdvertised,
 // nothing sent, otherwise).
 
-// StreamShards is a stream's shard count and routing.
-type StreamShards struct {
-	// Count is the number of shards; 0 means the broker does not know the
-	// stream (not 1).
-	Count uint32
-	// Routing maps a routing key to a shard (felix.RoutingModulo when the
-	// broker named none).
-	Routing felix.Routing
-}
-
-// Shard returns the shard a routing key lands on (key nil: no key, shard 0).
-func (s StreamShards) Shard(key []byte) uint32 { return s.Routing.ShardOf(key, key != nil, s.Count) }
-
-// StreamShards asks for a stream's shard count and routing. Needs
-// felix.FeatureStreamShards.
-func (c *Client) StreamShards(ctx context.Context, t Topic) (StreamShards, error) {
-	m := &felix.StreamShards{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, RequestID: c.nextID()}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return StreamShards{}, err
-	}
-	v, err := answerAs[*felix.StreamShardsView](ans, m.RequestID)
-	if err != nil {
-		return StreamShards{}, err
-	}
-	return StreamShards{Count: v.Shards, Routing: v.Routing.V}, nil
-}
-
 // CacheShards asks for a cache's shard count (0: unknown cache). Needs
 // felix.FeatureCacheShards.
 func (c *Client) CacheShards(ctx context.Context, ref CacheRef) (uint32, error) {
@@ -52,36 +24,6 @@ func (c *Client) CacheShards(ctx context.Context, ref CacheRef) (uint32, error) 
 		return 0, err
 	}
 	return v.Shards, nil
-}
-
-// ShardOwners lists the owner of every shard of a stream or cache (kind
-// felix.ShardKindStream or felix.ShardKindCache), in shard order; an
-// empty list means the name is unknown. Needs felix.FeatureShardOwners.
-func (c *Client) ShardOwners(ctx context.Context, tenant, namespace, name string, kind felix.ShardKind) ([]felix.ShardOwner, error) {
-	m := &felix.ShardOwners{TenantID: tenant, Namespace: namespace, Name: name, Kind: kind, RequestID: c.nextID()}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	v, err := answerAs[*felix.ShardOwnersView](ans, m.RequestID)
-	if err != nil {
-		return nil, err
-	}
-	return v.Owners, nil
-}
-
-// Topology lists the cluster's brokers (node id and client address).
-// Needs felix.FeatureTopology (standalone brokers do not advertise it).
-func (c *Client) Topology(ctx context.Context) ([]felix.BrokerEndpoint, error) {
-	ans, err := c.request(ctx, &felix.Topology{})
-	if err != nil {
-		return nil, err
-	}
-	v, err := answerAs[*felix.TopologyView](ans, 0)
-	if err != nil {
-		return nil, err
-	}
-	return v.Brokers, nil
 }
 
 // OffsetForTime returns the offset of the first record of a shard appended

@@ -82,6 +82,30 @@ type frameReader struct {
 	haveHdr bool
 	buf     []byte
 	pn      int
+	// slab is the unused tail of the chunk that fresh payload buffers of
+	// small frames are carved from (see carve).
+	slab []byte
+}
+
+// slabSize and slabMax: without reuse, the payload of a frame of at most
+// slabMax bytes is carved from a shared slabSize chunk instead of getting
+// an allocation of its own (one allocation per several frames). Every
+// byte of a chunk belongs to one frame only and is never written again
+// once that frame is returned, so the frame's values may still be kept;
+// a kept value keeps its chunk (at most slabSize bytes) alive.
+const (
+	slabSize = 64 << 10
+	slabMax  = 16 << 10
+)
+
+// carve returns n fresh bytes (n <= slabMax), capacity capped at n.
+func (r *frameReader) carve(n int) []byte {
+	if len(r.slab) < n {
+		r.slab = make([]byte, slabSize)
+	}
+	b := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return b
 }
 
 // next returns the next whole frame, io.EOF at a clean end on a frame
@@ -103,6 +127,8 @@ func (r *frameReader) next() (felix.Frame, error) {
 			r.h, r.haveHdr = h, true
 			if first := min(int(h.Length), frameChunk); r.reuse && cap(r.buf) >= first {
 				r.buf = r.buf[:cap(r.buf)]
+			} else if !r.reuse && first <= slabMax {
+				r.buf = r.carve(first)
 			} else {
 				r.buf = make([]byte, first)
 			}

@@ -36,6 +36,9 @@ type Listener struct {
 	conns  map[*ServerConn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	byQUIC sync.Map // *quic.Conn → *ServerConn, for the window gate
+	st     listenerCounters
 }
 
 // Listen listens for Felix clients on the UDP address addr (for example
@@ -61,6 +64,8 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	if c.PreAuthStreams <= 0 {
 		c.PreAuthStreams = DefaultPreAuthStreams
 	}
+	c.applyLimits()
+	l := &Listener{cfg: c, log: logger(c.Logger), conns: make(map[*ServerConn]struct{})}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, &TransportError{Op: "listen", Err: err}
@@ -72,16 +77,16 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	// The listener owns its transport so that Close can stop every
 	// goroutine at once (a quic.ListenAddr transport lingers while closed
 	// connections drain).
-	tr := &quic.Transport{Conn: udp}
-	ql, err := tr.Listen(tc, quicConfig(c.QUIC, true))
+	tr := &quic.Transport{Conn: udp, ConnContext: l.connContext}
+	ql, err := tr.Listen(tc, l.serverQUIC(&c))
 	if err != nil {
 		tr.Close()
 		udp.Close()
 		return nil, &TransportError{Op: "listen", Err: err}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Listener{ql: ql, tr: tr, udp: udp, cfg: c, log: logger(c.Logger), ctx: ctx, cancel: cancel,
-		conns: make(map[*ServerConn]struct{})}, nil
+	l.ql, l.tr, l.udp = ql, tr, udp
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l, nil
 }
 
 // Addr returns the listener's UDP address.
@@ -107,6 +112,7 @@ func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		l.byQUIC.Delete(qc)
 		qc.CloseWithError(CloseShuttingDown, "broker shutting down")
 		return nil, ErrClosed
 	}
@@ -147,6 +153,7 @@ func (l *Listener) forget(sc *ServerConn) {
 	l.mu.Lock()
 	delete(l.conns, sc)
 	l.mu.Unlock()
+	l.byQUIC.Delete(sc.qc)
 }
 
 // ServerConn is one accepted client connection.
@@ -155,16 +162,21 @@ type ServerConn struct {
 	qc      *quic.Conn
 	log     *slog.Logger
 	streams chan *Stream
-	preauth chan struct{}
 	authed  atomic.Bool
 	timer   *time.Timer
 	wg      sync.WaitGroup
 	done    chan struct{} // closed once the connection ended and wg is done
+
+	mu     sync.Mutex
+	pre    preAuth     // unauthenticated streams (server_preauth.go)
+	budget *byteBudget // request bytes held (server_budget.go)
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
-	return &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
-		streams: make(chan *Stream), preauth: make(chan struct{}, l.cfg.PreAuthStreams), done: make(chan struct{})}
+	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
+		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes))}
+	l.byQUIC.Store(qc, sc)
+	return sc
 }
 
 func (c *ServerConn) start() {
@@ -186,15 +198,17 @@ func (c *ServerConn) start() {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
+		c.closePreAuth()
 		c.wg.Wait()
 		c.l.forget(c)
 		close(c.done)
 	}()
 }
 
-// acceptLoop accepts client streams of one kind and authenticates each in
-// its own goroutine, with at most PreAuthStreams unauthenticated streams
-// being read at once.
+// acceptLoop accepts client streams of one kind as soon as QUIC has them
+// and gives each to the pre-auth scheduler (server_preauth.go), which reads
+// it, queues it or resets it; it never waits for a read slot, so streams
+// do not pile up unread in QUIC's accept queue.
 func (c *ServerConn) acceptLoop(uni bool) {
 	defer c.wg.Done()
 	ctx := c.qc.Context()
@@ -213,28 +227,7 @@ func (c *ServerConn) acceptLoop(uni bool) {
 			}
 			st = c.newStream(bs, bs)
 		}
-		// The stream is read only once a pre-auth slot is free; until
-		// then later streams wait in quic-go's accept queue.
-		select {
-		case c.preauth <- struct{}{}:
-		case <-ctx.Done():
-			st.Abort()
-			return
-		}
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			ok := c.handshake(st)
-			<-c.preauth
-			if !ok {
-				return
-			}
-			select {
-			case c.streams <- st:
-			case <-ctx.Done():
-				st.Abort()
-			}
-		}()
+		c.admit(st)
 	}
 }
 

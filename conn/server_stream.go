@@ -14,6 +14,7 @@ import (
 // receiver is the read half of a client stream (bidi or uni).
 type receiver interface {
 	io.Reader
+	Peek([]byte) (int, error)
 	CancelRead(quic.StreamErrorCode)
 	SetReadDeadline(time.Time) error
 }
@@ -51,6 +52,12 @@ type Stream struct {
 	identity any
 	eof      bool
 	endOnce  sync.Once
+
+	authDeadline time.Time // the stream is reset if not authenticated by then (zero: none)
+	resMu        sync.Mutex
+	reserved     int64 // bytes of the connection's budget held by the last frame read
+	peek         [felix.HeaderLen]byte
+	ended        bool // Close or Abort ran: reservations are returned at once
 }
 
 func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
@@ -58,7 +65,7 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 	if send != nil {
 		st.send = send
 		st.w = newFrameWriter(send)
-		st.w.interruptible(send, st.Abort)
+		st.w.interruptible(send, st.Abort, send.Context(), c.qc.Context())
 	}
 	return st
 }
@@ -102,11 +109,14 @@ func (s *Stream) Context() context.Context {
 }
 
 // ReadRequest reads the next request frame. It returns io.EOF when the
-// client finished its side. Some frames are handled here and never
-// returned: a frame with unknown flag bits is answered with an error
-// "unsupported frame flags" and skipped (the stream stays usable); a second
-// auth is answered with invalid_request and ends the stream. An oversize
-// frame ends the stream (no answer is possible once off a frame boundary).
+// client finished its side (also inside a frame header: a clean end, spec
+// frame.md). Some frames are handled here and never returned: a frame with
+// unknown flag bits is answered with an error "unsupported frame flags" and
+// skipped (the stream stays usable); a second auth is answered with
+// invalid_request and ends the stream. A frame above
+// ServerConfig.MaxFrameBytes is refused from its header: an error with
+// code limit_exceeded is answered (bidi streams), the stream ends, and an
+// error matching felix.ErrFrameTooLarge is returned.
 // A JSON payload that fails to decode is returned as an error; the caller
 // should then end the stream (Abort). When ctx ends the wait, the stream
 // may be in the middle of a frame: it is aborted and ctx's error returned.
@@ -116,18 +126,36 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			s.Abort()
 			return Request{}, err
 		}
+		s.releaseFrame()
 		done := ctxGuard(ctx, s.recv.SetReadDeadline)
+		if err := s.reserveNext(ctx); err != nil {
+			done()
+			s.Abort()
+			return Request{}, err
+		}
 		f, err := s.r.ReadFrame()
 		if done() && err != nil {
 			s.Abort()
 			return Request{}, ctx.Err()
 		}
 		if err != nil {
-			if err == io.EOF {
+			if err == io.EOF || isHeaderEnd(err) {
+				// A stream that ends before a whole header is a clean
+				// end (spec frame.md).
 				s.eof = true
 				return Request{}, io.EOF
 			}
-			if errors.Is(err, felix.ErrFrameTooLarge) || errors.Is(err, felix.ErrBadMagic) || errors.Is(err, felix.ErrBadVersion) {
+			if errors.Is(err, felix.ErrFrameTooLarge) {
+				// Refused before any payload byte was read: an answer
+				// says why, then the stream ends (reading cannot resume
+				// off a frame boundary).
+				s.c.l.st.oversize.Add(1)
+				rctx, cancel := context.WithTimeout(ctx, refusalWriteTimeout)
+				s.refuse(rctx, &BrokerError{Type: "error", Message: "frame too large: " + err.Error(), Code: felix.CodeLimitExceeded})
+				cancel()
+				return Request{}, err
+			}
+			if errors.Is(err, felix.ErrBadMagic) || errors.Is(err, felix.ErrBadVersion) {
 				s.Abort()
 				return Request{}, err
 			}
@@ -219,6 +247,7 @@ func (s *Stream) WriteError(ctx context.Context, e *BrokerError) error {
 func (s *Stream) Close() error {
 	var err error
 	s.endOnce.Do(func() {
+		defer s.dropReservation(true)
 		if s.send != nil {
 			err = s.send.Close()
 		}
@@ -233,6 +262,7 @@ func (s *Stream) Close() error {
 // STOP_SENDING with code 0), as after a fatal framing error.
 func (s *Stream) Abort() {
 	s.endOnce.Do(func() {
+		defer s.dropReservation(true)
 		if s.send != nil {
 			s.send.CancelWrite(0)
 		}
@@ -253,6 +283,17 @@ func (s *Stream) refuse(ctx context.Context, e *BrokerError) {
 }
 
 var errUniWrite = errors.New("conn: cannot write on a unidirectional client stream")
+
+// refusalWriteTimeout bounds the write of a refusal after which a stream
+// ends anyway (a client that does not read cannot hold the stream).
+const refusalWriteTimeout = 5 * time.Second
+
+// isHeaderEnd reports whether err is a stream that ended inside a frame
+// header (after 1 to 11 bytes).
+func isHeaderEnd(err error) bool {
+	var fe *felix.Error
+	return errors.As(err, &fe) && errors.Is(err, felix.ErrTruncated) && fe.Field == "header"
+}
 
 // writeErr is transportErr for server writes: a context error (the write
 // was abandoned or interrupted) is returned as it is.
@@ -296,7 +337,7 @@ func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*E
 		return nil, transportErr("open event stream", err)
 	}
 	es := &EventStream{s: ss, w: newFrameWriter(ss), peer: s.peer, id: subscriptionID}
-	es.w.interruptible(ss, es.Abort)
+	es.w.interruptible(ss, es.Abort, ss.Context(), s.c.qc.Context())
 	if err := es.w.writeMessage(ctx, &felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
 		ss.CancelWrite(0)
 		return nil, writeErr("write event_stream_hello", err)

@@ -264,14 +264,13 @@ func TestPreAuthRules(t *testing.T) {
 	rs.sendFrame(0x0001, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	require.Equal(t, `{"type":"error","message":"auth required"}`, rs.recvRaw())
 
-	// A frame above the 64 KiB pre-auth limit tears the stream down
-	// before its payload is read.
+	// A frame above the 64 KiB pre-auth limit is refused before its
+	// payload is read: an error, then the stream ends.
 	rs = openRaw(t, qc)
 	hdr := felix.AppendHeader(nil, felix.Header{Length: felix.PreAuthMaxFrameBytes + 1})
 	rs.s.Write(append(hdr, make([]byte, felix.PreAuthMaxFrameBytes+1)...)) // may fail: the broker stops reading
-	err = rs.expectEnd()
-	var se *quic.StreamError
-	require.ErrorAs(t, err, &se)
+	require.Equal(t, `{"type":"error","message":"auth frame too large"}`, rs.recvRaw())
+	require.Equal(t, io.EOF, rs.expectEnd())
 
 	// A second auth on an authenticated stream: invalid_request, end.
 	rs = openRaw(t, qc)
@@ -304,8 +303,16 @@ func TestOversizeFrameAfterAuth(t *testing.T) {
 	c := b.dial(t, nil)
 	ctx := testCtx(t)
 	_, err := c.Publish(ctx, topic, make([]byte, 8192), PublishOptions{Ack: felix.AckPerBatch})
-	var te *TransportError
-	require.ErrorAs(t, err, &te)
+	require.Error(t, err)
+	// The broker answers limit_exceeded and ends the stream; the client's
+	// write may also meet the broker's stop-sending first.
+	var be *BrokerError
+	if errors.As(err, &be) {
+		require.Equal(t, felix.CodeLimitExceeded, be.Code)
+	} else {
+		var te *TransportError
+		require.ErrorAs(t, err, &te)
+	}
 	// The dead publish stream is replaced on the next call.
 	_, err = c.Publish(ctx, topic, make([]byte, 100), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
@@ -404,48 +411,6 @@ func TestBrokerShutdownOnlyForRemoteCodeZero(t *testing.T) {
 	require.NotErrorIs(t, transportErr("read", remote), ErrBrokerShutdown, "server side: the client went away")
 	require.ErrorIs(t, clientErr("read", remote), ErrBrokerShutdown)
 	require.ErrorIs(t, clientErr("read", fmt.Errorf("wrapped: %w", remote)), ErrBrokerShutdown)
-}
-
-func TestPreAuthStreamLimit(t *testing.T) {
-	leakCheck(t)
-	b := startBroker(t, brokerOpts{offer: fullOffer()})
-	qc, err := rawConn(t, b, nil)
-	require.NoError(t, err)
-	// 16 streams that start a frame and never finish it occupy every
-	// pre-auth slot.
-	var idle []*rawStream
-	for range DefaultPreAuthStreams {
-		rs := openRaw(t, qc)
-		_, err := rs.s.Write([]byte("FLX"))
-		require.NoError(t, err)
-		idle = append(idle, rs)
-	}
-	time.Sleep(100 * time.Millisecond)
-	rs := openRaw(t, qc)
-	rs.send(&felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
-	answered := make(chan felix.Message, 1)
-	go func() {
-		f, err := rs.r.ReadFrame()
-		if err != nil {
-			answered <- nil
-			return
-		}
-		m, _ := felix.DecodeMessage(f.Payload)
-		answered <- m
-	}()
-	select {
-	case <-answered:
-		t.Fatal("17th unauthenticated stream was read while 16 were pending")
-	case <-time.After(300 * time.Millisecond):
-	}
-	idle[0].s.CancelWrite(0) // frees one slot
-	select {
-	case m := <-answered:
-		_, ok := m.(*felix.AuthOK)
-		require.True(t, ok)
-	case <-testCtx(t).Done():
-		t.Fatal("auth not answered after a slot was freed")
-	}
 }
 
 func TestUniPublishStream(t *testing.T) {

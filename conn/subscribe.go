@@ -7,6 +7,7 @@ import (
 	"iter"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/flxproto/felix"
 )
@@ -200,6 +201,13 @@ type eventSub struct {
 	closed atomic.Bool
 	once   sync.Once
 
+	// The read interrupt of the context Next was last called with: armed
+	// once per context rather than once per frame (see arm).
+	gmu    sync.Mutex
+	gctx   context.Context
+	gstop  func() bool
+	gfired chan struct{} // capacity 1: the interrupt ran
+
 	// Owned by the caller of Next.
 	events  []Event
 	evbuf   []Event // backing array of events, reused across frames
@@ -232,15 +240,15 @@ func (s *eventSub) fill(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	done := ctxGuard(ctx, s.es.s.SetReadDeadline)
+	s.arm(ctx)
 	f, err := s.fr.next()
-	interrupted := done()
 	if err != nil {
 		if s.closed.Load() {
 			s.err = ErrClosed
 			return ErrClosed
 		}
-		if interrupted && isTimeout(err) {
+		if ctx.Err() != nil && isTimeout(err) {
+			s.disarm()       // waits for the interrupt, clears the deadline
 			return ctx.Err() // progress is kept; the next call resumes
 		}
 		s.end(err)
@@ -256,6 +264,65 @@ func (s *eventSub) fill(ctx context.Context) error {
 	}
 	s.events, s.cevents = it.events, it.cevents
 	return nil
+}
+
+// arm makes reads honour ctx: when ctx ends, the stream's read deadline
+// moves to now and the blocked read returns a timeout (ctxGuard's
+// mechanism). The registration stays armed across calls with the same
+// context, so a subscriber that passes one context to every Next pays one
+// context.AfterFunc per subscription, not one per frame; a new context, a
+// ctx interruption and the end of the subscription disarm it.
+func (s *eventSub) arm(ctx context.Context) {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if ctx == s.gctx {
+		return
+	}
+	s.disarmLocked()
+	if ctx.Done() == nil {
+		return
+	}
+	if s.gfired == nil {
+		s.gfired = make(chan struct{}, 1)
+	}
+	s.gctx = ctx
+	s.gstop = context.AfterFunc(ctx, s.interrupt)
+}
+
+func (s *eventSub) interrupt() {
+	_ = s.es.s.SetReadDeadline(time.Now())
+	s.gfired <- struct{}{}
+}
+
+// disarm removes the armed interrupt; if it already ran, it waits for it
+// and clears the read deadline, so the stream reads normally again.
+func (s *eventSub) disarm() {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	s.disarmLocked()
+}
+
+func (s *eventSub) disarmLocked() {
+	if s.gstop == nil {
+		return
+	}
+	if !s.gstop() {
+		<-s.gfired
+		_ = s.es.s.SetReadDeadline(time.Time{})
+	}
+	s.gctx, s.gstop = nil, nil
+}
+
+// unregister drops the armed interrupt without waiting for it (Close may
+// run beside a Next), so a long-lived context does not keep a closed
+// subscription reachable.
+func (s *eventSub) unregister() {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if s.gstop != nil {
+		s.gstop()
+		s.gctx, s.gstop = nil, nil
+	}
 }
 
 // end records the terminal error and releases the stream.
@@ -280,6 +347,7 @@ func (s *eventSub) close() {
 
 func (s *eventSub) closeStream() {
 	s.once.Do(func() {
+		s.unregister()
 		s.es.s.CancelRead(0)
 		s.c.subMu.Lock()
 		delete(s.c.subs, s)

@@ -142,8 +142,8 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 		if err != nil {
 			return cf.explain(op, err)
 		}
-		return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": s.Count, "routing": s.Routing.String()},
-			fmt.Sprintf("%d\t%s", s.Count, s.Routing))
+		return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": s.Shards, "routing": s.Routing.V.String()},
+			fmt.Sprintf("%d\t%s", s.Shards, s.Routing.V))
 	case "cache-shards":
 		n, err := c.CacheShards(rctx, conn.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)})
 		if err != nil {

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 )
@@ -69,13 +70,17 @@ func run(args []string) error {
 	shards := fs.Uint("shards", 1, "shards of auto-created streams")
 	routing := fs.String("routing", "modulo", "key routing of auto-created streams: modulo or jump_hash")
 	retain := fs.Int("retain-records", 1_000_000, "per-shard record retention of durable streams (0 = unbounded)")
-	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable streams (0 = unbounded)")
+	retainBytes := fs.Int64("retain-bytes", 256<<20, "per-shard byte retention of durable logs and ephemeral replay rings (0 = unbounded)")
 	strict := fs.Bool("strict", false, "refuse unknown streams and caches (not_found) instead of creating them")
 	queue := fs.Int("queue", engine.DefaultQueueCapacity, "default subscriber queue capacity (published batches)")
 	queueMax := fs.Int("queue-max", engine.DefaultMaxQueueCapacity, "largest queue_capacity a subscriber may ask for")
 	maxSubs := fs.Int("max-subs-per-conn", server.DefaultMaxSubscriptionsPerConn, "subscriptions plus cache watches allowed on one connection")
 	window := fs.Uint("publish-window", server.DefaultPublishWindow, "publish window granted to pipelining clients (0 disables)")
 	drain := fs.Duration("drain", server.DefaultDrainTimeout, "graceful shutdown budget")
+	maxConns := fs.Int("max-conns", conn.DefaultMaxConnections, "client connections accepted at once (beyond: QUIC CONNECTION_REFUSED)")
+	maxStreams := fs.Int64("max-streams", conn.DefaultMaxStreams, "concurrent client streams of each kind per connection")
+	maxUnauth := fs.Int("max-unauth-streams", conn.DefaultMaxUnauthStreams, "unauthenticated streams per connection (beyond: reset)")
+	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	nodes := fs.Int("nodes", 0, "serve a reference cluster of N nodes on loopback (0: one standalone broker)")
 	fixtureOut := fs.String("fixture-out", "", "cluster: write the conformance fixture description (JSON) to this file once serving")
@@ -140,6 +145,9 @@ func run(args []string) error {
 		NoPipeline:              *window == 0,
 		DrainTimeout:            *drain,
 		Logger:                  log,
+		ConnLimits: func(c *conn.ServerConfig) {
+			c.MaxConnections, c.MaxStreams, c.MaxUnauthStreams, c.MaxConnInFlightBytes = *maxConns, *maxStreams, *maxUnauth, *connInflight
+		},
 	}
 	if *certFile != "" || *keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)

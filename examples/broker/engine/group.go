@@ -22,8 +22,10 @@ const (
 	// DefaultGroupMaxWait caps a poll's wait_ms.
 	DefaultGroupMaxWait = 5 * time.Second
 	// DefaultMaxGroupsPerShard bounds the groups of one shard; creating
-	// another is refused with limit_exceeded.
-	DefaultMaxGroupsPerShard = 1024
+	// another is refused with limit_exceeded. With DefaultGroupMaxPending
+	// (claims of ~100 bytes each) a shard's groups hold at most about
+	// 64 MiB of claim state.
+	DefaultMaxGroupsPerShard = 64
 	// DefaultGroupMaxPending bounds one group's claimed plus owed records:
 	// a poll hands out no fresh record while the group holds this many.
 	DefaultGroupMaxPending = 10_000
@@ -427,6 +429,7 @@ func (e *Engine) GroupDeadLetters(ref GroupRef) ([]uint64, error) {
 func (sh *shard) deadLocked(ref GroupRef, off uint64) (*group, error) {
 	g, _ := sh.groupLocked(ref.Group, false)
 	if g != nil {
+		sh.expireLocked(g, sh.st.e.cfg.Now())
 		if i, found := slices.BinarySearch(g.dead, off); found {
 			g.dead = slices.Delete(g.dead, i, i+1)
 			return g, nil

@@ -74,9 +74,12 @@ func TestMalformedFrames(t *testing.T) {
 		s.write(ackedFrame(t, 10, "ok"))
 		require.Equal(t, felix.AckOK, readAck(t, s).Status)
 	})
-	t.Run("oversize frame: stream torn down", func(t *testing.T) {
+	t.Run("oversize frame: refused with limit_exceeded, stream ends", func(t *testing.T) {
 		s := r.stream(t, rawFlags, feats)
 		s.write(felix.AppendHeader(nil, felix.Header{Flags: 0, Length: felix.DefaultMaxFrameBytes + 1}))
+		em, ok := s.recv().(*felix.ErrorMessage)
+		require.True(t, ok)
+		require.Equal(t, felix.CodeLimitExceeded, em.Code.V)
 		s.ended()
 	})
 	t.Run("bad magic: stream torn down", func(t *testing.T) {

@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"crypto/tls"
 	"testing"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -104,4 +107,24 @@ func TestEphemeralReplayOverQUIC(t *testing.T) {
 	_, err = c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(8)})
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, conn.CursorError{Reason: "in_future", Requested: 8, Available: 7}, *ce)
+}
+
+// The broker passes conn's server limits through and reports them: a
+// connection beyond max-conns is refused with CONNECTION_REFUSED and
+// counted.
+func TestBrokerConnLimits(t *testing.T) {
+	cfg := durableCfg()
+	cfg.ConnLimits = func(c *conn.ServerConfig) { c.MaxConnections = 1 }
+	srv := startBroker(t, cfg)
+	c := dial(t, srv, nil)
+	_, err := conn.Dial(ctxT(t), srv.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool()},
+		TenantID: server.DemoTenant, Token: server.DemoToken})
+	var te *quic.TransportError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, quic.ConnectionRefused, te.ErrorCode)
+	st := srv.ConnStats()
+	require.EqualValues(t, 1, st.Connections)
+	require.GreaterOrEqual(t, st.RefusedConnections, uint64(1))
+	_, err = c.Publish(ctxT(t), topic, []byte("still served"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
 }

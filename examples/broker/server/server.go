@@ -121,6 +121,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ConnLogger receives conn's debug logs (nil discards them).
 	ConnLogger *slog.Logger
+	// ConnLimits, when set, adjusts the conn server limits (MaxConnections,
+	// MaxStreams, MaxUnauthStreams, MaxConnInFlightBytes, ...; zero fields
+	// keep conn's defaults) before the listener starts.
+	ConnLimits func(*conn.ServerConfig)
 
 	// SharedEngine, when set, is used instead of a new engine built from
 	// Engine: several servers (the nodes of a cluster) then serve one log.
@@ -214,14 +218,18 @@ func Listen(cfg Config) (*Server, error) {
 	if s.eng == nil {
 		s.eng = engine.New(cfg.Engine)
 	}
-	ln, err := conn.Listen(cfg.Addr, &conn.ServerConfig{
+	scfg := &conn.ServerConfig{
 		TLS:           tc,
 		Offer:         s.offer,
 		Authenticate:  s.authenticate,
 		AuthTimeout:   cfg.AuthTimeout,
 		MaxFrameBytes: cfg.MaxFrameBytes,
 		Logger:        cfg.ConnLogger,
-	})
+	}
+	if cfg.ConnLimits != nil {
+		cfg.ConnLimits(scfg)
+	}
+	ln, err := conn.Listen(cfg.Addr, scfg)
 	if err != nil {
 		if cfg.SharedEngine == nil {
 			s.eng.Close()
@@ -235,6 +243,10 @@ func Listen(cfg Config) (*Server, error) {
 		"publish_window", window)
 	return s, nil
 }
+
+// ConnStats returns the listener's connection figures and refusals
+// (connections, refused connections and streams, oversize frames).
+func (s *Server) ConnStats() conn.ListenerStats { return s.ln.Stats() }
 
 // Addr returns the UDP address the broker listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }

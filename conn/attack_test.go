@@ -1,0 +1,233 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
+)
+
+// TestMain lets the test binary act as an attacker process (the memory
+// test must not count the attacker's own QUIC state in its heap figures).
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("FELIX_CONN_ATTACK_ADDR"); addr != "" {
+		if err := attack(addr); err != nil {
+			fmt.Fprintln(os.Stderr, "attacker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// attack opens FELIX_CONN_ATTACK_CONNS connections to addr and floods each
+// with unauthenticated streams: every stream the server allows of both
+// kinds is opened by writing on the highest id, the first 16 carry half a
+// header (slowloris), and each of the others carries 200 bytes of a
+// header announcing 60 KiB (unread data the server must buffer or drop).
+// It prints "ready" and then holds the connections until stdin closes.
+func attack(addr string) error {
+	n, _ := strconv.Atoi(os.Getenv("FELIX_CONN_ATTACK_CONNS"))
+	streams, _ := strconv.Atoi(os.Getenv("FELIX_CONN_ATTACK_STREAMS"))
+	ctx := context.Background()
+	payload := append(felix.AppendHeader(nil, felix.Header{Length: 60 << 10}), make([]byte, 188)...)
+	var conns []*quic.Conn
+	for range n {
+		qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"},
+			&quic.Config{MaxIdleTimeout: time.Minute, KeepAlivePeriod: time.Second})
+		if err != nil {
+			return err
+		}
+		conns = append(conns, qc)
+		if os.Getenv("FELIX_CONN_ATTACK_AUTH") != "" {
+			if err := authFlood(ctx, qc, streams); err != nil {
+				return err
+			}
+			continue
+		}
+		var wg sync.WaitGroup
+		for _, uni := range []bool{false, true} {
+			wg.Go(func() {
+				for i := range streams {
+					var s interface {
+						Write([]byte) (int, error)
+					}
+					if uni {
+						us, err := qc.OpenUniStreamSync(ctx)
+						if err != nil {
+							return
+						}
+						s = us
+					} else {
+						bs, err := qc.OpenStreamSync(ctx)
+						if err != nil {
+							return
+						}
+						s = bs
+					}
+					switch {
+					case i < 16:
+						s.Write([]byte("FLX1"))
+					default:
+						s.Write(payload)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	for _, qc := range conns {
+		qc.CloseWithError(0, "")
+	}
+	return nil
+}
+
+// authFlood opens streams bidi streams on qc, authenticates each (waiting
+// for its auth_ok, so the unauthenticated budget is never hit) and leaves
+// them idle.
+func authFlood(ctx context.Context, qc *quic.Conn, streams int) error {
+	auth, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
+	if err != nil {
+		return err
+	}
+	for range streams {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := s.Write(auth); err != nil {
+			return err
+		}
+		if _, err := felix.NewReader(s).ReadFrame(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func heapNow() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc + ms.StackInuse
+}
+
+// TestServerLimitsMemoryUnderStreamFlood attacks a server at its default
+// limits from another process (8 connections, each opening every stream
+// it may, both kinds, with slowloris headers and unread data) while a
+// legitimate client publishes and subscribes, and asserts the server's
+// memory per attacking connection.
+func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Minute})
+	ctx := testCtx(t)
+	legit := b.dial(t, nil)
+	sub, err := legit.Subscribe(ctx, topic, SubscribeOptions{})
+	require.NoError(t, err)
+	_, err = legit.Publish(ctx, topic, []byte("warm"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	_, err = sub.Next(ctx)
+	require.NoError(t, err)
+	before := heapNow()
+	goBefore := runtime.NumGoroutine()
+
+	const conns = 8
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxStreams))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "ready\n", line)
+	// Every attacking connection had all but MaxUnauthStreams streams
+	// refused.
+	waitFor(t, func() bool {
+		return b.ln.Stats().RefusedStreams >= conns*(2*DefaultMaxStreams-DefaultMaxUnauthStreams)
+	})
+
+	// The legitimate client is served throughout.
+	for i := range 20 {
+		_, err := legit.Publish(ctx, topic, []byte(strconv.Itoa(i)), PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(i), string(ev.Payload))
+	}
+	c2 := b.dial(t, nil)
+	_, err = c2.Publish(ctx, topic, []byte("new conn"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+
+	during := heapNow()
+	goPer := (runtime.NumGoroutine() - goBefore) / conns
+	if p := os.Getenv("FELIX_HEAP_PROFILE"); p != "" {
+		f, _ := os.Create(p)
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+	per := (int64(during) - int64(before)) / conns
+	t.Logf("server heap+stacks: before %d KiB, under attack %d KiB: %d KiB and %d goroutines per attacking connection; stats %+v",
+		before>>10, during>>10, per>>10, goPer, b.ln.Stats())
+	require.EqualValues(t, conns+2, b.ln.Stats().Connections)
+	require.LessOrEqual(t, per, int64(2<<20), "worst-case memory per connection at the defaults")
+	// 16 read slots, 2 accept loops, 1 watcher, and QUIC's own.
+	require.LessOrEqual(t, goPer, DefaultPreAuthStreams+12, "goroutines per connection")
+}
+
+// TestServerLimitsMemoryAuthenticatedIdleStreams: a client with valid
+// credentials opens every bidi stream it may (MaxStreams), authenticates
+// each and leaves it idle; the server (here the test broker, one goroutine
+// per stream reading requests) holds a bounded amount per connection.
+func TestServerLimitsMemoryAuthenticatedIdleStreams(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	ctx := testCtx(t)
+	legit := b.dial(t, nil)
+	_, err := legit.Publish(ctx, topic, []byte("warm"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	before := heapNow()
+	const conns = 2
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxStreams), "FELIX_CONN_ATTACK_AUTH=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "ready\n", line)
+	_, err = legit.Publish(ctx, topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	during := heapNow()
+	per := (int64(during) - int64(before)) / conns
+	t.Logf("server heap+stacks: %d KiB per connection with %d idle authenticated streams", per>>10, DefaultMaxStreams)
+	require.LessOrEqual(t, per, int64(12<<20), "about 8 KiB per idle authenticated stream")
+}
