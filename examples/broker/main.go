@@ -11,6 +11,13 @@
 // ring of -ring-records records per shard), and stops gracefully on
 // SIGINT or SIGTERM: it stops accepting, finishes the answers in flight and
 // closes every connection with application code 0.
+//
+// With -nodes N it serves a reference cluster instead (package
+// examples/broker/cluster): N nodes on loopback sharing one log, a link
+// interposer, the fixture file of -fixture-out and the control endpoint of
+// -control:
+//
+//	go run ./examples/broker -nodes 3 -fixture-out f.json -control 127.0.0.1:0
 package main
 
 import (
@@ -81,6 +88,9 @@ func run(args []string) error {
 	maxUnauth := fs.Int("max-unauth-streams", conn.DefaultMaxUnauthStreams, "unauthenticated streams per connection (beyond: reset)")
 	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	nodes := fs.Int("nodes", 0, "serve a reference cluster of N nodes on loopback (0: one standalone broker)")
+	fixtureOut := fs.String("fixture-out", "", "cluster: write the conformance fixture description (JSON) to this file once serving")
+	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0)")
 	var streams streamFlags
 	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash][:retain=N][:retain-bytes=N][:ring=N] (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +132,13 @@ func run(args []string) error {
 	}
 	if len(toks) == 0 {
 		return errors.New("no tokens configured")
+	}
+	if *nodes > 0 {
+		return runCluster(clusterOptions{nodes: *nodes, host: *addr, tokens: toks, streams: streams,
+			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log})
+	}
+	if *fixtureOut != "" || *control != "" {
+		return errors.New("-fixture-out and -control need -nodes")
 	}
 	cfg := server.Config{
 		Addr:       *addr,

@@ -24,10 +24,17 @@ import (
 //     draining; cache_watch_lagged for watches) — never a clean end;
 //  5. it closes every connection with application code 0 ("broker shutting
 //     down") and waits for all goroutines.
+//
+// A node of a cluster (Config.SharedEngine) leaves the shared engine
+// running for the other nodes: it ends only its own subscriptions, each
+// with the explicit terminal frame of step 4 naming where to resume.
 func (s *Server) Shutdown(ctx context.Context) error {
+	shared := s.cfg.SharedEngine != nil
 	s.stopOnce.Do(func() {
 		s.draining.Store(true)
-		s.eng.StopPublishes()
+		if !shared {
+			s.eng.StopPublishes()
+		}
 		s.log.Info("broker draining")
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
 		defer cancel()
@@ -38,15 +45,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		fctx, fcancel := context.WithTimeout(dctx, s.cfg.DrainTimeout*3/4)
-		for s.eng.Undelivered() > 0 && fctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+		if shared {
+			s.endSubs() // each pump ends its stream with a terminal frame
+		} else {
+			fctx, fcancel := context.WithTimeout(dctx, s.cfg.DrainTimeout*3/4)
+			for s.eng.Undelivered() > 0 && fctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			fcancel()
+			if n := s.eng.Undelivered(); n > 0 {
+				s.log.Warn("drain: ending subscriptions with records undelivered", "subscriptions", n)
+			}
+			s.eng.Drain()
 		}
-		fcancel()
-		if n := s.eng.Undelivered(); n > 0 {
-			s.log.Warn("drain: ending subscriptions with records undelivered", "subscriptions", n)
-		}
-		s.eng.Drain()
 		for s.pumps.Load() > 0 && dctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -59,6 +70,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancel()
 		_ = s.ln.Close()
 		s.wg.Wait()
+		s.endSubs()
 		s.log.Info("broker stopped", "connections", s.st.conns.Load(), "streams", s.st.streams.Load(),
 			"requests", s.st.requests.Load())
 	})

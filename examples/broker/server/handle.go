@@ -23,6 +23,9 @@ type handler struct {
 	buf  []byte
 	pl   [][]byte      // reused payload list
 	subs *atomic.Int64 // subscriptions and watches open on the connection
+
+	fwd      bool // the publish being answered was forwarded to fwdOwner
+	fwdOwner felix.AckOwner
 }
 
 // reserveSub counts a new subscription or watch against the connection's
@@ -99,8 +102,14 @@ func (h *handler) handle(req conn.Request) bool {
 			h.st.Close()
 			return false
 		}
+		t := engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}
+		if p := h.placeWrite(t, m.Key.Set, m.Key.V); p.Refuse != nil {
+			return h.write(h.idempotentAnswer(m.RequestID, engine.PublishResult{}, p.Refuse))
+		} else if !p.Local {
+			return h.write(notLeaderRefusal(m.RequestID, p))
+		}
 		res, err := h.s.eng.Publish(engine.PublishRequest{
-			Topic:    engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+			Topic:    t,
 			Payloads: m.Payloads, Keyed: m.Key.Set, Key: m.Key.V, Publisher: h.id.Principal,
 			Idempotent: true, ProducerID: m.ProducerID, Sequence: m.Sequence})
 		return h.write(h.idempotentAnswer(m.RequestID, res, err))
@@ -128,11 +137,20 @@ func (h *handler) handle(req conn.Request) bool {
 		return h.write(view)
 	case *felix.StreamRead:
 		return h.streamRead(m)
+	case *felix.Topology, *felix.ShardOwners:
+		more, _ := h.clusterRequest(m)
+		return more
 	case *felix.GroupPoll, *felix.GroupAck, *felix.GroupNack, *felix.GroupExtend, *felix.GroupDeadLetter,
 		*felix.GroupDeadLetters, *felix.GroupDiscard, *felix.GroupRedrive, *felix.GroupSeek,
 		*felix.GroupDescribe, *felix.GroupDelete:
+		if p, elsewhere := h.leaderOnly(m); elsewhere {
+			return h.redirect(p)
+		}
 		return h.group(m)
 	case *felix.Commit, *felix.StateGet, *felix.PublishIf, *felix.OffsetForTime:
+		if p, elsewhere := h.leaderOnly(m); elsewhere {
+			return h.redirect(p)
+		}
 		return h.conditional(m)
 	case *felix.UnknownMessage:
 		return h.unsupported(m.Type, "", m.RequestID())
@@ -198,6 +216,9 @@ func (h *handler) uniMessage(m felix.Message) bool {
 	if h.deny(pr.Tenant, PermPublish) != "" {
 		h.st.Abort()
 		return false
+	}
+	if p := h.placeWrite(pr.Topic, pr.Keyed, pr.Key); p.Refuse != nil {
+		return true // nowhere to answer: dropped
 	}
 	pr.Publisher = h.id.Principal
 	_, _ = h.s.eng.Publish(pr)

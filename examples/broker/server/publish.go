@@ -39,7 +39,12 @@ func (h *handler) plainPublish(req conn.Request) bool {
 		h.st.Abort()
 		return false
 	}
-	if _, err := h.s.eng.Publish(h.viewRequest(&v)); err != nil {
+	pr := h.viewRequest(&v)
+	if p := h.placeWrite(pr.Topic, pr.Keyed, pr.Key); p.Refuse != nil {
+		h.s.log.Debug("unacked publish dropped", "err", p.Refuse)
+		return true
+	}
+	if _, err := h.s.eng.Publish(pr); err != nil {
 		h.s.log.Debug("unacked publish dropped", "err", err)
 		if h.s.draining.Load() {
 			h.st.Abort() // the client learns that its stream is gone
@@ -72,7 +77,23 @@ func (h *handler) ackedPublish(req conn.Request) bool {
 	if p.Idempotent {
 		pr.Idempotent, pr.ProducerID, pr.Sequence = true, v.ProducerID, v.Sequence
 	}
+	place := h.placeWrite(pr.Topic, pr.Keyed, pr.Key)
+	if p.Idempotent && !place.Local && place.Refuse == nil {
+		return h.write(notLeaderRefusal(p.RequestID, place))
+	}
+	if place.Refuse != nil {
+		return h.forwardedAnswer(p, engine.PublishResult{}, place.Refuse, place)
+	}
 	res, err := h.s.eng.Publish(pr)
+	return h.forwardedAnswer(p, res, err, place)
+}
+
+// forwardedAnswer is publishAnswer with the owner section for a batch
+// this node forwarded to the shard owner (a non-local placement).
+func (h *handler) forwardedAnswer(p felix.AckedPrefix, res engine.PublishResult, err error, place Placement) bool {
+	h.fwd = !place.Local && place.Owner.NodeID != ""
+	h.fwdOwner = place.owner()
+	defer func() { h.fwd = false }()
 	return h.publishAnswer(p, res, err)
 }
 
@@ -102,6 +123,9 @@ func (h *handler) publishAnswer(p felix.AckedPrefix, res engine.PublishResult, e
 		}
 		a = felix.PublishAck{Status: felix.AckError, RequestID: p.RequestID, Message: msg, Code: code, Retry: retry,
 			HasDetail: reason != "", Reason: reason}
+	}
+	if h.fwd {
+		a.HasOwner, a.Owner = true, h.fwdOwner
 	}
 	a = a.Restrict(h.peer.AckFlags())
 	b, aerr := felix.AppendPublishAck(h.buf[:0], &a)
@@ -178,10 +202,13 @@ func (h *handler) jsonPublish(tenant, ns, stream string, payloads [][]byte, keye
 	}
 	var res engine.PublishResult
 	var err error
+	t := engine.Topic{Tenant: tenant, Namespace: ns, Stream: stream}
 	if explicitShard {
 		err = newErr(felix.CodeInvalidRequest, "explicit shards are not supported by this broker")
+	} else if p := h.placeWrite(t, keyed, key); p.Refuse != nil {
+		err = p.Refuse
 	} else {
-		res, err = h.s.eng.Publish(engine.PublishRequest{Topic: engine.Topic{Tenant: tenant, Namespace: ns, Stream: stream},
+		res, err = h.s.eng.Publish(engine.PublishRequest{Topic: t,
 			Payloads: payloads, Keyed: keyed, Key: key, Publisher: h.id.Principal})
 	}
 	if !acked {

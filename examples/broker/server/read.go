@@ -25,6 +25,9 @@ func (h *handler) streamRead(m *felix.StreamRead) bool {
 		byteLimit = min(byteLimit, m.MaxBytes)
 	}
 	t := engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}
+	if p := h.placeRead(t, m.Shard); !p.Local || p.Refuse != nil {
+		return h.redirect(p)
+	}
 	recs, _, err := h.s.eng.Read(t, m.Shard, m.From, limit)
 	if err != nil {
 		return h.write(errorMessage(err))

@@ -101,6 +101,15 @@ type Config struct {
 	// MaxStreams, MaxUnauthStreams, MaxConnInFlightBytes, ...; zero fields
 	// keep conn's defaults) before the listener starts.
 	ConnLimits func(*conn.ServerConfig)
+
+	// SharedEngine, when set, is used instead of a new engine built from
+	// Engine: several servers (the nodes of a cluster) then serve one log.
+	// The server never closes a shared engine; Shutdown ends only the
+	// subscriptions and watches it serves.
+	SharedEngine *engine.Engine
+	// Router makes the server one node of a cluster (see Router); it
+	// then also advertises ClusterFlags and ClusterFeatures.
+	Router Router
 }
 
 // Server is a running broker. Create it with Listen, run Serve, stop it
@@ -116,6 +125,8 @@ type Server struct {
 
 	ctx      context.Context // cancelled at the end of Shutdown
 	cancel   context.CancelFunc
+	ending   context.Context // cancelled when Shutdown ends subscriptions
+	endSubs  context.CancelFunc
 	draining atomic.Bool
 	inflight atomic.Int64   // requests being answered
 	pumps    atomic.Int64   // event-stream pumps running
@@ -180,18 +191,24 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.NoPipeline {
 		window = 0
 	}
-	feats := Features
+	feats, flags := Features, Flags
 	if window == 0 {
 		feats &^= felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow
 	}
-	s.offer = felix.BrokerOffer{Flags: Flags, Features: feats, PublishWindow: window}
+	if cfg.Router != nil {
+		feats, flags = feats|ClusterFeatures, flags|ClusterFlags
+	}
+	s.offer = felix.BrokerOffer{Flags: flags, Features: feats, PublishWindow: window}
 	if cfg.Engine.MaxFrameBytes == 0 {
 		cfg.Engine.MaxFrameBytes = cfg.MaxFrameBytes
 	}
 	if cfg.Engine.MaxFrameBytes == 0 {
 		cfg.Engine.MaxFrameBytes = felix.DefaultMaxFrameBytes
 	}
-	s.eng = engine.New(cfg.Engine)
+	s.eng = cfg.SharedEngine
+	if s.eng == nil {
+		s.eng = engine.New(cfg.Engine)
+	}
 	scfg := &conn.ServerConfig{
 		TLS:           tc,
 		Offer:         s.offer,
@@ -205,12 +222,15 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	ln, err := conn.Listen(cfg.Addr, scfg)
 	if err != nil {
-		s.eng.Close()
+		if cfg.SharedEngine == nil {
+			s.eng.Close()
+		}
 		return nil, err
 	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	log.Info("broker listening", "addr", ln.Addr().String(), "flags", Flags.String(), "features", feats.String(),
+	s.ending, s.endSubs = context.WithCancel(context.Background())
+	log.Info("broker listening", "addr", ln.Addr().String(), "flags", flags.String(), "features", feats.String(),
 		"publish_window", window)
 	return s, nil
 }

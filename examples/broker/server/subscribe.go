@@ -37,6 +37,11 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	if m.QueueCapacity.Set {
 		req.QueueCapacity = max(int(m.QueueCapacity.V), 1)
 	}
+	place := h.placeRead(req.Topic, req.Shard)
+	if !place.Local || place.Refuse != nil {
+		h.redirect(place)
+		return
+	}
 	if !h.reserveSub() {
 		return
 	}
@@ -72,46 +77,99 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpSubscription(sub, es, h.subs)
+	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: req.Topic, shard: req.Shard,
+		notify: h.peer.Features.Has(felix.FeatureShardMoved)})
+}
+
+// subMove is what a pump needs to end a subscription whose shard moved.
+type subMove struct {
+	place  Placement
+	topic  engine.Topic
+	shard  uint32
+	notify bool // the client offered FeatureShardMoved
+}
+
+// moved ends an event stream whose shard left this node: shard_moved
+// naming the next owner (and, on a durable stream, the first offset not
+// delivered) to a client that offered FeatureShardMoved, a reset for
+// others so that the end is never mistaken for a clean one.
+func (s *Server) moved(es *conn.EventStream, id uint64, mv subMove, resume uint64, durable bool) {
+	if !mv.notify || s.cfg.Router == nil {
+		es.Abort()
+		return
+	}
+	next := s.cfg.Router.Stream(mv.topic, mv.shard, false)
+	m := &felix.ShardMoved{SubscriptionID: id, Generation: next.Generation}
+	if durable {
+		m.ResumeFrom = felix.Some(resume)
+	}
+	if next.Refuse == nil && next.Owner.NodeID != "" {
+		m.NodeID = felix.Some(next.Owner.NodeID)
+		if next.Owner.Addr != "" {
+			m.Addr = felix.Some(next.Owner.Addr)
+		}
+	}
+	if err := es.WriteMessage(es.Context(), m); err != nil {
+		es.Abort()
+		return
+	}
+	_ = es.Close()
 }
 
 // pumpSubscription writes a subscription's deliveries to its event
 // stream. It ends with a clean FIN when the engine ends the subscription
 // (shutdown), after subscription_lagged when the subscriber lagged, and
 // with a reset when the client stopped reading or the connection died.
-func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slots *atomic.Int64) {
+func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slots *atomic.Int64, mv subMove) {
 	defer s.wg.Done()
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer sub.Close()
-	ctx, wd := s.watchdog(es.Context())
+	// Writes run under wctx: the watchdog bounds each one. Next runs under
+	// ctx, which also ends when the shard moves away or the server stops
+	// serving subscriptions.
+	wctx, wd := s.watchdog(es.Context())
 	defer wd.stop()
+	ctx, stop := s.pumpContext(wctx, mv.place.Moved)
+	defer stop()
+	info := sub.Info()
+	next := info.StartOffset // first offset not yet delivered (durable)
 	for {
 		d, err := sub.Next(ctx)
 		if err != nil {
-			if errors.Is(err, engine.ErrClosed) {
+			switch {
+			case errors.Is(err, engine.ErrClosed):
 				_ = es.Close()
-			} else {
+			case s.ending.Err() != nil && es.Context().Err() == nil:
+				// This node stops while the (shared) engine goes on: say
+				// where to resume, never end cleanly.
+				s.endDrained(wctx, es, sub.ID(), engine.Delivery{Drained: true, HasResume: info.Durable, ResumeFrom: next})
+			case mv.place.Moved != nil && mv.place.Moved.Err() != nil && es.Context().Err() == nil:
+				s.moved(es, sub.ID(), mv, next, info.Durable)
+			default:
 				es.Abort()
 			}
 			return
 		}
+		if d.Batch != nil && d.Batch.HasOffsets {
+			next = d.Batch.EndOffset()
+		}
 		if d.Drained {
 			wd.arm()
-			s.endDrained(ctx, es, sub.ID(), d)
+			s.endDrained(wctx, es, sub.ID(), d)
 			wd.disarm()
 			return
 		}
 		if d.Lagged {
 			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
 			wd.arm()
-			_ = es.WriteMessage(ctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			_ = es.WriteMessage(wctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
 			wd.disarm()
 			_ = es.Close()
 			return
 		}
 		wd.arm()
-		err = es.WriteEncoded(ctx, d.Frame)
+		err = es.WriteEncoded(wctx, d.Frame)
 		wd.disarm()
 		if err != nil {
 			es.Abort()
@@ -132,6 +190,10 @@ func (h *handler) watch(m *felix.CacheWatch) {
 	}
 	if m.Key.Set && m.Shard.Set {
 		h.refuse(felix.CodeInvalidRequest, "shard is only valid on prefix watches")
+		return
+	}
+	if p := h.placeCache(engine.CacheRef{Tenant: m.TenantID, Namespace: m.Namespace, Cache: m.Cache}); !p.Local || p.Refuse != nil {
+		h.redirect(p)
 		return
 	}
 	req := engine.WatchRequest{
@@ -181,11 +243,15 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer w.Close()
-	ctx, wd := s.watchdog(es.Context())
+	wctx, wd := s.watchdog(es.Context())
 	defer wd.stop()
+	ctx, stop := s.pumpContext(wctx, nil)
+	defer stop()
 	for {
 		d, err := w.Next(ctx)
 		if err != nil {
+			// A node that stops while a shared engine goes on resets the
+			// watch: the watcher resumes from its last offset elsewhere.
 			if errors.Is(err, engine.ErrClosed) {
 				_ = es.Close()
 			} else {
@@ -196,7 +262,7 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 		if d.Lagged {
 			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
 			wd.arm()
-			_ = es.WriteMessage(ctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			_ = es.WriteMessage(wctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
 			wd.disarm()
 			_ = es.Close()
 			return
@@ -206,7 +272,7 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 			ev.Value = felix.Some(d.Event.Value)
 		}
 		wd.arm()
-		err = es.WriteMessage(ctx, ev)
+		err = es.WriteMessage(wctx, ev)
 		wd.disarm()
 		if err != nil {
 			es.Abort()

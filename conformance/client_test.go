@@ -1,0 +1,89 @@
+package conformance_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/stretchr/testify/require"
+)
+
+func Test_client_concurrent_calls(t *testing.T) {
+	run(t, "client.concurrent_calls", func(t *testing.T, fx *Fx) {
+		c := fx.client()
+		tp := fx.topic(fx.DurableStream)
+		sub := fx.subscribe(fx.client(), tp, conn.SubscribeOptions{})
+		const workers, each = 16, 10
+		var wg sync.WaitGroup
+		errs := make(chan error, workers*each)
+		for g := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					_, err := c.Publish(fx.ctx(), tp, []byte(fmt.Sprintf("w%02d-%02d", g, i)),
+						conn.PublishOptions{Ack: felix.AckPerMessage})
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err, "every concurrent publish succeeds")
+		}
+		want := map[string]bool{}
+		for g := range workers {
+			for i := range each {
+				want[fmt.Sprintf("w%02d-%02d", g, i)] = true
+			}
+		}
+		for range workers * each {
+			p := string(fx.next(sub).Payload)
+			require.True(t, want[p], "an uncorrupted, not duplicated payload: %q", p)
+			delete(want, p)
+		}
+	})
+}
+
+func Test_client_close_is_idempotent(t *testing.T) {
+	run(t, "client.close_is_idempotent", func(t *testing.T, fx *Fx) {
+		c := fx.client()
+		sub := fx.subscribe(c, fx.topic(fx.DurableStream), conn.SubscribeOptions{})
+		require.NoError(t, sub.Close())
+		require.NotPanics(t, func() { _ = sub.Close() })
+		w := fx.watch(c, fx.cache(fx.SingleShardCache), conn.WatchOptions{Key: felix.Some(fx.key("close"))}, nil)
+		require.NoError(t, w.Close())
+		require.NotPanics(t, func() { _ = w.Close() })
+		require.NoError(t, c.Close())
+		require.NotPanics(t, func() { _ = c.Close() })
+		_, err := fx.publish(c, fx.topic(fx.DurableStream), []byte("x"))
+		require.ErrorIs(t, err, conn.ErrClosed, "a closed client says so")
+	})
+}
+
+func Test_client_subscription_ends_cleanly(t *testing.T) {
+	run(t, "client.subscription_ends_cleanly", func(t *testing.T, fx *Fx) {
+		if fx.MovableStream == "" {
+			fx.Skip("the fixture has no movable_stream: no way to make the broker close an event stream")
+		}
+		// A completed move makes the old owner close the event stream
+		// (shard_moved as its last frame).
+		sub := fx.subscribe(fx.client(), fx.topic(fx.MovableStream), conn.SubscribeOptions{})
+		body, _ := json.Marshal(map[string]any{"stream": fx.MovableStream, "hold_ms": 1})
+		fx.control("/fence", string(body))
+		var end error
+		for _, err := range sub.All(fx.ctx()) {
+			if err != nil {
+				end = err
+				break
+			}
+		}
+		// Reaching this line is the point: iteration ended. It must not
+		// have been the hang guard that ended it.
+		require.NoError(t, fx.ctx().Err(), "iteration ended because the broker closed the stream: %v", end)
+	})
+}

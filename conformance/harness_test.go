@@ -1,0 +1,198 @@
+package conformance_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conformance"
+	"github.com/flxproto/felix/conn"
+	"github.com/stretchr/testify/require"
+)
+
+// Fx is what a scenario body gets: the fixture and helpers bound to its
+// test.
+type Fx struct {
+	*conformance.Fixture
+	t  *testing.T
+	id string
+}
+
+// run runs scenario id with body and records its outcome when the test
+// ends (conformance.Recorder.Track): fail if the test failed, the skip
+// and its reason if body called fx.Skip, pass otherwise. Every scenario
+// test calls it exactly once.
+func run(t *testing.T, id string, body func(t *testing.T, fx *Fx)) {
+	t.Helper()
+	if err := recorder.Track(t, id); err != nil {
+		t.Fatal(err)
+	}
+	body(t, &Fx{Fixture: fixture, t: t, id: id})
+}
+
+// Skip records the scenario as skipped with reason and stops the test.
+// Use it only for what the client or fixture cannot do, never to hide a
+// failure.
+func (fx *Fx) Skip(reason string) {
+	fx.t.Helper()
+	if err := recorder.Skip(fx.id, reason); err != nil {
+		fx.t.Error(err)
+	}
+	fx.t.Skip(reason)
+}
+
+// ctx is the test's context, bounded by the test binary's deadline only
+// (a hang guard, not a timing assertion).
+func (fx *Fx) ctx() context.Context {
+	ctx := fx.t.Context()
+	if d, ok := fx.t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
+		fx.t.Cleanup(cancel)
+	}
+	return ctx
+}
+
+var (
+	poolOnce sync.Once
+	pool     *x509.CertPool
+	poolErr  error
+)
+
+// tls returns a client TLS configuration trusting the fixture's CA file.
+func (fx *Fx) tls() *tls.Config {
+	poolOnce.Do(func() {
+		pem, err := os.ReadFile(fx.CAFile)
+		if err != nil {
+			poolErr = err
+			return
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			poolErr = errors.New("no certificate in " + fx.CAFile)
+		}
+	})
+	require.NoError(fx.t, poolErr)
+	return &tls.Config{RootCAs: pool}
+}
+
+// dial connects a client to addr with the fixture's token; adjust may
+// change the configuration. The client is closed when the test ends.
+func (fx *Fx) dial(addr string, adjust func(*conn.Config)) *conn.Client {
+	fx.t.Helper()
+	cfg := &conn.Config{TLS: fx.tls(), TenantID: fx.TenantID, Token: fx.Token}
+	if adjust != nil {
+		adjust(cfg)
+	}
+	c, err := conn.Dial(fx.ctx(), addr, cfg)
+	require.NoError(fx.t, err)
+	fx.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// client connects to the first broker of the fixture.
+func (fx *Fx) client() *conn.Client { return fx.dial(fx.Addrs[0], nil) }
+
+// topic names a stream of the fixture.
+func (fx *Fx) topic(stream string) conn.Topic {
+	return conn.Topic{TenantID: fx.TenantID, Namespace: fx.Namespace, Stream: stream}
+}
+
+// cache names a cache of the fixture.
+func (fx *Fx) cache(name string) conn.CacheRef {
+	return conn.CacheRef{TenantID: fx.TenantID, Namespace: fx.Namespace, Cache: name}
+}
+
+var (
+	unique atomic.Uint64
+	runID  = strconv.FormatInt(time.Now().UnixNano(), 36) // keys of another run never collide
+)
+
+// key returns a name no other scenario of any run uses.
+func (fx *Fx) key(prefix string) string {
+	return prefix + "-" + runID + "-" + strconv.FormatUint(unique.Add(1), 10)
+}
+
+// subscribe subscribes through c. A not_leader answer is followed once,
+// by the application: today's conn.Client reports redirects (typed) and
+// leaves following them to its caller. The subscription is closed when
+// the test ends.
+func (fx *Fx) subscribe(c *conn.Client, t conn.Topic, o conn.SubscribeOptions) *conn.Subscription {
+	fx.t.Helper()
+	sub, err := c.Subscribe(fx.ctx(), t, o)
+	var nl *conn.NotLeaderError
+	if errors.As(err, &nl) && nl.Addr != "" {
+		sub, err = fx.dial(nl.Addr, nil).Subscribe(fx.ctx(), t, o)
+	}
+	require.NoError(fx.t, err)
+	fx.t.Cleanup(func() { _ = sub.Close() })
+	return sub
+}
+
+// watch starts a cache watch through c, following a not_leader once (as
+// subscribe does).
+func (fx *Fx) watch(c *conn.Client, ref conn.CacheRef, o conn.WatchOptions, adjust func(*conn.Config)) *conn.Watch {
+	fx.t.Helper()
+	w, err := c.CacheWatch(fx.ctx(), ref, o)
+	var nl *conn.NotLeaderError
+	if errors.As(err, &nl) && nl.Addr != "" {
+		w, err = fx.dial(nl.Addr, adjust).CacheWatch(fx.ctx(), ref, o)
+	}
+	require.NoError(fx.t, err)
+	fx.t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
+// publish publishes one acked record.
+func (fx *Fx) publish(c *conn.Client, t conn.Topic, p []byte) (conn.PublishResult, error) {
+	return c.Publish(fx.ctx(), t, p, conn.PublishOptions{Ack: felix.AckPerMessage})
+}
+
+// next reads the next event of sub.
+func (fx *Fx) next(sub *conn.Subscription) conn.Event {
+	fx.t.Helper()
+	ev, err := sub.Next(fx.ctx())
+	require.NoError(fx.t, err)
+	return ev
+}
+
+// control posts body to path on the fixture's control endpoint; it skips
+// the scenario when the fixture has none.
+func (fx *Fx) control(path, body string) {
+	fx.t.Helper()
+	if fx.ControlURL == "" {
+		fx.Skip("the fixture has no control endpoint (control_url)")
+	}
+	ctx := fx.ctx()
+	if ctx.Err() != nil { // in a cleanup: the test's context has ended
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fx.ControlURL+path, strings.NewReader(body))
+	require.NoError(fx.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(fx.t, err)
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	require.Equal(fx.t, http.StatusOK, resp.StatusCode, "POST %s: %s", path, msg)
+}
+
+// isTransport reports whether err is a transport failure (the broker was
+// unreachable or the connection died), as opposed to a broker's answer.
+func isTransport(err error) bool {
+	var te *conn.TransportError
+	return errors.As(err, &te)
+}

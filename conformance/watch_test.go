@@ -1,0 +1,164 @@
+package conformance_test
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+)
+
+// nextChange reads the next change of w.
+func (fx *Fx) nextChange(w *conn.Watch) conn.CacheEvent {
+	fx.t.Helper()
+	ev, err := w.Next(fx.ctx())
+	require.NoError(fx.t, err)
+	return ev
+}
+
+func Test_watch_delivers_changes_for_the_filter(t *testing.T) {
+	run(t, "watch.delivers_changes_for_the_filter", func(t *testing.T, fx *Fx) {
+		c := fx.client()
+		ref := fx.cache(fx.SingleShardCache)
+		k, other, prefix := fx.key("wk"), fx.key("wo"), fx.key("wp")+"/"
+		kw := fx.watch(c, ref, conn.WatchOptions{Key: felix.Some(k)}, nil)
+		pw := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix)}, nil)
+		for _, key := range []string{other, prefix + "a", k, "x" + prefix + "b", prefix + "c"} {
+			require.NoError(t, c.CachePut(fx.ctx(), ref, key, []byte("v-"+key), 0))
+		}
+		ev := fx.nextChange(kw)
+		require.Equal(t, k, ev.Key, "a key watch sees its key and nothing else")
+		require.Equal(t, "v-"+k, string(ev.Value))
+		for _, want := range []string{prefix + "a", prefix + "c"} {
+			ev := fx.nextChange(pw)
+			require.Equal(t, want, ev.Key, "a prefix watch sees every key under it, nothing else")
+		}
+		// The key watch saw nothing after k: a later change of k is next.
+		require.NoError(t, c.CachePut(fx.ctx(), ref, k, []byte("again"), 0))
+		ev = fx.nextChange(kw)
+		require.Equal(t, "again", string(ev.Value))
+	})
+}
+
+func Test_watch_deletes_arrive_as_changes_without_values(t *testing.T) {
+	run(t, "watch.deletes_arrive_as_changes_without_values", func(t *testing.T, fx *Fx) {
+		c := fx.client()
+		ref, k := fx.cache(fx.SingleShardCache), fx.key("wd")
+		w := fx.watch(c, ref, conn.WatchOptions{Key: felix.Some(k)}, nil)
+		require.NoError(t, c.CachePut(fx.ctx(), ref, k, []byte{}, 0))
+		_, _, err := c.CacheDelete(fx.ctx(), ref, k)
+		require.NoError(t, err)
+		set := fx.nextChange(w)
+		require.False(t, set.Deleted, "set to empty is not a delete")
+		require.NotNil(t, set.Value)
+		require.Empty(t, set.Value)
+		del := fx.nextChange(w)
+		require.True(t, del.Deleted)
+		require.Nil(t, del.Value)
+		require.Greater(t, del.Offset, set.Offset)
+	})
+}
+
+func Test_watch_resumes_from_an_offset(t *testing.T) {
+	run(t, "watch.resumes_from_an_offset", func(t *testing.T, fx *Fx) {
+		c := fx.client()
+		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wr")+"/"
+		w := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix)}, nil)
+		require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+"0", []byte("0"), 0))
+		seen := fx.nextChange(w)
+		require.NoError(t, w.Close())
+		// Missed while no watch ran.
+		for i := 1; i <= 3; i++ {
+			require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+strconv.Itoa(i), []byte(strconv.Itoa(i)), 0))
+		}
+		again := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), FromOffset: felix.Some(seen.Offset + 1)}, nil)
+		last := seen.Offset
+		for i := 1; i <= 3; i++ {
+			ev := fx.nextChange(again)
+			require.Equal(t, prefix+strconv.Itoa(i), ev.Key, "the missed changes are replayed in order")
+			require.Greater(t, ev.Offset, last)
+			last = ev.Offset
+		}
+		require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+"live", []byte("live"), 0))
+		ev := fx.nextChange(again)
+		require.Equal(t, prefix+"live", ev.Key, "then the watch goes live")
+	})
+}
+
+func Test_watch_lag_is_reported_rather_than_silent(t *testing.T) {
+	run(t, "watch.lag_is_reported_rather_than_silent", func(t *testing.T, fx *Fx) {
+		// The watching client grants a small stream window and reads
+		// nothing until the writes are done: the broker's queue for the
+		// watch overflows and it must end the watch with a lag signal.
+		small := func(cfg *conn.Config) {
+			cfg.QUIC = &quic.Config{InitialStreamReceiveWindow: 8 << 10, MaxStreamReceiveWindow: 8 << 10}
+		}
+		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wl")+"/"
+		w := fx.watch(fx.dial(fx.Addrs[0], small), ref, conn.WatchOptions{Prefix: felix.Some(prefix)}, small)
+		writer := fx.dial(fx.Addrs[0], func(cfg *conn.Config) { cfg.CacheStreams = 8 })
+		const writes, workers = 3000, 8
+		value := make([]byte, 256)
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for g := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < writes; i += workers {
+					if err := writer.CachePut(fx.ctx(), ref, prefix+strconv.Itoa(i), value, 0); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		require.NoError(t, <-errs)
+		var last uint64
+		n := 0
+		for {
+			ev, err := w.Next(fx.ctx())
+			if err != nil {
+				require.False(t, errors.Is(err, io.EOF), "a lagging watch must not end like a normal end")
+				var lag *conn.LaggedError
+				require.ErrorAs(t, err, &lag, "the end is an explicit lag signal")
+				require.True(t, lag.Watch)
+				require.Greater(t, lag.ResumeFrom, last, "it carries the offset to resume from")
+				break
+			}
+			last = ev.Offset
+			n++
+			require.Less(t, n, writes, "every change arrived: the watch never lagged")
+		}
+	})
+}
+
+func Test_watch_retained_delivers_state_before_changes(t *testing.T) {
+	run(t, "watch.retained_delivers_state_before_changes", func(t *testing.T, fx *Fx) {
+		c := fx.client()
+		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wt")+"/"
+		empty := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), Retained: true}, nil)
+		require.Equal(t, felix.Some(uint64(0)), empty.Info().RetainedCount, "0 is a definite answer")
+		require.NoError(t, empty.Close())
+		for _, k := range []string{"a", "b"} {
+			require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+k, []byte(k), 0))
+		}
+		w := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), Retained: true}, nil)
+		require.Equal(t, felix.Some(uint64(2)), w.Info().RetainedCount)
+		got := map[string]string{}
+		for range 2 {
+			ev := fx.nextChange(w)
+			got[ev.Key] = string(ev.Value)
+		}
+		require.Equal(t, map[string]string{prefix + "a": "a", prefix + "b": "b"}, got)
+		require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+"c", []byte("c"), 0))
+		ev := fx.nextChange(w)
+		require.Equal(t, prefix+"c", ev.Key, "then live changes")
+	})
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/signal"
+	"syscall"
+
+	"github.com/flxproto/felix/examples/broker/cluster"
+	"github.com/flxproto/felix/examples/broker/server"
+)
+
+type clusterOptions struct {
+	nodes                                 int
+	host                                  string // -addr: its host is used
+	tokens                                map[string]server.Identity
+	streams                               []string
+	certOut, addrOut, fixtureOut, control string
+	log                                   *slog.Logger
+}
+
+// runCluster serves a reference cluster until SIGINT or SIGTERM. The
+// fixture file is written last, once every node, the interposer and the
+// control endpoint serve: a suite polling for it finds a ready cluster.
+func runCluster(o clusterOptions) error {
+	host, _, err := net.SplitHostPort(o.host)
+	if err != nil {
+		return fmt.Errorf("-addr: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c, err := cluster.Start(ctx, cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Logger: o.log})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, spec := range o.streams {
+		t, sc, err := ParseStreamSpec(spec, c.Engine().Config().DefaultStream)
+		if err != nil {
+			return err
+		}
+		if err := c.Engine().CreateStream(t, sc); err != nil {
+			return err
+		}
+	}
+	if o.control != "" {
+		url, err := c.ServeControl(o.control)
+		if err != nil {
+			return err
+		}
+		o.log.Info("control endpoint", "url", url)
+	}
+	if o.certOut != "" {
+		if err := server.WriteFileAtomic(o.certOut, c.CertificatePEM()); err != nil {
+			return err
+		}
+	}
+	if o.addrOut != "" {
+		if err := server.WriteFileAtomic(o.addrOut, []byte(c.Addr(0)+"\n")); err != nil {
+			return err
+		}
+	}
+	if o.fixtureOut != "" {
+		if err := c.WriteFixture(o.fixtureOut); err != nil {
+			return err
+		}
+		o.log.Info("fixture written", "path", o.fixtureOut)
+	}
+	o.log.Info("cluster serving", "nodes", c.Addrs(), "link", c.Fixture().LinkAddr)
+	<-ctx.Done()
+	o.log.Info("signal received: shutting down")
+	return c.Close()
+}
