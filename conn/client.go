@@ -86,7 +86,14 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	}
 	// The client owns its transport so that Close stops every goroutine.
 	c.tr, c.udp = &quic.Transport{Conn: udp}, udp
-	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN), dialQUICConfig(ctx, cfg.QUIC))
+	qconf := dialQUICConfig(ctx, cfg.QUIC)
+	if cfg.IdleTimeout > 0 {
+		qconf.MaxIdleTimeout = cfg.IdleTimeout
+	}
+	if cfg.KeepAlive > 0 {
+		qconf.KeepAlivePeriod = cfg.KeepAlive
+	}
+	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN), qconf)
 	if err != nil {
 		c.tr.Close()
 		udp.Close()

@@ -13,12 +13,15 @@ import (
 
 // Defaults used when a Config or ServerConfig leaves a field zero.
 const (
-	// DefaultKeepAlive is the QUIC keep-alive period. A quiet subscription
-	// sends nothing in either direction; without keep-alives QUIC's idle
-	// timeout would drop it.
-	DefaultKeepAlive = 10 * time.Second
-	// DefaultIdleTimeout is the QUIC idle timeout.
-	DefaultIdleTimeout = 30 * time.Second
+	// DefaultKeepAlive is the QUIC keep-alive period (upstream's current
+	// default, FELIX_KEEPALIVE_MS). A quiet subscription sends nothing in
+	// either direction; without keep-alives QUIC's idle timeout would drop
+	// it.
+	DefaultKeepAlive = 2 * time.Second
+	// DefaultIdleTimeout is the QUIC idle timeout (upstream's current
+	// default, FELIX_MAX_IDLE_TIMEOUT_MS): a dead peer or path is noticed
+	// within it.
+	DefaultIdleTimeout = 6 * time.Second
 	// DefaultMaxStreams is the number of concurrent streams of each kind
 	// (bidirectional, unidirectional) a client may open on one connection
 	// to a server (spec transport.md: 1024 per direction).
@@ -94,6 +97,10 @@ type Config struct {
 	// cloned, and KeepAlivePeriod and MaxIncomingUniStreams are raised to
 	// the defaults if left zero.
 	QUIC *quic.Config
+	// IdleTimeout and KeepAlive override the QUIC idle timeout and
+	// keep-alive period (0: QUIC's, else DefaultIdleTimeout and
+	// DefaultKeepAlive) without building a quic.Config.
+	IdleTimeout, KeepAlive time.Duration
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -72,6 +72,10 @@ type BrokerError struct {
 	RetryAfter time.Duration
 	// Auth is set when the error answered an auth (see ErrAuthRejected).
 	Auth bool
+	// Owner names the shard owner of a forwarded batch whose binary ack
+	// failed, valid when HasOwner (flag 0x0080).
+	Owner    felix.AckOwner
+	HasOwner bool
 }
 
 // Error formats the error.

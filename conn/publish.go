@@ -33,6 +33,11 @@ type PublishResult struct {
 	// the client offered flag 0x1000.
 	Offset    uint64
 	HasOffset bool
+	// Owner names the shard owner the broker forwarded the batch to, valid
+	// when HasOwner (binary acks with flag 0x0080): a hint to send the
+	// stream's next batches there directly.
+	Owner    felix.AckOwner
+	HasOwner bool
 }
 
 // Publish publishes one record; see PublishBatch.
@@ -544,9 +549,10 @@ func publishResult(rid uint64, a answer) (PublishResult, error) {
 				be.Retry = a.ack.Retry
 			}
 			be.RetryAfter = msDuration(a.ack.RetryAfterMs)
+			be.Owner, be.HasOwner = a.ack.Owner, a.ack.HasOwner
 			return PublishResult{}, be
 		}
-		return PublishResult{Offset: a.ack.Offset, HasOffset: a.ack.HasOffset}, nil
+		return PublishResult{Offset: a.ack.Offset, HasOffset: a.ack.HasOffset, Owner: a.ack.Owner, HasOwner: a.ack.HasOwner}, nil
 	}
 	return publishResultJSON(rid, a.msg)
 }

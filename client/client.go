@@ -1,0 +1,653 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+// Topic names a stream.
+type Topic = conn.Topic
+
+// CacheRef names a cache.
+type CacheRef = conn.CacheRef
+
+// Client is a cluster-aware Felix client: it holds one connection per
+// broker it talks to (dialled on demand, re-dialled after a loss), routes
+// requests to shard owners, follows redirects, retries by retry class and
+// resumes subscriptions. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	brokers map[string]*broker
+	list    []*broker         // in discovery order
+	nodes   map[string]string // node id → address (topology, hints)
+	home    atomic.Pointer[broker]
+	owners  map[ownerKey]ownerHint
+	shards  map[Topic]shardInfo
+
+	clustered atomic.Bool // a broker advertised redirect or topology
+	closed    atomic.Bool
+	spawnMu   sync.Mutex      // orders spawn against Close's wait
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	subsMu    sync.Mutex
+	subs      map[closer]struct{}
+}
+
+type closer interface{ Close() error }
+
+// broker is one known broker address and its connection.
+type broker struct {
+	addr string
+
+	mu        sync.Mutex
+	cc        *conn.Client
+	dial      chan struct{} // closed when the dial in progress ends
+	fails     int
+	downUntil time.Time
+}
+
+// ownerKey names one shard of a stream or cache.
+type ownerKey struct {
+	kind                    felix.ShardKind
+	tenant, namespace, name string
+	shard                   uint32
+}
+
+// ownerHint is what the client knows about a shard's owner.
+type ownerHint struct {
+	nodeID, addr string
+	gen          uint64
+}
+
+type shardInfo struct {
+	shards  uint32
+	routing felix.Routing
+}
+
+// New returns a client over the seeds of cfg. It dials nothing yet: the
+// first call connects (use Connect to fail fast on bad seeds).
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Seeds) == 0 {
+		return nil, ErrNoBrokers
+	}
+	c := &Client{cfg: cfg.withDefaults(), brokers: make(map[string]*broker), nodes: make(map[string]string),
+		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
+	c.log = c.cfg.Logger
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	for _, s := range cfg.Seeds {
+		c.addBroker(s, "seed")
+	}
+	// Spread clients over the seeds.
+	c.home.Store(c.list[rand.IntN(len(c.list))])
+	return c, nil
+}
+
+// Dial is New followed by Connect.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	c, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Connect makes sure the client holds a connection to some broker,
+// trying every known broker (with backoff) within the retry budget.
+func (c *Client) Connect(ctx context.Context) error {
+	return c.run(ctx, call{op: "connect", safe: true}, func(context.Context, *conn.Client, *broker) error { return nil })
+}
+
+// Brokers returns every broker address the client knows (seeds and
+// discovered ones).
+func (c *Client) Brokers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.list))
+	for i, b := range c.list {
+		out[i] = b.addr
+	}
+	return out
+}
+
+// Close closes every subscription, watch and connection. It is idempotent.
+func (c *Client) Close() error {
+	c.spawnMu.Lock()
+	already := c.closed.Swap(true)
+	c.spawnMu.Unlock()
+	if already {
+		return nil
+	}
+	c.cancel()
+	c.subsMu.Lock()
+	subs := make([]closer, 0, len(c.subs))
+	for s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.subsMu.Unlock()
+	for _, s := range subs {
+		s.Close()
+	}
+	c.mu.Lock()
+	list := append([]*broker(nil), c.list...)
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, b := range list {
+		b.mu.Lock()
+		cc := b.cc
+		b.cc = nil
+		b.mu.Unlock()
+		if cc != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); cc.Close() }()
+		}
+	}
+	wg.Wait()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) track(s closer) bool {
+	c.subsMu.Lock()
+	defer c.subsMu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.subs[s] = struct{}{}
+	return true
+}
+
+func (c *Client) untrack(s closer) {
+	c.subsMu.Lock()
+	delete(c.subs, s)
+	c.subsMu.Unlock()
+}
+
+// addBroker registers addr (idempotent) and returns its broker.
+func (c *Client) addBroker(addr, how string) *broker {
+	c.mu.Lock()
+	b, ok := c.brokers[addr]
+	if !ok {
+		b = &broker{addr: addr}
+		c.brokers[addr] = b
+		c.list = append(c.list, b)
+	}
+	c.mu.Unlock()
+	if !ok && how != "seed" {
+		c.emit(Notice{Kind: NoticeDiscovered, Addr: addr, Detail: how})
+	}
+	return b
+}
+
+// connect returns a live connection to b, dialling it when needed (one
+// dial at a time per broker; concurrent callers wait for it).
+func (c *Client) connect(ctx context.Context, b *broker) (*conn.Client, error) {
+	for {
+		if c.closed.Load() {
+			return nil, ErrClosed
+		}
+		b.mu.Lock()
+		if b.cc != nil {
+			if b.cc.Context().Err() == nil {
+				cc := b.cc
+				b.mu.Unlock()
+				return cc, nil
+			}
+			c.retire(b.cc)
+			b.cc = nil
+		}
+		if ch := b.dial; ch != nil {
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		b.dial = ch
+		b.mu.Unlock()
+
+		cfg := c.cfg.Conn
+		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+		cc, err := conn.Dial(dctx, b.addr, &cfg)
+		cancel()
+		b.mu.Lock()
+		b.dial = nil
+		close(ch)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.fails++
+				d := c.cfg.backoff(b.fails, 0)
+				b.downUntil = time.Now().Add(d)
+				b.mu.Unlock()
+				c.emit(Notice{Kind: NoticeDialFailed, Addr: b.addr, Delay: d, Err: err})
+			} else {
+				b.mu.Unlock()
+			}
+			return nil, err
+		}
+		if c.closed.Load() {
+			b.mu.Unlock()
+			cc.Close()
+			return nil, ErrClosed
+		}
+		b.cc, b.fails, b.downUntil = cc, 0, time.Time{}
+		b.mu.Unlock()
+		c.emit(Notice{Kind: NoticeConnected, Addr: b.addr})
+		c.watchConn(b, cc)
+		c.afterConnect(b, cc)
+		return cc, nil
+	}
+}
+
+// spawn runs f on a goroutine that Close waits for; after Close it runs
+// nothing and reports false.
+func (c *Client) spawn(f func()) bool {
+	c.spawnMu.Lock()
+	defer c.spawnMu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); f() }()
+	return true
+}
+
+// retire closes a connection that is no longer used, in the background
+// (at once after Close).
+func (c *Client) retire(cc *conn.Client) {
+	if !c.spawn(func() { cc.Close() }) {
+		cc.Close()
+	}
+}
+
+// watchConn reports the loss of cc and marks b as failed.
+func (c *Client) watchConn(b *broker, cc *conn.Client) {
+	c.spawn(func() {
+		select {
+		case <-cc.Context().Done():
+		case <-c.ctx.Done():
+			return
+		}
+		if c.closed.Load() {
+			return
+		}
+		c.markFailed(b, cc)
+		c.emit(Notice{Kind: NoticeDisconnected, Addr: b.addr, Err: context.Cause(cc.Context())})
+	})
+}
+
+// markFailed records that b failed (its connection cc is dropped and the
+// broker is avoided for a backoff) and moves the home broker elsewhere.
+func (c *Client) markFailed(b *broker, cc *conn.Client) {
+	b.mu.Lock()
+	if cc != nil && b.cc == cc {
+		b.cc = nil
+		c.retire(cc)
+	}
+	b.fails++
+	b.downUntil = time.Now().Add(c.cfg.backoff(b.fails, 0))
+	b.mu.Unlock()
+	if c.home.Load() == b {
+		if nb := c.pick(map[string]bool{b.addr: true}); nb != nil {
+			c.home.CompareAndSwap(b, nb)
+		}
+	}
+}
+
+// afterConnect learns the cluster from a new connection: listener ports
+// and topology.
+func (c *Client) afterConnect(b *broker, cc *conn.Client) {
+	caps := cc.Capabilities()
+	if caps.CanFeature(felix.FeatureRedirect) || caps.CanFeature(felix.FeatureTopology) {
+		c.clustered.Store(true)
+	}
+	if c.cfg.NoDiscovery {
+		return
+	}
+	if host, _, err := net.SplitHostPort(b.addr); err == nil {
+		for _, p := range caps.ListenerPorts {
+			c.addBroker(net.JoinHostPort(host, strconv.Itoa(int(p))), "listener_ports of "+b.addr)
+		}
+	}
+	if !caps.CanFeature(felix.FeatureTopology) {
+		return
+	}
+	c.spawn(func() {
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		defer cancel()
+		eps, err := cc.Topology(ctx)
+		if err != nil {
+			c.log.Debug("felix client: topology", "addr", b.addr, "err", err)
+			return
+		}
+		before := len(c.Brokers())
+		for _, ep := range eps {
+			c.learnNode(ep.NodeID, ep.Addr, "topology of "+b.addr)
+		}
+		// Spread load: once the cluster is known, a client that still sits
+		// on its first seed moves to a random broker of the cluster.
+		if before <= len(c.cfg.Seeds) && len(c.Brokers()) > before {
+			c.mu.Lock()
+			nb := c.list[rand.IntN(len(c.list))]
+			c.mu.Unlock()
+			c.home.Store(nb)
+		}
+	})
+}
+
+// learnNode records that node id lives at addr.
+func (c *Client) learnNode(id, addr, how string) {
+	if addr == "" {
+		return
+	}
+	if id != "" {
+		c.mu.Lock()
+		c.nodes[id] = addr
+		c.mu.Unlock()
+	}
+	c.addBroker(addr, how)
+}
+
+// pick chooses a broker for a request with no owner: the home broker
+// unless excluded or avoided, else the next usable one; when every
+// non-excluded broker is avoided, the one whose backoff ends first. Nil
+// when every broker is excluded.
+func (c *Client) pick(exclude map[string]bool) *broker {
+	home := c.home.Load()
+	now := time.Now()
+	if home != nil && !exclude[home.addr] && home.usable(now) {
+		return home
+	}
+	c.mu.Lock()
+	list := c.list
+	c.mu.Unlock()
+	start := 0
+	for i, b := range list {
+		if b == home {
+			start = i + 1
+		}
+	}
+	var soonest *broker
+	var soonestAt time.Time
+	for i := range list {
+		b := list[(start+i)%len(list)]
+		if exclude[b.addr] {
+			continue
+		}
+		if b.usable(now) {
+			c.home.Store(b)
+			return b
+		}
+		b.mu.Lock()
+		at := b.downUntil
+		b.mu.Unlock()
+		if soonest == nil || at.Before(soonestAt) {
+			soonest, soonestAt = b, at
+		}
+	}
+	return soonest
+}
+
+func (b *broker) usable(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.downUntil.IsZero() || !now.Before(b.downUntil)
+}
+
+// learnOwner records an owner hint unless a newer one (higher
+// generation) is known. A hint with generation 0 (a standalone broker or
+// an idempotent refusal, which carries none) replaces only another 0.
+func (c *Client) learnOwner(k ownerKey, h ownerHint, how string) {
+	if h.addr == "" && h.nodeID != "" {
+		c.mu.Lock()
+		h.addr = c.nodes[h.nodeID]
+		c.mu.Unlock()
+	}
+	if h.addr == "" {
+		return
+	}
+	c.learnNode(h.nodeID, h.addr, how)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.owners[k]; ok && old.gen > h.gen {
+		return
+	}
+	c.owners[k] = h
+}
+
+// forgetOwner drops the owner hint of k if it still names addr.
+func (c *Client) forgetOwner(k ownerKey, addr string) {
+	c.mu.Lock()
+	if h, ok := c.owners[k]; ok && h.addr == addr {
+		delete(c.owners, k)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Client) ownerOf(k ownerKey) (ownerHint, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.owners[k]
+	return h, ok
+}
+
+// call describes one operation for the retry loop.
+type call struct {
+	op string
+	// key routes the call to a shard owner; nil sends it to any broker.
+	key *ownerKey
+	// safe: re-sending after an ambiguous outcome cannot apply it twice
+	// (reads, idempotent producers, explicit at-least-once publishes).
+	safe bool
+}
+
+// run performs fn against the right broker: the shard owner when known,
+// else the home broker. Redirects are followed (bounded hops per attempt,
+// never the same broker twice) without touching the retry budget;
+// retryable failures are retried with backoff, another broker first when
+// the broker failed; ambiguous outcomes of unsafe calls end as
+// *AmbiguousError; everything else is returned as it came.
+func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *conn.Client, *broker) error) error {
+	var target *broker
+	if cl.key != nil {
+		if h, ok := c.ownerOf(*cl.key); ok {
+			target = c.addBroker(h.addr, "owner hint")
+		}
+	}
+	tried := make(map[string]bool, 4)
+	hops, attempt := 0, 0
+	var lastErr error
+	for {
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				return errors.Join(err, lastErr)
+			}
+			return err
+		}
+		b := target
+		target = nil
+		if b == nil {
+			b = c.pick(tried)
+			if b == nil {
+				// Every broker was tried in this attempt.
+				clear(tried)
+				b = c.pick(tried)
+			}
+		}
+		var retryAfter time.Duration
+		cc, err := c.connect(ctx, b)
+		if err == nil {
+			err = fn(ctx, cc, b)
+			if err == nil {
+				return nil
+			}
+			lastErr = err
+			v := c.classify(ctx, err, cl.safe)
+			switch v.act {
+			case actReturn:
+				return err
+			case actAmbiguous:
+				var te *conn.TransportError
+				if errors.As(err, &te) {
+					c.markFailed(b, cc)
+				}
+				return &AmbiguousError{Op: cl.op, Addr: b.addr, Err: err}
+			case actRedirect:
+				tried[b.addr] = true
+				var nb *broker
+				if v.hint != nil && cl.key != nil {
+					c.learnOwner(*cl.key, *v.hint, "redirect from "+b.addr)
+				}
+				if v.hint != nil {
+					addr := v.hint.addr
+					if addr == "" && v.hint.nodeID != "" {
+						c.mu.Lock()
+						addr = c.nodes[v.hint.nodeID]
+						c.mu.Unlock()
+					}
+					if addr != "" && !tried[addr] {
+						nb = c.addBroker(addr, "redirect from "+b.addr)
+					}
+				}
+				if nb == nil && cl.key != nil {
+					c.forgetOwner(*cl.key, b.addr)
+					nb = c.ownerFromBroker(ctx, cc, *cl.key, tried)
+				}
+				hops++
+				if nb != nil && hops <= c.cfg.MaxRedirects {
+					ev := Notice{Kind: NoticeRedirect, Op: cl.op, Addr: b.addr, Target: nb.addr, Attempt: hops, Err: err}
+					if cl.key != nil {
+						ev.Stream, ev.Shard = cl.key.name, cl.key.shard
+					}
+					c.emit(ev)
+					target = nb
+					continue
+				}
+				// No usable hint or too many hops: a stale view somewhere;
+				// wait and start over.
+				hops = 0
+				clear(tried)
+			case actRetry:
+				retryAfter = v.retryAfter
+				if v.hint != nil && cl.key != nil {
+					c.learnOwner(*cl.key, *v.hint, "ack owner from "+b.addr)
+				}
+			case actFailover:
+				c.markFailed(b, cc)
+				tried[b.addr] = true
+				if cl.key != nil {
+					c.forgetOwner(*cl.key, b.addr)
+				}
+			}
+		} else {
+			// The dial failed: nothing was sent.
+			lastErr = err
+			if errors.Is(err, ErrClosed) {
+				return err
+			}
+			if ctx.Err() != nil {
+				continue
+			}
+			var be *conn.BrokerError
+			if errors.As(err, &be) && be.RetryClass() == felix.RetryFatal {
+				return err // e.g. credentials refused
+			}
+			tried[b.addr] = true
+			if cl.key != nil {
+				c.forgetOwner(*cl.key, b.addr)
+			}
+		}
+		attempt++
+		if attempt > c.budget(lastErr) {
+			return lastErr
+		}
+		d := c.cfg.backoff(attempt, retryAfter)
+		c.emit(Notice{Kind: NoticeRetry, Op: cl.op, Addr: b.addr, Attempt: attempt, Delay: d, Err: lastErr})
+		if !sleep(ctx, c.ctx, d) {
+			continue // the loop reports ctx or Close
+		}
+	}
+}
+
+// budget is the retry budget after err: Config.MaxAttempts, but at most
+// notFoundAttempts for not_found (retryable only because a freshly promoted
+// broker may not have learnt the name yet: a name that does not exist must
+// not keep the caller waiting long).
+func (c *Client) budget(err error) int {
+	var be *conn.BrokerError
+	if errors.As(err, &be) && be.Code == felix.CodeNotFound {
+		return min(c.cfg.MaxAttempts, notFoundAttempts)
+	}
+	return c.cfg.MaxAttempts
+}
+
+const notFoundAttempts = 2
+
+// ownerFromBroker asks cc which broker owns k (shard_owners) when the
+// broker advertises it, and returns that broker unless already tried.
+func (c *Client) ownerFromBroker(ctx context.Context, cc *conn.Client, k ownerKey, tried map[string]bool) *broker {
+	if !cc.Capabilities().CanFeature(felix.FeatureShardOwners) {
+		return nil
+	}
+	owners, err := cc.ShardOwners(ctx, k.tenant, k.namespace, k.name, k.kind)
+	if err != nil {
+		return nil
+	}
+	c.learnOwners(k, owners, "shard_owners")
+	if h, ok := c.ownerOf(k); ok && !tried[h.addr] {
+		return c.addBroker(h.addr, "shard_owners")
+	}
+	return nil
+}
+
+// learnOwners records a shard_owners answer for every shard of k's name.
+func (c *Client) learnOwners(k ownerKey, owners []felix.ShardOwner, how string) {
+	for _, o := range owners {
+		if !o.NodeID.Set {
+			continue
+		}
+		kk := k
+		kk.shard = o.Shard
+		c.learnOwner(kk, ownerHint{nodeID: o.NodeID.V, addr: o.Addr.V, gen: o.Generation}, how)
+	}
+}
+
+// sleep waits d; false when ctx or the client ended first.
+func sleep(ctx, cctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-cctx.Done():
+		return false
+	}
+}

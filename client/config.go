@@ -1,0 +1,108 @@
+package client
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flxproto/felix/conn"
+)
+
+// Defaults used when a Config leaves a field zero.
+const (
+	// DefaultMaxRedirects bounds the not_leader hops one attempt follows
+	// (upstream's ClusterClient: 3, never the same broker twice).
+	DefaultMaxRedirects = 3
+	// DefaultMaxAttempts is the retry budget of one call: how many times a
+	// retryable failure (retry class retry / retry_after, a lost
+	// connection, a failed dial) is retried. Redirects do not count.
+	DefaultMaxAttempts = 8
+	// DefaultBackoffBase and DefaultBackoffMax shape the capped exponential
+	// backoff with full jitter between retries: a wait drawn uniformly
+	// from [0, min(max, base·2^n)).
+	DefaultBackoffBase = 50 * time.Millisecond
+	DefaultBackoffMax  = 2 * time.Second
+	// DefaultDialTimeout bounds one dial (QUIC handshake and first auth),
+	// so that an unreachable broker is given up for another one.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultShardEvents bounds the events a sharded subscription buffers
+	// per shard ahead of its consumer.
+	DefaultShardEvents = 256
+)
+
+// Config configures a Client. Seeds and the credentials in Conn are
+// required; every other zero field takes its default.
+type Config struct {
+	// Seeds are broker addresses (host:port) to start from. The client
+	// learns the rest of the cluster from them (topology, listener ports,
+	// owner hints) and keeps using what it learnt after a seed is gone.
+	Seeds []string
+	// Conn is the configuration of every connection (TLS, tenant, token,
+	// offers, QUIC settings). Its idle timeout and keep-alive default to
+	// conn.DefaultIdleTimeout (6 s) and conn.DefaultKeepAlive (2 s), as
+	// upstream's; set Conn.QUIC to change them.
+	Conn conn.Config
+	// MaxRedirects bounds the redirect hops of one attempt (0: default).
+	MaxRedirects int
+	// MaxAttempts is the retry budget of one call (0: default). A negative
+	// value disables retries.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the backoff between retries (0:
+	// defaults). A broker's retry_after_ms is honoured when it is longer.
+	BackoffBase, BackoffMax time.Duration
+	// DialTimeout bounds one dial (0: default).
+	DialTimeout time.Duration
+	// NoDiscovery keeps the client on its seeds and the owners it is
+	// redirected to: no topology query, no listener ports.
+	NoDiscovery bool
+	// OnNotice, when set, is called for every connection state change,
+	// redirect, retry, resume and lost shard (see Notice). It is called
+	// synchronously, possibly concurrently, from the client's goroutines
+	// and must not block.
+	OnNotice func(Notice)
+	// Logger receives the same events as structured logs (state changes,
+	// redirects, retries and resumes at Info, the rest at Debug); nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.MaxRedirects <= 0 {
+		d.MaxRedirects = DefaultMaxRedirects
+	}
+	if d.MaxAttempts == 0 {
+		d.MaxAttempts = DefaultMaxAttempts
+	} else if d.MaxAttempts < 0 {
+		d.MaxAttempts = 0
+	}
+	if d.DialTimeout <= 0 {
+		d.DialTimeout = DefaultDialTimeout
+	}
+	if d.BackoffBase <= 0 {
+		d.BackoffBase = DefaultBackoffBase
+	}
+	if d.BackoffMax <= 0 {
+		d.BackoffMax = DefaultBackoffMax
+	}
+	if d.BackoffMax < d.BackoffBase {
+		d.BackoffMax = d.BackoffBase
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
+
+// backoff returns the wait before retry n (1-based): full jitter over a
+// capped exponential, never shorter than retryAfter.
+func (c *Config) backoff(n int, retryAfter time.Duration) time.Duration {
+	ceil := c.BackoffMax
+	if n < 31 {
+		if e := c.BackoffBase << uint(n-1); e > 0 && e < ceil {
+			ceil = e
+		}
+	}
+	d := time.Duration(rand.Int64N(int64(ceil) + 1))
+	return max(d, retryAfter)
+}

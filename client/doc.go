@@ -1,0 +1,59 @@
+// Package client is the Felix client to use: a cluster-aware client built
+// on conn.Client, the single-connection building block (one QUIC
+// connection to one broker, no re-dial, typed errors passed through).
+//
+// A Client starts from one or more seed addresses and learns the cluster
+// from them (topology, auth_ok's listener_ports, owner hints), keeps one
+// connection per broker it talks to, and heals them: a lost connection is
+// re-dialled on demand, another broker first when the broker failed, with
+// capped exponential backoff and full jitter (never shorter than a
+// broker's retry_after_ms). Connections use upstream's 6 s idle timeout
+// and 2 s keep-alive unless Config.Conn says otherwise.
+//
+// # Routing and redirects
+//
+// Requests for a shard go to its owner when the client knows it: owners
+// are learnt per (stream or cache, shard) from not_leader answers, the
+// owner section of forwarded acks, shard_owners and shard_moved hints,
+// and a newer generation replaces an older hint. A redirect is followed
+// with the original request (a subscribe keeps its start offset through
+// every hop), at most Config.MaxRedirects hops per attempt and never to
+// the same broker twice; it is never reported as an error and never
+// spends the retry budget. Keyed publishes are routed with felix.Routing
+// over the stream's shard count (stream_shards, cached).
+//
+// # Retries
+//
+// Failures are handled by retry class (felix.RetryClass): fatal answers
+// are returned at once, typed (*conn.BrokerError with its code,
+// *conn.CursorError, ...); retry and retry_after answers and failed dials
+// are retried within Config.MaxAttempts; a lost connection moves the call
+// to another broker. A request that may have been applied — an
+// outcome_unknown answer, or a connection lost after a publish was
+// written — is not re-sent: it returns an *AmbiguousError
+// (errors.Is(err, ErrAmbiguous)). PublishBatchMayDuplicate opts into
+// re-sending (at-least-once: it may write a batch twice); a Producer
+// re-sends without duplicates (idempotent producer: the same sequence
+// until acknowledged, duplicates answered with their original offset, a
+// refusal stops it).
+//
+// # Subscriptions
+//
+// A Subscription resumes by itself after a lost connection, a broker
+// shutdown or a shard move: it resubscribes on the shard's owner at the
+// offset after the last record it delivered, so nothing is skipped or
+// repeated. It never ends quietly on a dead connection: it resumes exactly
+// or returns an error (subscription_lagged and a trimmed cursor stay typed
+// errors for the caller to decide). A ShardedSubscription reads every
+// shard of a stream through one iterator, each shard following its owner;
+// a lost shard is reported while the others keep delivering, and its
+// Offsets map resumes every shard. Cache watches (Watch) resume the same
+// way from the cache-log offset after the last change.
+//
+// # Observability
+//
+// Config.OnNotice receives a Notice for every connection state change,
+// discovery, redirect, retry, resume and lost shard, and Config.Logger
+// gets the same as structured log/slog records, so a healthy failover can
+// be told from a flapping one.
+package client

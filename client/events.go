@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// NoticeKind says what a Notice reports.
+type NoticeKind uint8
+
+// Notice kinds.
+const (
+	// NoticeConnected: a connection to Addr was established.
+	NoticeConnected NoticeKind = iota + 1
+	// NoticeDisconnected: the connection to Addr was lost (Err says why).
+	NoticeDisconnected
+	// NoticeDialFailed: dialling Addr failed (Err); Delay is how long the
+	// broker is avoided.
+	NoticeDialFailed
+	// NoticeDiscovered: Addr was learnt (topology, listener port or owner
+	// hint; Detail says which).
+	NoticeDiscovered
+	// NoticeRedirect: Op was sent to Addr, which named Target as the shard
+	// owner; the request goes there (Attempt counts the hops).
+	NoticeRedirect
+	// NoticeRetry: Op failed on Addr with a retryable error (Err) and is
+	// retried after Delay (Attempt counts the retries of the call).
+	NoticeRetry
+	// NoticeResumed: a subscription or watch resumed on Addr at Offset after
+	// Err ended its previous event stream.
+	NoticeResumed
+	// NoticeShardLost: a shard of a sharded subscription ended with Err
+	// while the other shards keep delivering.
+	NoticeShardLost
+)
+
+var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost"}
+
+// String returns the kind's name.
+func (k NoticeKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Notice reports something the client did on its own: enough for an
+// operator to tell a healthy failover from a flapping one.
+type Notice struct {
+	Kind NoticeKind
+	// Op is the operation concerned ("publish", "subscribe", ...), if any.
+	Op string
+	// Addr is the broker the event happened on.
+	Addr string
+	// Target is the broker a redirect points to.
+	Target string
+	// Stream and Shard name the shard concerned, if any.
+	Stream string
+	Shard  uint32
+	// Attempt counts redirect hops or retries of the call.
+	Attempt int
+	// Delay is the backoff before a retry, or how long a broker is avoided.
+	Delay time.Duration
+	// Offset is where a subscription or watch resumed.
+	Offset uint64
+	// Detail is free text (e.g. how an address was discovered).
+	Detail string
+	// Err is the failure that caused the event, if any.
+	Err error
+}
+
+func (c *Client) emit(ev Notice) {
+	if c.cfg.OnNotice != nil {
+		c.cfg.OnNotice(ev)
+	}
+	lvl := slog.LevelInfo
+	if ev.Kind == NoticeDiscovered {
+		lvl = slog.LevelDebug
+	}
+	if !c.log.Enabled(context.Background(), lvl) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("event", ev.Kind.String())}
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	add("op", ev.Op)
+	add("addr", ev.Addr)
+	add("target", ev.Target)
+	add("stream", ev.Stream)
+	add("detail", ev.Detail)
+	if ev.Stream != "" {
+		attrs = append(attrs, slog.Uint64("shard", uint64(ev.Shard)))
+	}
+	if ev.Attempt != 0 {
+		attrs = append(attrs, slog.Int("attempt", ev.Attempt))
+	}
+	if ev.Delay != 0 {
+		attrs = append(attrs, slog.Duration("delay", ev.Delay))
+	}
+	if ev.Kind == NoticeResumed {
+		attrs = append(attrs, slog.Uint64("offset", ev.Offset))
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, slog.String("err", ev.Err.Error()))
+	}
+	c.log.LogAttrs(context.Background(), lvl, "felix client", attrs...)
+}

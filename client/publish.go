@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+// PublishResult is the broker's answer to an acked publish: the offset of
+// the batch's first record when the broker said (HasOffset), and the shard
+// owner it was forwarded to (HasOwner).
+type PublishResult = conn.PublishResult
+
+// PublishOptions selects how a publish is acknowledged and routed.
+type PublishOptions struct {
+	// Ack is felix.AckNone (fire-and-forget, the zero value: returns once
+	// written, no broker round trip), felix.AckPerMessage or
+	// felix.AckPerBatch (returns after the broker's answer).
+	Ack felix.AckMode
+	// Key is the routing key of every record (nil: unkeyed, shard 0).
+	Key []byte
+}
+
+// Publish publishes one record; see PublishBatch.
+func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o PublishOptions) (PublishResult, error) {
+	p := [1][]byte{payload}
+	return c.PublishBatch(ctx, t, p[:], o)
+}
+
+// PublishBatch publishes records as one batch, to the shard owner when the
+// client knows it (learnt from redirects, forwarded acks and shard_owners)
+// or else to any broker, which forwards it.
+//
+// A failure is retried only when nothing can have been applied: a failed
+// dial, a redirect (followed, never reported), or a broker answer of retry
+// class retry / retry_after (after a backoff honouring retry_after_ms).
+// Terminal answers (fatal class: forbidden, invalid request, ...) are
+// returned at once as *conn.BrokerError. When the batch may have been
+// applied — the broker answered outcome_unknown, or the connection was
+// lost after the batch was written — it is NOT re-sent: the call returns an
+// *AmbiguousError (errors.Is(err, ErrAmbiguous)). Use
+// PublishBatchMayDuplicate to re-send anyway, or a Producer for re-sends
+// without duplicates.
+func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+	return c.publish(ctx, t, payloads, o, false)
+}
+
+// PublishBatchMayDuplicate is PublishBatch with at-least-once delivery: a
+// batch whose outcome is unknown (lost ack, lost connection,
+// outcome_unknown) is RE-SENT, so it MAY BE WRITTEN TWICE. Use it only when
+// consumers tolerate duplicates; prefer an idempotent Producer otherwise.
+func (c *Client) PublishBatchMayDuplicate(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+	if o.Ack == felix.AckNone {
+		o.Ack = felix.AckPerBatch // re-sending needs an answer to wait for
+	}
+	return c.publish(ctx, t, payloads, o, true)
+}
+
+func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, dup bool) (PublishResult, error) {
+	// Fast path: one live connection, no routing (a standalone broker).
+	if !c.clustered.Load() {
+		if b := c.home.Load(); b != nil {
+			b.mu.Lock()
+			cc := b.cc
+			b.mu.Unlock()
+			if cc != nil && cc.Context().Err() == nil {
+				res, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, Key: o.Key})
+				if err == nil {
+					return res, nil
+				}
+				if v := c.classify(ctx, err, dup); v.act == actReturn {
+					return res, err
+				} else if v.act == actAmbiguous {
+					c.markFailed(b, cc)
+					return res, &AmbiguousError{Op: "publish", Addr: b.addr, Err: err}
+				}
+				// Retryable: fall through to the full loop.
+			}
+		}
+	}
+	key := c.streamKey(ctx, t, o.Key)
+	var res PublishResult
+	err := c.run(ctx, call{op: "publish", key: key, safe: dup}, func(ctx context.Context, cc *conn.Client, b *broker) error {
+		r, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, Key: o.Key})
+		if err != nil {
+			return err
+		}
+		if r.HasOwner && key != nil {
+			c.learnOwner(*key, ownerHint{nodeID: r.Owner.NodeID, addr: r.Owner.Addr, gen: r.Owner.Generation}, "ack owner from "+b.addr)
+		}
+		res = r
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,227 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"sync"
+
+	"github.com/flxproto/felix"
+)
+
+// ShardEvent is a record of a sharded subscription with its shard.
+type ShardEvent struct {
+	Shard uint32
+	Event
+}
+
+// ShardedOptions configures a sharded subscription.
+type ShardedOptions struct {
+	// Start is where every shard starts that has no entry in From (zero
+	// value: latest).
+	Start felix.StartPosition
+	// From resumes shards from their own offsets (shard → first offset to
+	// deliver), e.g. a previous subscription's Offsets.
+	From map[uint32]uint64
+	// Buffer bounds the records buffered per shard ahead of the consumer
+	// (0: DefaultShardEvents).
+	Buffer int
+}
+
+// ShardedSubscription reads every shard of a stream: one resumable
+// Subscription per shard, each following its own owner, merged into one
+// iterator (order holds within a shard, not across shards). A shard whose
+// subscription ends with an error is reported once as a *ShardLostError
+// while the other shards keep delivering; Next returns io.EOF when every
+// shard has ended. Next and All are not safe for concurrent use; Close
+// may be called from any goroutine.
+type ShardedSubscription struct {
+	c      *Client
+	shards []*Subscription
+	ch     chan shardItem
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	live   int
+
+	mu      sync.Mutex
+	offsets map[uint32]uint64
+	once    sync.Once
+}
+
+type shardItem struct {
+	shard uint32
+	ev    Event
+	err   error // set on the shard's last item
+}
+
+// SubscribeSharded asks the stream's shard count and subscribes to every
+// shard. A stream the broker reports with 0 shards (unknown) is refused
+// with ErrUnknownStream. A shard that cannot start (e.g. its From offset
+// was trimmed: *conn.CursorError) is reported by Next as a lost shard
+// while the others deliver; when no shard can start, the last shard's
+// error is returned.
+func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions) (*ShardedSubscription, error) {
+	n, _, err := c.StreamShards(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, ErrUnknownStream
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultShardEvents
+	}
+	ss := &ShardedSubscription{c: c, ch: make(chan shardItem, o.Buffer+int(n)), offsets: make(map[uint32]uint64), live: int(n)}
+	ss.shards = make([]*Subscription, n)
+	failed := make(map[uint32]error)
+	for i := uint32(0); i < n; i++ {
+		so := SubscribeOptions{Start: o.Start, Shard: i}
+		if off, ok := o.From[i]; ok {
+			so.Start = felix.StartAt(off)
+			ss.offsets[i] = off
+		}
+		s, err := c.Subscribe(ctx, t, so)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrClosed) || len(failed) == int(n)-1 {
+				for _, s := range ss.shards {
+					if s != nil {
+						s.Close()
+					}
+				}
+				return nil, err
+			}
+			failed[i] = err
+			continue
+		}
+		ss.shards[i] = s
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	ss.cancel = cancel
+	for i, s := range ss.shards {
+		if s == nil {
+			// A shard that could not start is lost from the outset; the
+			// others deliver.
+			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: uint32(i), Err: failed[uint32(i)]})
+			ss.ch <- shardItem{shard: uint32(i), err: failed[uint32(i)]}
+			continue
+		}
+		ss.wg.Add(1)
+		go ss.pump(pctx, uint32(i), s)
+	}
+	if !c.track(ss) {
+		ss.Close()
+		return nil, ErrClosed
+	}
+	return ss, nil
+}
+
+// pump moves one shard's records to the merged channel.
+func (ss *ShardedSubscription) pump(ctx context.Context, shard uint32, s *Subscription) {
+	defer ss.wg.Done()
+	for {
+		ev, err := s.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if err != io.EOF {
+				ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Addr: s.addr, Stream: s.topic.Stream, Shard: shard, Err: err})
+			}
+			select {
+			case ss.ch <- shardItem{shard: shard, err: err}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		select {
+		case ss.ch <- shardItem{shard: shard, ev: ev}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Shards returns the number of shards subscribed.
+func (ss *ShardedSubscription) Shards() int { return len(ss.shards) }
+
+// Next returns the next record of any shard, a *ShardLostError when a
+// shard ended with an error (the others go on), io.EOF when every shard
+// has ended.
+func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
+	for {
+		if ss.live == 0 {
+			return ShardEvent{}, io.EOF
+		}
+		select {
+		case it, ok := <-ss.ch:
+			if !ok {
+				return ShardEvent{}, ErrClosed
+			}
+			if it.err != nil {
+				ss.live--
+				if it.err == io.EOF {
+					continue
+				}
+				return ShardEvent{}, &ShardLostError{Shard: it.shard, Err: it.err}
+			}
+			if it.ev.HasOffset {
+				ss.mu.Lock()
+				ss.offsets[it.shard] = it.ev.Offset + 1
+				ss.mu.Unlock()
+			}
+			return ShardEvent{Shard: it.shard, Event: it.ev}, nil
+		case <-ctx.Done():
+			return ShardEvent{}, ctx.Err()
+		}
+	}
+}
+
+// All iterates over the records of every shard; a *ShardLostError is
+// yielded and iteration goes on; it stops when every shard ended, ctx
+// ends (its error is yielded) or the loop breaks.
+func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, error] {
+	return func(yield func(ShardEvent, error) bool) {
+		for {
+			ev, err := ss.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if !yield(ev, err) {
+				return
+			}
+			var lost *ShardLostError
+			if err != nil && !errors.As(err, &lost) {
+				return
+			}
+		}
+	}
+}
+
+// Offsets returns, per shard, the offset after the last record Next
+// returned (or the From offset given): pass it as ShardedOptions.From to
+// resume.
+func (ss *ShardedSubscription) Offsets() map[uint32]uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := make(map[uint32]uint64, len(ss.offsets))
+	for k, v := range ss.offsets {
+		out[k] = v
+	}
+	return out
+}
+
+// Close ends every shard's subscription; it is idempotent.
+func (ss *ShardedSubscription) Close() error {
+	ss.once.Do(func() {
+		ss.cancel()
+		for _, s := range ss.shards {
+			if s != nil {
+				s.Close()
+			}
+		}
+		ss.wg.Wait()
+		ss.c.untrack(ss)
+	})
+	return nil
+}

@@ -1,0 +1,271 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"sync"
+	"sync/atomic"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+// Event is one delivered record (Offset valid when HasOffset).
+type Event = conn.Event
+
+// SubscribeOptions configures a resumable subscription.
+type SubscribeOptions struct {
+	// Start is where delivery starts (zero value: latest). It is carried
+	// unchanged through every redirect hop.
+	Start felix.StartPosition
+	// Shard selects the shard (0 by default).
+	Shard uint32
+	// QueueCapacity asks for a broker-side queue (0: broker default).
+	QueueCapacity uint32
+}
+
+// Subscription is a resumable subscription to one shard of a stream. When
+// its event stream ends because the connection was lost, the broker shut
+// down or the shard moved (shard_moved), it resubscribes on the shard's
+// owner at the offset after the last record it delivered (no gap, no
+// duplicate: records below that offset are dropped should a broker resend
+// them). subscription_lagged (*conn.LaggedError), a start position that
+// cannot be served (*conn.CursorError), a deleted stream and terminal
+// broker errors end it with that typed error; it never ends quietly on a
+// dead connection. It ends with io.EOF (All just stops) only when a live
+// broker finished the event stream.
+//
+// Next and All are not safe for concurrent use; Close may be called from
+// any goroutine.
+type Subscription struct {
+	c     *Client
+	topic Topic
+	o     SubscribeOptions
+
+	next    uint64 // next offset to deliver, valid when hasNext
+	hasNext bool
+	noOff   bool // delivered records without offsets
+	addr    string
+
+	mu     sync.Mutex
+	cur    *conn.Subscription
+	closed atomic.Bool
+	err    error
+}
+
+// Subscribe subscribes to one shard of a stream (see Subscription). The
+// request goes to the shard's owner: redirects are followed with the
+// original request, so an explicit start offset survives every hop.
+func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*Subscription, error) {
+	s := &Subscription{c: c, topic: t, o: o}
+	if err := s.open(ctx, o.Start, nil); err != nil {
+		return nil, err
+	}
+	if !c.track(s) {
+		s.Close()
+		return nil, ErrClosed
+	}
+	return s, nil
+}
+
+// open subscribes from start on the shard owner.
+func (s *Subscription) open(ctx context.Context, start felix.StartPosition, cause error) error {
+	k := ownerKey{kind: felix.ShardKindStream, tenant: s.topic.TenantID, namespace: s.topic.Namespace, name: s.topic.Stream, shard: s.o.Shard}
+	co := conn.SubscribeOptions{Start: start, QueueCapacity: s.o.QueueCapacity}
+	if s.o.Shard != 0 {
+		co.Shard = felix.Some(s.o.Shard)
+	}
+	var sub *conn.Subscription
+	var addr string
+	err := s.c.run(ctx, call{op: "subscribe", key: &k, safe: true}, func(ctx context.Context, cc *conn.Client, b *broker) error {
+		var err error
+		sub, err = cc.Subscribe(ctx, s.topic, co)
+		addr = b.addr
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		sub.Close()
+		return ErrClosed
+	}
+	s.cur, s.addr = sub, addr
+	s.mu.Unlock()
+	if cause != nil {
+		s.c.emit(Notice{Kind: NoticeResumed, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: start.Offset, Err: cause})
+	}
+	return nil
+}
+
+// Offset returns the offset the subscription would resume at (the one
+// after the last delivered record); ok is false before a record with an
+// offset was delivered.
+func (s *Subscription) Offset() (next uint64, ok bool) { return s.next, s.hasNext }
+
+// Next returns the next record. See Subscription for how it ends.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	for {
+		if s.err != nil {
+			return Event{}, s.err
+		}
+		if s.closed.Load() {
+			return Event{}, ErrClosed
+		}
+		s.mu.Lock()
+		cur := s.cur
+		s.mu.Unlock()
+		if cur == nil {
+			if err := s.resume(ctx, nil); err != nil {
+				return Event{}, err
+			}
+			continue
+		}
+		ev, err := cur.Next(ctx)
+		if err == nil {
+			if ev.HasOffset {
+				if s.hasNext && ev.Offset < s.next {
+					continue // already delivered (a resend after a resume)
+				}
+				s.next, s.hasNext = ev.Offset+1, true
+			} else {
+				s.noOff = true
+			}
+			return ev, nil
+		}
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return Event{}, err
+		}
+		if s.closed.Load() {
+			return Event{}, ErrClosed
+		}
+		if err := s.handleEnd(ctx, cur, err); err != nil {
+			if ctx.Err() == nil {
+				s.err = err
+			}
+			return Event{}, err
+		}
+	}
+}
+
+// handleEnd decides, after cur ended with err, whether to resume (nil) or
+// end the subscription with an error.
+func (s *Subscription) handleEnd(ctx context.Context, cur *conn.Subscription, err error) error {
+	cur.Close()
+	s.mu.Lock()
+	s.cur = nil
+	addr := s.addr
+	s.mu.Unlock()
+	var moved *conn.ShardMovedError
+	var be *conn.BrokerError
+	k := ownerKey{kind: felix.ShardKindStream, tenant: s.topic.TenantID, namespace: s.topic.Namespace, name: s.topic.Stream, shard: s.o.Shard}
+	switch {
+	case errors.As(err, &moved):
+		if moved.HasResumeFrom && (!s.hasNext || moved.ResumeFrom > s.next) && !s.noOff {
+			s.next, s.hasNext = moved.ResumeFrom, true
+		}
+		s.c.forgetOwner(k, addr)
+		s.c.learnOwner(k, ownerHint{nodeID: moved.NodeID, addr: moved.Addr, gen: moved.Generation}, "shard_moved from "+addr)
+		return s.resume(ctx, err)
+	case err == io.EOF:
+		// A live broker finishing the stream is a clean end; one that is
+		// going away (draining, gone) is a failover.
+		if perr := s.c.probe(ctx, addr); perr == nil {
+			return io.EOF
+		}
+		s.c.forgetOwner(k, addr)
+		return s.resume(ctx, err)
+	case errors.As(err, new(*conn.LaggedError)), errors.As(err, new(*conn.StreamDeletedError)), errors.As(err, new(*conn.CursorError)):
+		return err
+	case errors.As(err, &be):
+		switch be.RetryClass() {
+		case felix.RetryRetry, felix.RetryAfter, felix.RetryRedirect, felix.RetryOutcomeUnknown:
+			s.c.forgetOwner(k, addr)
+			return s.resume(ctx, err)
+		}
+		return err
+	case errors.Is(err, conn.ErrBrokerShutdown), errors.As(err, new(*conn.TransportError)), errors.Is(err, conn.ErrClosed):
+		s.c.forgetOwner(k, addr)
+		if b := s.c.brokerAt(addr); b != nil {
+			s.c.markFailed(b, nil)
+		}
+		return s.resume(ctx, err)
+	}
+	return err
+}
+
+// resume resubscribes after the last delivered record.
+func (s *Subscription) resume(ctx context.Context, cause error) error {
+	start := s.o.Start
+	switch {
+	case s.hasNext:
+		start = felix.StartAt(s.next)
+	case s.noOff:
+		return errors.Join(ErrCannotResume, cause)
+	}
+	return s.open(ctx, start, cause)
+}
+
+// All iterates over the records until the subscription ends, ctx ends or
+// the loop breaks; a clean end (io.EOF) just stops, any other error is
+// yielded once, last.
+func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for {
+			ev, err := s.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Close ends the subscription; it is idempotent. A Next blocked in another
+// goroutine returns ErrClosed.
+func (s *Subscription) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur != nil {
+		cur.Close()
+	}
+	s.c.untrack(s)
+	return nil
+}
+
+// brokerAt returns the known broker at addr, nil when none.
+func (c *Client) brokerAt(addr string) *broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[addr]
+}
+
+// probe reports whether the broker at addr still takes new streams (nil)
+// on the client's current connection to it.
+func (c *Client) probe(ctx context.Context, addr string) error {
+	b := c.brokerAt(addr)
+	if b == nil {
+		return ErrClosed
+	}
+	b.mu.Lock()
+	cc := b.cc
+	b.mu.Unlock()
+	if cc == nil || cc.Context().Err() != nil {
+		return conn.ErrClosed
+	}
+	return cc.Probe(ctx)
+}
