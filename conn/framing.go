@@ -34,6 +34,10 @@ type frameWriter struct {
 	// context.AfterFunc registration, the top per-frame cost of a
 	// broker's subscription pumps and publish answers).
 	own [2]context.Context
+	// hk observes every frame written (nil: no hooks; see observe).
+	hk   *Hooks
+	side Side
+	sid  int64
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
@@ -76,8 +80,18 @@ func (fw *frameWriter) unlock() { <-fw.sem }
 
 // put writes b, one whole frame, with the lock held. A write that ctx
 // interrupted returns an error matching ctx's error and errWriteInterrupted
-// after the stream was reset.
+// after the stream was reset. A frame written whole is reported to the
+// writer's hooks.
 func (fw *frameWriter) put(ctx context.Context, b []byte) error {
+	err := fw.write(ctx, b)
+	if err == nil && fw.hk != nil {
+		fw.hk.frame(false, fw.side, fw.sid, b)
+	}
+	return err
+}
+
+// write is put without the hooks.
+func (fw *frameWriter) write(ctx context.Context, b []byte) error {
 	if fw.d == nil {
 		_, err := fw.w.Write(b)
 		return err
