@@ -44,9 +44,8 @@ const (
 	DefaultNodes  = 3
 	DefaultTenant = server.DemoTenant
 	DefaultToken  = server.DemoToken
-	// DefaultUnauthorizedToken is the fixture's unauthorized_token when
-	// Config.UnauthorizedToken is empty: it authenticates for the tenant
-	// and holds no stream or cache permission.
+	// DefaultUnauthorizedToken is the fixture's unauthorized_token: it
+	// authenticates for DefaultTenant and may do nothing else.
 	DefaultUnauthorizedToken = "no-permission-token"
 	DefaultNamespace         = "conformance"
 	DefaultQuorumTimeout     = 500 * time.Millisecond
@@ -81,10 +80,11 @@ type Config struct {
 	Tenant, Namespace, Token string
 	// Tokens are further tokens accepted by every node.
 	Tokens map[string]server.Identity
-	// UnauthorizedToken is the fixture's unauthorized_token: it
-	// authenticates for Tenant but holds no stream permission (default
-	// DefaultUnauthorizedToken). Unless Tokens lists it, every node
-	// accepts it with no permission (server.Identity Deny = PermAll).
+	// UnauthorizedToken authenticates for Tenant but holds no permission
+	// (publish, subscribe and cache requests are refused with forbidden);
+	// it is the fixture's unauthorized_token (default
+	// DefaultUnauthorizedToken). When Tokens holds it, that entry is used
+	// as given.
 	UnauthorizedToken string
 	// Engine configures the shared engine. Unknown streams and caches are
 	// always refused (not_found): the fixture's missing stream must stay
@@ -157,9 +157,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.UnauthorizedToken == "" {
 		cfg.UnauthorizedToken = DefaultUnauthorizedToken
-	}
-	if cfg.UnauthorizedToken == cfg.Token {
-		return nil, errors.New("cluster: the unauthorized token equals the token")
 	}
 	if cfg.QuorumTimeout <= 0 {
 		cfg.QuorumTimeout = DefaultQuorumTimeout
@@ -261,10 +258,8 @@ func (c *Cluster) declare() error {
 // one) and marks it alive. Called without c.mu.
 func (c *Cluster) startNode(i int) error {
 	n := c.nodes[i]
-	toks := map[string]server.Identity{
-		c.cfg.Token:             {Tenant: c.cfg.Tenant, Principal: c.cfg.Tenant},
-		c.cfg.UnauthorizedToken: {Tenant: c.cfg.Tenant, Principal: "unauthorized", Deny: server.PermAll},
-	}
+	toks := map[string]server.Identity{c.cfg.Token: {Tenant: c.cfg.Tenant, Principal: c.cfg.Tenant}}
+	toks[c.cfg.UnauthorizedToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "unauthorized", Deny: server.PermAll}
 	for k, v := range c.cfg.Tokens {
 		toks[k] = v
 	}
