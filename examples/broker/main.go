@@ -38,6 +38,9 @@ import (
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/examples/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -69,7 +72,7 @@ func run(args []string) error {
 		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
-	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback); the bound address is logged")
+	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged")
 	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
 	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
@@ -160,6 +163,14 @@ func run(args []string) error {
 		ConnLimits: func(c *conn.ServerConfig) {
 			c.MaxConnections, c.MaxStreams, c.MaxUnauthStreams, c.MaxConnInFlightBytes = *maxConns, *maxStreams, *maxUnauth, *connInflight
 		},
+	}
+	if *statsAddr != "" {
+		// Prometheus metrics from conn's hooks, at /metrics beside /stats.
+		col := metrics.New("")
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(col)
+		cfg.Hooks = col.Hooks()
+		cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
 	if err := lims.apply(&cfg); err != nil {
 		return err
