@@ -194,6 +194,17 @@ func run(args []string) error {
 		}
 		decls = append(decls, declared{t, sc})
 	}
+	// SSLKEYLOGFILE: off unless set, and loud when on.
+	kl, klPath, err := conn.KeyLogFromEnv()
+	if err != nil {
+		return err
+	}
+	if kl != nil {
+		defer kl.Close()
+		log.Warn("TLS key log on: the secrets of every connection are appended to the file; anyone with it can decrypt the traffic (debugging only)",
+			"env", conn.KeyLogEnv, "file", klPath)
+		cfg.KeyLogWriter = kl
+	}
 	srv, err := server.Listen(cfg)
 	if err != nil {
 		return err
