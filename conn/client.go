@@ -226,6 +226,8 @@ type clientStream struct {
 	w    *frameWriter
 	caps felix.Capabilities
 	hk   *Hooks // Config.Hooks
+	// remote is the broker's address, set only with hooks.
+	remote net.Addr
 }
 
 // openStream opens a bidirectional stream, writes auth at once (quic-go does
@@ -255,7 +257,8 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 	}
 	cs := &clientStream{s: s, r: felix.NewReader(s), w: newFrameWriter(s), hk: c.cfg.Hooks}
 	if cs.hk != nil {
-		cs.w.observe(cs.hk, SideClient, int64(s.StreamID()))
+		cs.remote = c.qc.RemoteAddr()
+		cs.w.observe(cs.hk, SideClient, int64(s.StreamID()), cs.remote)
 	}
 	// Writes honour their context under the writer's lock: a deadline set
 	// for one caller's cancellation never interrupts another caller's frame.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -35,9 +36,10 @@ type frameWriter struct {
 	// broker's subscription pumps and publish answers).
 	own [2]context.Context
 	// hk observes every frame written (nil: no hooks; see observe).
-	hk   *Hooks
-	side Side
-	sid  int64
+	hk     *Hooks
+	side   Side
+	sid    int64
+	remote net.Addr
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
@@ -85,7 +87,7 @@ func (fw *frameWriter) unlock() { <-fw.sem }
 func (fw *frameWriter) put(ctx context.Context, b []byte) error {
 	err := fw.write(ctx, b)
 	if err == nil && fw.hk != nil {
-		fw.hk.frame(false, fw.side, fw.sid, b)
+		fw.hk.frame(false, fw.side, fw.sid, fw.remote, b)
 	}
 	return err
 }

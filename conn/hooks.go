@@ -106,7 +106,9 @@ type StreamInfo struct {
 
 // FrameInfo describes one frame read or written.
 type FrameInfo struct {
-	Side     Side
+	Side Side
+	// Remote is the peer's address: it tells the connection apart.
+	Remote   net.Addr
 	StreamID int64
 	// Flags is the frame's flag word; Layout the payload layout it selects.
 	Flags  felix.Flags
@@ -177,7 +179,7 @@ type ResumeInfo struct {
 // The helpers below are called at the event sites; each checks for a nil
 // receiver and field first, so an unset hook costs a comparison.
 
-func (h *Hooks) frame(read bool, side Side, sid int64, b []byte) {
+func (h *Hooks) frame(read bool, side Side, sid int64, remote net.Addr, b []byte) {
 	if h == nil {
 		return
 	}
@@ -192,15 +194,15 @@ func (h *Hooks) frame(read bool, side Side, sid int64, b []byte) {
 	if err != nil {
 		return
 	}
-	fn(FrameInfo{Side: side, StreamID: sid, Flags: hd.Flags, Layout: hd.Flags.Layout(), Bytes: len(b)})
+	fn(FrameInfo{Side: side, Remote: remote, StreamID: sid, Flags: hd.Flags, Layout: hd.Flags.Layout(), Bytes: len(b)})
 }
 
 // frameRead reports a frame read as a felix.Frame (header and payload).
-func (h *Hooks) frameRead(side Side, sid int64, f felix.Frame) {
+func (h *Hooks) frameRead(side Side, sid int64, remote net.Addr, f felix.Frame) {
 	if h == nil || h.FrameRead == nil {
 		return
 	}
-	h.FrameRead(FrameInfo{Side: side, StreamID: sid, Flags: f.Flags, Layout: f.Flags.Layout(), Bytes: felix.HeaderLen + len(f.Payload)})
+	h.FrameRead(FrameInfo{Side: side, Remote: remote, StreamID: sid, Flags: f.Flags, Layout: f.Flags.Layout(), Bytes: felix.HeaderLen + len(f.Payload)})
 }
 
 func (h *Hooks) connOpened(ev ConnInfo) {
@@ -262,14 +264,14 @@ func streamID(s any) int64 {
 var ErrStreamEnded = errors.New("conn: stream ended before authenticating")
 
 // observe makes fw report the frames it writes to h as stream sid of side.
-func (fw *frameWriter) observe(h *Hooks, side Side, sid int64) {
-	fw.hk, fw.side, fw.sid = h, side, sid
+func (fw *frameWriter) observe(h *Hooks, side Side, sid int64, remote net.Addr) {
+	fw.hk, fw.side, fw.sid, fw.remote = h, side, sid, remote
 }
 
 // seen reports a frame read on cs (when err is nil) to the client's hooks.
 func (cs *clientStream) seen(f felix.Frame, err error) {
 	if err == nil && cs.hk != nil {
-		cs.hk.frameRead(SideClient, int64(cs.s.StreamID()), f)
+		cs.hk.frameRead(SideClient, int64(cs.s.StreamID()), cs.remote, f)
 	}
 }
 

@@ -76,7 +76,7 @@ func (er *eventRouter) hello(rs *quic.ReceiveStream) {
 		return
 	}
 	if er.c.cfg.Hooks != nil {
-		er.c.cfg.Hooks.frameRead(SideClient, int64(rs.StreamID()), f)
+		er.c.cfg.Hooks.frameRead(SideClient, int64(rs.StreamID()), er.c.qc.RemoteAddr(), f)
 	}
 	m, err := felix.DecodeMessage(f.Payload)
 	h, ok := m.(*felix.EventStreamHello)

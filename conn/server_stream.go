@@ -73,7 +73,7 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 		st.w = newFrameWriter(send)
 		st.w.interruptible(send, st.Abort, send.Context(), c.qc.Context())
 		if c.l.cfg.Hooks != nil {
-			st.w.observe(c.l.cfg.Hooks, SideServer, streamID(recv))
+			st.w.observe(c.l.cfg.Hooks, SideServer, streamID(recv), c.qc.RemoteAddr())
 		}
 	}
 	return st
@@ -191,7 +191,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			continue
 		}
 		if h := s.c.l.cfg.Hooks; h != nil {
-			h.frameRead(SideServer, streamID(s.recv), f)
+			h.frameRead(SideServer, streamID(s.recv), s.c.qc.RemoteAddr(), f)
 		}
 		req := Request{Flags: f.Flags, Payload: f.Payload}
 		s.bigBuf = len(f.Payload) > keepReadBuf
@@ -364,7 +364,7 @@ func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*E
 	es := &EventStream{s: ss, w: newFrameWriter(ss), peer: s.peer, id: subscriptionID}
 	es.w.interruptible(ss, es.Abort, ss.Context(), s.c.qc.Context())
 	if h := s.c.l.cfg.Hooks; h != nil {
-		es.w.observe(h, SideServer, int64(ss.StreamID()))
+		es.w.observe(h, SideServer, int64(ss.StreamID()), s.c.qc.RemoteAddr())
 	}
 	if err := es.w.writeMessage(ctx, &felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
 		ss.CancelWrite(0)

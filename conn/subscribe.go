@@ -244,7 +244,7 @@ func (s *eventSub) fill(ctx context.Context) error {
 	s.arm(ctx)
 	f, err := s.fr.next()
 	if err == nil && s.c.cfg.Hooks != nil {
-		s.c.cfg.Hooks.frameRead(SideClient, int64(s.es.s.StreamID()), f)
+		s.c.cfg.Hooks.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
 	}
 	if err != nil {
 		if s.closed.Load() {
