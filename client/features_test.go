@@ -25,7 +25,7 @@ var work = client.Topic{TenantID: cluster.DefaultTenant, Namespace: cluster.Defa
 
 // startCluster starts a 3-node cluster (attempt bound 2) with the work
 // stream.
-func startCluster(t *testing.T) *cluster.Cluster {
+func startFeatureCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	cfg := cluster.Config{Nodes: 3}
 	cfg.Engine.Groups.MaxAttempts = 2
@@ -38,7 +38,7 @@ func startCluster(t *testing.T) *cluster.Cluster {
 }
 
 // clusterClient returns a client seeded with node seed only.
-func clusterClient(t *testing.T, cl *cluster.Cluster, seed int, adjust func(*client.Config)) (*client.Client, *notices) {
+func seedClient(t *testing.T, cl *cluster.Cluster, seed int, adjust func(*client.Config)) (*client.Client, *notices) {
 	t.Helper()
 	return newClient(t, []string{cl.Addr(seed)}, func(c *client.Config) {
 		c.Conn.TLS = cl.TLS()
@@ -67,11 +67,11 @@ func notLeading(t *testing.T, cl *cluster.Cluster, c *client.Client, shard uint3
 }
 
 func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
-	cl := startCluster(t)
-	probe, _ := clusterClient(t, cl, 0, nil)
+	cl := startFeatureCluster(t)
+	probe, _ := seedClient(t, cl, 0, nil)
 	const shard = 1
 	seed, _ := notLeading(t, cl, probe, shard)
-	c, n := clusterClient(t, cl, seed, func(c *client.Config) { c.NoDiscovery = true })
+	c, n := seedClient(t, cl, seed, func(c *client.Config) { c.NoDiscovery = true })
 	ctx := ctxT(t)
 
 	g := c.Group(client.GroupRef{Topic: work, Shard: shard, Group: "workers"})
@@ -180,14 +180,14 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 }
 
 func TestCommitOnTheClusterGoesToTheLeader(t *testing.T) {
-	cl := startCluster(t)
-	probe, _ := clusterClient(t, cl, 0, nil)
+	cl := startFeatureCluster(t)
+	probe, _ := seedClient(t, cl, 0, nil)
 	ctx := ctxT(t)
 	shards, routing, err := probe.StreamShards(ctx, work)
 	require.NoError(t, err)
 	entity := []byte("account-1")
 	seed, _ := notLeading(t, cl, probe, routing.ShardOf(entity, true, shards))
-	c, n := clusterClient(t, cl, seed, func(c *client.Config) { c.NoDiscovery = true })
+	c, n := seedClient(t, cl, seed, func(c *client.Config) { c.NoDiscovery = true })
 
 	off, err := c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: entity, Ops: []conn.CommitOp{
 		conn.PublishEvent("", []byte("opened")), conn.PutState("", "balance", []byte("10"))}})
@@ -271,9 +271,9 @@ func TestCommitValidatedBeforeAnythingIsSent(t *testing.T) {
 }
 
 func TestFeaturesNotAdvertisedAreNotSent(t *testing.T) {
-	cl := startCluster(t)
+	cl := startFeatureCluster(t)
 	// A client offering nothing gets nothing advertised.
-	c, _ := clusterClient(t, cl, 0, func(c *client.Config) { c.Conn.Legacy = true })
+	c, _ := seedClient(t, cl, 0, func(c *client.Config) { c.Conn.Legacy = true })
 	ctx := ctxT(t)
 	_, err := c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: []byte("e"), Ops: []conn.CommitOp{conn.PublishEvent("", nil)}})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
@@ -297,8 +297,8 @@ func TestFeaturesNotAdvertisedAreNotSent(t *testing.T) {
 }
 
 func TestInspectionOnTheCluster(t *testing.T) {
-	cl := startCluster(t)
-	c, _ := clusterClient(t, cl, 0, nil)
+	cl := startFeatureCluster(t)
+	c, _ := seedClient(t, cl, 0, nil)
 	ctx := ctxT(t)
 	n, routing, err := c.StreamShards(ctx, work)
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 // frames are split (offerSplit), and a record that could never be
 // delivered is refused at publish time, before anything is written.
 
-// Worst-case sizes of the parts of a shared event frame (binary.md §8)
+// Worst-case sizes of the parts of a shared event frame (docs/binary.md §8)
 // with every modifier: base offset, skipped_before, publisher, and one
 // timestamp per record.
 const (
