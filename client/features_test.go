@@ -23,7 +23,7 @@ import (
 // work is a 3-shard durable stream declared on the test cluster.
 var work = client.Topic{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Stream: "work"}
 
-// startCluster starts a 3-node cluster (attempt bound 2) with the work
+// startFeatureCluster starts a 3-node cluster (attempt bound 2) with the work
 // stream.
 func startFeatureCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
@@ -37,7 +37,7 @@ func startFeatureCluster(t *testing.T) *cluster.Cluster {
 	return cl
 }
 
-// clusterClient returns a client seeded with node seed only.
+// seedClient returns a client seeded with node seed only.
 func seedClient(t *testing.T, cl *cluster.Cluster, seed int, adjust func(*client.Config)) (*client.Client, *notices) {
 	t.Helper()
 	return newClient(t, []string{cl.Addr(seed)}, func(c *client.Config) {
@@ -349,7 +349,7 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	var be *conn.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
-	ops, _ := clusterClient(t, cl, 0, func(c *client.Config) { c.Conn.Token = cluster.InspectToken })
+	ops, _ := seedClient(t, cl, 0, func(c *client.Config) { c.Conn.Token = cluster.InspectToken })
 	view, err := ops.ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
 	require.NoError(t, err)
 	require.Equal(t, "leader", view.Role, "routed to the shard's leader")
