@@ -18,6 +18,12 @@
 // -control:
 //
 //	go run ./examples/broker -nodes 3 -fixture-out f.json -control 127.0.0.1:0
+//
+// Shard inspection and subscription listing (felix inspect shard, felix
+// inspect subs) need a token granted node.view:cluster:*: a token entry
+// whose permissions include node.view, e.g. t1:ops-token:ops:node.view
+// (that token may then inspect and nothing else). The cluster's fixture
+// accepts cluster.InspectToken for it.
 package main
 
 import (
