@@ -219,3 +219,31 @@ func TestRawRequestsAndStreams(t *testing.T) {
 	_, err = c.RawRequest(cctx, &felix.StreamShards{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s", RequestID: 6})
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// TestInspectionNotAdvertised: against a broker that advertises none of
+// the inspection features, no inspection call is sent.
+func TestInspectionNotAdvertised(t *testing.T) {
+	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	tp := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+	_, err := c.StreamShards(ctx, tp)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.CacheShards(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.ShardOwners(ctx, "t1", "ns", "s", felix.ShardKindStream)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.Topology(ctx)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, _, err = c.OffsetForTime(ctx, tp, 0, time.Now())
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.StreamRead(ctx, tp, 0, conn.ReadOptions{})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 0)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.RawRequest(ctx, &felix.StreamRead{TenantID: "t1", Namespace: "ns", Stream: "s"})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.Empty(t, b.received(), "nothing was sent")
+}
