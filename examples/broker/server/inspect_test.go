@@ -58,6 +58,14 @@ func TestShardInspectOverQUIC(t *testing.T) {
 	require.Zero(t, v.Shards)
 	require.False(t, v.Serving)
 
+	srv.Engine().CreateCache(engine.CacheRef{Tenant: durable.Tenant, Namespace: durable.Namespace, Cache: "c"})
+	err = app.CachePut(ctx, conn.CacheRef{TenantID: durable.Tenant, Namespace: durable.Namespace, Cache: "c"}, "k", []byte("v"), 0)
+	require.NoError(t, err)
+	v, err = ops.ShardInspect(ctx, durable.Tenant, durable.Namespace, "c", felix.ShardKindCache, 0)
+	require.NoError(t, err)
+	require.Equal(t, felix.ShardInspection{Shards: 1, Role: "leader", Phase: "active", Serving: true,
+		Tail: felix.Some(uint64(1)), Committed: felix.Some(uint64(1))}, v, "a cache's tail is its change log's")
+
 	// Without node.view: forbidden, and the stream stays open.
 	_, err = app.ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 0)
 	var be *conn.BrokerError
@@ -123,6 +131,13 @@ func TestSubscriptionsListOverQUIC(t *testing.T) {
 	none, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Dropping: true}, 0, nil)
 	require.NoError(t, err)
 	require.Empty(t, none.Subscriptions, "no queue dropped anything")
+
+	// A subscription that ends leaves the list.
+	require.NoError(t, subs[1].Close())
+	waitFor(t, func() bool {
+		p, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+		return err == nil && len(p.Subscriptions) == 2
+	}, "a closed subscription is no longer listed")
 
 	_, err = app.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 	var be *conn.BrokerError
