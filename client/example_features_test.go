@@ -94,7 +94,7 @@ func ExampleGroup_Records() {
 		}
 	}
 	handled := 0
-	for d, err := range g.Records(ctx, client.PollOptions{}) {
+	for d, err := range g.Records(ctx) {
 		if err != nil {
 			log.Fatal(err)
 		}

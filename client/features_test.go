@@ -160,7 +160,7 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 	// Breaking out of the loop gives the record back at once.
 	_, err = c.Publish(ctx, work, []byte("x"), client.PublishOptions{Ack: felix.AckPerBatch, Key: keys[0]})
 	require.NoError(t, err)
-	for d, err := range g.Records(ctx, client.PollOptions{}) {
+	for d, err := range g.Records(ctx) {
 		require.NoError(t, err)
 		require.Equal(t, "x", string(d.Payload))
 		break
