@@ -35,9 +35,10 @@ const (
 	// NoticeShardLost: a shard of a sharded subscription ended with Err
 	// while the other shards keep delivering.
 	NoticeShardLost
-	// NoticeLagged: a subscription on Addr fell too far behind and the
-	// broker ended it (Err is the *conn.LaggedError; Offset is where to
-	// resubscribe from). The subscription ends with that error.
+	// NoticeLagged: a subscription (Op "subscribe") or cache watch (Op
+	// "cache_watch") on Addr fell too far behind and the broker ended it
+	// (Err is the *conn.LaggedError; Offset is where to resume from). The
+	// subscription or watch ends with that error.
 	NoticeLagged
 )
 
