@@ -1,11 +1,13 @@
 package conn
 
 import (
+	"context"
 	"crypto/tls"
 	"sync"
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -136,4 +138,29 @@ func TestRelayBrokerRefuses(t *testing.T) {
 	defer r.Close()
 	_, err = Dial(testCtx(t), r.Addr().String(), &Config{TLS: &tls.Config{RootCAs: relayPool}, TenantID: "t1", Token: "tok"})
 	require.Error(t, err)
+}
+
+// A broker's close code and reason reach the client through the relay.
+func TestRelayForwardsCloseCode(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	relayTLS, relayPool, err := SelfSigned()
+	require.NoError(t, err)
+	r, err := ListenRelay("127.0.0.1:0", &RelayConfig{TLS: relayTLS, Upstream: b.addr(), UpstreamTLS: &tls.Config{RootCAs: b.pool}})
+	require.NoError(t, err)
+	defer r.Close()
+	c, err := Dial(testCtx(t), r.Addr().String(), &Config{TLS: &tls.Config{RootCAs: relayPool}, TenantID: "t1", Token: "tok"})
+	require.NoError(t, err)
+	defer c.Close()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.conns) == 1 })
+	b.mu.Lock()
+	sc := b.conns[0]
+	b.mu.Unlock()
+	require.NoError(t, sc.CloseWithError(CloseAuthTimeout, "test close"))
+	<-c.Context().Done()
+	var ae *quic.ApplicationError
+	require.ErrorAs(t, context.Cause(c.Context()), &ae)
+	require.True(t, ae.Remote)
+	require.Equal(t, CloseAuthTimeout, ae.ErrorCode)
+	require.Equal(t, "test close", ae.ErrorMessage)
 }

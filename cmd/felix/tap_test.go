@@ -235,3 +235,38 @@ func byStream(keys []frameKey) map[int64][]frameKey {
 	}
 	return out
 }
+
+// -dir and -kind select the lines; help lists the tap's flags and only the
+// environment variables it reads.
+func TestTapFiltersAndHelp(t *testing.T) {
+	b := startTestBroker(t) // -addr ADDR -cert FILE
+	logFile := filepath.Join(t.TempDir(), "tap.jsonl")
+	tapAddr, _, stop := startTap(t, b[1], b[3], logFile, "-dir", "b2c", "-kind", "binary_publish_ack,auth_ok")
+	code, _, errb := felixRun(t, "", "pub", "-addr", tapAddr, "-insecure", "s", "one", "two")
+	require.Equal(t, 0, code, errb)
+	stop()
+	lines := readTapLog(t, logFile)
+	var kinds []string
+	for _, l := range lines {
+		require.Equal(t, "b2c", l["dir"])
+		k := l["kind"].(string)
+		if mt, ok := l["message_type"].(string); ok {
+			k = mt
+		}
+		kinds = append(kinds, k)
+	}
+	require.Equal(t, []string{"auth_ok", "binary_publish_ack", "binary_publish_ack"}, kinds)
+
+	code, out, _ := felixRun(t, "", "help", "tap")
+	require.Equal(t, 0, code)
+	for _, want := range []string{"-listen", "-addr", "-cert", "-cert-out", "-addr-out", "-o", "-dir", "-kind", "FELIX_ADDR", "FELIX_CERT", "SSLKEYLOGFILE", "REDACTED"} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "FELIX_TOKEN", "tap reads no token")
+	code, out2, _ := felixRun(t, "", "tap", "-h")
+	require.Equal(t, 0, code)
+	require.Equal(t, out, out2)
+	code, _, errb = felixRun(t, "", "tap", "-dir", "sideways")
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "-dir")
+}
