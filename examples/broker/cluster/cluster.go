@@ -41,12 +41,15 @@ import (
 
 // Defaults used when a Config field is zero.
 const (
-	DefaultNodes         = 3
-	DefaultTenant        = server.DemoTenant
-	DefaultToken         = server.DemoToken
-	DefaultNamespace     = "conformance"
-	DefaultQuorumTimeout = 500 * time.Millisecond
-	DefaultFenceHold     = time.Second
+	DefaultNodes  = 3
+	DefaultTenant = server.DemoTenant
+	DefaultToken  = server.DemoToken
+	// DefaultUnauthorizedToken is the fixture's unauthorized_token: it
+	// authenticates for DefaultTenant and may do nothing else.
+	DefaultUnauthorizedToken = "no-permission-token"
+	DefaultNamespace         = "conformance"
+	DefaultQuorumTimeout     = 500 * time.Millisecond
+	DefaultFenceHold         = time.Second
 	// DefaultDurableShards is the shard count of the fixture's durable
 	// stream.
 	DefaultDurableShards = 4
@@ -77,9 +80,11 @@ type Config struct {
 	Tenant, Namespace, Token string
 	// Tokens are further tokens accepted by every node.
 	Tokens map[string]server.Identity
-	// UnauthorizedToken is a token of Tokens that authenticates for Tenant
-	// but holds no stream permission; it is the fixture's
-	// unauthorized_token ("" when the nodes enforce no permissions).
+	// UnauthorizedToken authenticates for Tenant but holds no permission
+	// (publish, subscribe and cache requests are refused with forbidden);
+	// it is the fixture's unauthorized_token (default
+	// DefaultUnauthorizedToken). When Tokens holds it, that entry is used
+	// as given.
 	UnauthorizedToken string
 	// Engine configures the shared engine. Unknown streams and caches are
 	// always refused (not_found): the fixture's missing stream must stay
@@ -149,6 +154,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.UnauthorizedToken == "" {
+		cfg.UnauthorizedToken = DefaultUnauthorizedToken
 	}
 	if cfg.QuorumTimeout <= 0 {
 		cfg.QuorumTimeout = DefaultQuorumTimeout
@@ -251,6 +259,7 @@ func (c *Cluster) declare() error {
 func (c *Cluster) startNode(i int) error {
 	n := c.nodes[i]
 	toks := map[string]server.Identity{c.cfg.Token: {Tenant: c.cfg.Tenant, Principal: c.cfg.Tenant}}
+	toks[c.cfg.UnauthorizedToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "unauthorized", Deny: server.PermAll}
 	for k, v := range c.cfg.Tokens {
 		toks[k] = v
 	}

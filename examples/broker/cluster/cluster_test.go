@@ -151,3 +151,20 @@ func keyFor(t testing.TB, shard uint32) []byte {
 	t.Fatal("no key for shard")
 	return nil
 }
+
+// The default fixture names a token that authenticates but may do
+// nothing: a publish with it is refused with forbidden, and the fixture
+// validates.
+func TestDefaultUnauthorizedToken(t *testing.T) {
+	c := start(t, cluster.Config{Nodes: 1})
+	require.Equal(t, cluster.DefaultUnauthorizedToken, c.Fixture().UnauthorizedToken)
+	_, err := c.ServeControl("127.0.0.1:0")
+	require.NoError(t, err)
+	f := c.Fixture()
+	require.NoError(t, f.Validate())
+	cl := dial(t, c, c.Addr(0), func(cfg *conn.Config) { cfg.Token = cluster.DefaultUnauthorizedToken })
+	_, err = cl.Publish(ctxT(t), topic(c, cluster.DurableStream), []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	var be *conn.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeForbidden, be.Code)
+}

@@ -11,8 +11,8 @@ import (
 // every node's address (node 0 first), the fixture's names and
 // credentials, the CA file, the interposer's address and the catalogue's
 // fault steps. control_url is set once ServeControl runs;
-// unauthorized_token is Config.UnauthorizedToken ("" when the cluster has
-// none, which conformance.Fixture.Validate refuses).
+// unauthorized_token is Config.UnauthorizedToken (a token without
+// permissions, DefaultUnauthorizedToken unless configured).
 func (c *Cluster) Fixture() conformance.Fixture {
 	c.mu.Lock()
 	ctrl := c.ctrlURL
