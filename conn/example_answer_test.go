@@ -1,0 +1,68 @@
+package conn_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+// ExampleStream_AnswerPublish answers every publish with one typed error:
+// the binary client gets a binary ack, the JSON client a publish_error,
+// each with the code's default retry class since the error names none.
+func ExampleStream_AnswerPublish() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srvTLS, roots, _ := conn.SelfSigned()
+	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: srvTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			sc, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					st, err := sc.AcceptStream(ctx)
+					if err != nil {
+						return
+					}
+					go func() {
+						defer st.Close()
+						for {
+							req, err := st.ReadRequest(ctx)
+							if err != nil {
+								return
+							}
+							unavailable := &conn.BrokerError{Message: "no owner yet", Code: felix.CodeShardUnavailable}
+							st.AnswerPublish(ctx, req, conn.PublishResult{}, unavailable)
+						}
+					}()
+				}
+			}()
+		}
+	}()
+	for _, forceJSON := range []bool{false, true} {
+		c, err := conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "x", ForceJSON: forceJSON})
+		if err != nil {
+			log.Fatal(err)
+		}
+		_, err = c.Publish(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+		var be *conn.BrokerError
+		errors.As(err, &be)
+		fmt.Println(be.Type, be.Code, be.Retry)
+		c.Close()
+	}
+	// Output:
+	// publish_ack shard_unavailable retry
+	// publish_error shard_unavailable retry
+}
