@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -65,4 +66,46 @@ func ExampleStream_AnswerPublish() {
 	// Output:
 	// publish_ack shard_unavailable retry
 	// publish_error shard_unavailable retry
+}
+
+// ExampleIdentityOf reads a stream's identity back with its type. The
+// Authenticator sees the client's address and TLS state (its certificate
+// under mTLS) through AuthPeerFromContext.
+func ExampleIdentityOf() {
+	type user struct{ Name string }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srvTLS, roots, _ := conn.SelfSigned()
+	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: srvTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags},
+		Authenticate: func(ctx context.Context, a *felix.Auth) (any, error) {
+			peer, _ := conn.AuthPeerFromContext(ctx)
+			fmt.Println("client certificate:", peer.Certificate != nil, "from loopback:", peer.RemoteAddr.(*net.UDPAddr).IP.IsLoopback())
+			return user{Name: a.Token}, nil
+		}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	streams := make(chan *conn.Stream, 1)
+	go func() {
+		sc, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		if st, err := sc.AcceptStream(ctx); err == nil {
+			streams <- st
+		}
+	}()
+	c, err := conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "alice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	st := <-streams
+	u, ok := conn.IdentityOf[user](st)
+	fmt.Println(u.Name, ok)
+	st.Close()
+	// Output:
+	// client certificate: false from loopback: true
+	// alice true
 }

@@ -100,7 +100,8 @@ func (s *Stream) Peer() felix.PeerCapabilities { return s.peer }
 // Auth returns the auth message the stream authenticated with.
 func (s *Stream) Auth() *felix.Auth { return s.auth }
 
-// Identity returns what the Authenticator returned for the stream.
+// Identity returns what the Authenticator returned for the stream; see
+// IdentityOf for the typed form.
 func (s *Stream) Identity() any { return s.identity }
 
 // Conn returns the connection the stream belongs to.
