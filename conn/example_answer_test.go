@@ -109,3 +109,49 @@ func ExampleIdentityOf() {
 	// client certificate: false from loopback: true
 	// alice true
 }
+
+// ExampleSubscription_NextBatch publishes a sequence of payloads as one
+// batch and reads it back as the batch it arrived as, without taking it
+// apart into events.
+func ExampleSubscription_NextBatch() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srvTLS, roots, _ := conn.SelfSigned()
+	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: srvTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	go exampleBroker(ctx, ln)
+	c, err := conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "x"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+	payloads := func(yield func([]byte) bool) {
+		for _, p := range []string{"a", "b", "c"} {
+			if !yield([]byte(p)) {
+				return
+			}
+		}
+	}
+	if _, err := c.PublishSeq(ctx, topic, payloads, conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+		log.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	v, err := sub.NextBatch(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(v.Len(), " events:")
+	for p := range v.Payloads() {
+		fmt.Print(" ", string(p))
+	}
+	fmt.Println()
+	// Output: 3 events: a b c
+}
