@@ -117,3 +117,50 @@ func TestAppendPublishBatchViewZeroAlloc(t *testing.T) {
 	require.LessOrEqual(t, small, 3.0)
 	require.Equal(t, small, large)
 }
+
+// BenchmarkForwardPublishBatch re-addresses a received batch of 100
+// records of 100 bytes: decoded into a PublishBatch and encoded again,
+// from its view's payload sequence, and from the view itself.
+func BenchmarkForwardPublishBatch(b *testing.B) {
+	src := felix.PublishBatch{TenantID: "t", Namespace: "n", Stream: "s"}
+	for range 100 {
+		src.Payloads = append(src.Payloads, make([]byte, 100))
+	}
+	frame, err := felix.AppendPublishBatch(nil, &src)
+	require.NoError(b, err)
+	payload := frame[felix.HeaderLen:]
+	head := felix.PublishBatch{AckMode: felix.AckPerBatch, RequestID: 1, TenantID: "t2", Namespace: "n", Stream: "s"}
+	buf := make([]byte, 0, 2*len(frame))
+	b.Run("decode+encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := felix.DecodePublishBatch(src.Flags(), payload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := head
+			h.Payloads = d.Payloads
+			buf, _ = felix.AppendPublishBatch(buf[:0], &h)
+		}
+	})
+	b.Run("seq", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, err := felix.ParsePublishBatch(src.Flags(), payload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf, _ = felix.AppendPublishBatchSeq(buf[:0], &head, v.Payloads())
+		}
+	})
+	b.Run("view", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, err := felix.ParsePublishBatch(src.Flags(), payload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf, _ = felix.AppendPublishBatchView(buf[:0], &head, &v)
+		}
+	})
+}
