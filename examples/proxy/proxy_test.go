@@ -270,3 +270,54 @@ func TestProxyLagAndRetryClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyReferenceBrokerLag: a subscriber that stops reading makes the
+// proxy stop reading upstream (flow control all the way), the reference
+// broker's queue overflows and ends the subscription with
+// subscription_lagged; the subscriber then reads every record before the
+// lag and the lag itself, with the offset to resume from, never a clean end.
+func TestProxyReferenceBrokerLag(t *testing.T) {
+	leakCheck(t)
+	cfg := server.Config{Addr: "127.0.0.1:0"}
+	cfg.Engine.DefaultStream.Durable = true
+	srv, err := server.Listen(cfg)
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		require.NoError(t, <-served)
+	})
+	ctx := testCtx(t)
+	dial := startProxy(t, srv.Addr().String(), srv.CertPool(), server.DemoTenant, server.DemoToken)
+	c := dial(false)
+	tp := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "firehose"}
+	sub, err := c.Subscribe(ctx, tp, conn.SubscribeOptions{QueueCapacity: 1})
+	require.NoError(t, err)
+	defer sub.Close()
+	require.Equal(t, uint32(1), sub.Info().QueueCapacity.V)
+
+	// 32 MiB, far more than the QUIC windows between the broker and the
+	// subscriber, while the subscriber reads nothing.
+	rec := make([]byte, 256<<10)
+	const batches = 128
+	for range batches {
+		_, err := c.PublishBatch(ctx, tp, [][]byte{rec}, conn.PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	var n uint64
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			var lg *conn.LaggedError
+			require.ErrorAs(t, err, &lg)
+			require.Equal(t, sub.ID(), lg.SubscriptionID)
+			require.Equal(t, n, lg.ResumeFrom, "every record before the lag was delivered")
+			require.Less(t, n, uint64(batches))
+			t.Logf("lagged after %d of %d records", n, batches)
+			return
+		}
+		require.Equal(t, n, ev.Offset)
+		n++
+	}
+}
