@@ -155,3 +155,71 @@ func ExampleSubscription_NextBatch() {
 	fmt.Println()
 	// Output: 3 events: a b c
 }
+
+// ExampleStream_ReservePublish answers pipelined publishes in request
+// order although they finish in the reverse order: each answer is reserved
+// as its request is read, and resolved when its publish is done.
+func ExampleStream_ReservePublish() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srvTLS, roots, _ := conn.SelfSigned()
+	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: srvTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		sc, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		for {
+			st, err := sc.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				defer st.Close()
+				var pending []*conn.PendingAnswer
+				for len(pending) < 3 {
+					req, err := st.ReadRequest(ctx)
+					if err != nil {
+						return
+					}
+					pa, err := st.ReservePublish(req)
+					if err != nil {
+						st.WriteErr(ctx, err)
+						continue
+					}
+					pending = append(pending, pa)
+				}
+				for i := len(pending) - 1; i >= 0; i-- { // finished last to first
+					pending[i].Post(conn.PublishResult{Offset: uint64(10 * i), HasOffset: true}, nil)
+				}
+				st.WaitAnswers(ctx)
+			}()
+		}
+	}()
+	c, err := conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "x"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	results := make(chan string, 3)
+	for i := range 3 {
+		err := c.PublishBatchAsync(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, [][]byte{{byte(i)}},
+			conn.PublishOptions{Ack: felix.AckPerBatch}, func(r conn.PublishResult, err error) {
+				results <- fmt.Sprint(r.Offset, err)
+			})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	for range 3 {
+		fmt.Println(<-results)
+	}
+	// Output:
+	// 0 <nil>
+	// 10 <nil>
+	// 20 <nil>
+}
