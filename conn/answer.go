@@ -75,6 +75,10 @@ type answerQueue struct {
 // request id, and a fire-and-forget publish with nothing. A request that is
 // not a publish, or an acked JSON publish without request_id, returns a
 // *BrokerError with code invalid_request (answer it with WriteErr).
+//
+// A client may finish its side of the stream (io.EOF from ReadRequest)
+// before its answers were written: call WaitAnswers before Close, which
+// would otherwise end the stream under the outstanding answers.
 func (s *Stream) ReservePublish(req Request) (*PendingAnswer, error) {
 	pa := &PendingAnswer{s: s}
 	if req.Flags != 0 {

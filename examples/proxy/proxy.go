@@ -66,8 +66,11 @@ func (p *Proxy) Serve(ctx context.Context) error {
 
 // serve forwards the requests of one client stream.
 func (p *Proxy) serve(st *conn.Stream) {
-	defer st.Close()
 	ctx := st.Conn().Context()
+	defer func() {
+		st.WaitAnswers(ctx) // a client may finish its side before the answers
+		st.Close()
+	}()
 	for {
 		req, err := st.ReadRequest(ctx)
 		if err != nil {
@@ -100,13 +103,17 @@ func topic(tenant, ns, stream string) conn.Topic {
 // The answer comes back in the client's form (binary ack or JSON), in
 // request order, whatever order the upstream answers in.
 func (p *Proxy) publishBinary(ctx context.Context, st *conn.Stream, req conn.Request) error {
+	pa, err := st.ReservePublish(req)
+	if err != nil {
+		return st.WriteErr(ctx, err)
+	}
 	v, err := felix.ParsePublishBatch(req.Flags, req.Payload)
 	if err == nil && v.Idempotent() {
 		err = errors.New("idempotent publishes are not proxied")
 	}
-	pa, rerr := st.ReservePublish(req)
-	if err != nil || rerr != nil {
-		return st.WriteErr(ctx, &conn.BrokerError{Message: errors.Join(err, rerr).Error(), Code: felix.CodeInvalidRequest})
+	if err != nil {
+		pa.Post(conn.PublishResult{}, &conn.BrokerError{Message: err.Error(), Code: felix.CodeInvalidRequest})
+		return nil
 	}
 	o := conn.PublishOptions{Ack: v.AckMode, Key: v.Key}
 	t := topic(string(v.TenantID), string(v.Namespace), string(v.Stream))

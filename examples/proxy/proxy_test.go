@@ -13,6 +13,7 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -320,4 +321,56 @@ func TestProxyReferenceBrokerLag(t *testing.T) {
 		require.Equal(t, n, ev.Offset)
 		n++
 	}
+}
+
+// TestProxyAnswersAfterClientFIN: a client that writes its publishes and
+// finishes its side of the stream at once still gets every answer, in
+// request order, before the proxy ends the stream.
+func TestProxyAnswersAfterClientFIN(t *testing.T) {
+	leakCheck(t)
+	addr, roots := fakeUpstream(t)
+	ctx := testCtx(t)
+	up, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "tok"})
+	require.NoError(t, err)
+	srvTLS, proxyRoots, err := conn.SelfSigned()
+	require.NoError(t, err)
+	p, err := Listen("127.0.0.1:0", srvTLS, up, nil)
+	require.NoError(t, err)
+	go p.Serve(context.Background())
+	t.Cleanup(func() { p.Close(); up.Close() })
+
+	qc, err := quic.DialAddr(ctx, p.Addr(), &tls.Config{RootCAs: proxyRoots, ServerName: "localhost"}, nil)
+	require.NoError(t, err)
+	defer qc.CloseWithError(0, "")
+	s, err := qc.OpenStreamSync(ctx)
+	require.NoError(t, err)
+	offer := felix.ClientOffer{TenantID: "t1", Token: "x", Flags: felix.DefaultClientFlags(), Features: felix.DefaultClientFeatures()}
+	out, err := felix.AppendMessageFrame(nil, offer.Auth())
+	require.NoError(t, err)
+	streams := []string{"ok", "unavail", "ok", "quota", "ok"}
+	for i, name := range streams {
+		b := felix.PublishBatch{AckMode: felix.AckPerBatch, RequestID: uint64(i + 1), TenantID: "t1", Namespace: "ns", Stream: name,
+			Payloads: [][]byte{[]byte("x")}}
+		out, err = felix.AppendPublishBatch(out, &b)
+		require.NoError(t, err)
+	}
+	_, err = s.Write(out)
+	require.NoError(t, err)
+	require.NoError(t, s.Close()) // FIN right after the requests
+	r := felix.NewReader(s)
+	f, err := r.ReadFrame()
+	require.NoError(t, err)
+	m, err := felix.DecodeMessage(f.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.AuthOK{}, m)
+	for i, name := range streams {
+		f, err := r.ReadFrame()
+		require.NoError(t, err, "answer %d", i)
+		a, err := felix.DecodePublishAck(f.Flags, f.Payload)
+		require.NoError(t, err)
+		require.Equal(t, uint64(i+1), a.RequestID)
+		require.Equal(t, name == "ok", a.Status == felix.AckOK, "%s", name)
+	}
+	_, err = r.ReadFrame()
+	require.ErrorIs(t, err, io.EOF)
 }
