@@ -184,6 +184,25 @@
 // upstream failure as the same failure, never as a clean end. A zero
 // retry class is sent as the code's default on every path (docs/errors.md).
 //
+// # Identity
+//
+// The Authenticator's context carries the connection: AuthPeerFromContext
+// gives the client's address and TLS state, with its verified certificate
+// under mutual TLS (ServerConfig.TLS.ClientAuth), so a broker can bind a
+// certificate's subject to the token's principal. The identity it returns
+// is read back typed with IdentityOf[T](st); ServerConn.TLS and
+// PeerCertificate give the same state later.
+//
+// # Batches, forwarded whole
+//
+// Subscription.NextFrame and NextBatch return an event batch as it arrived
+// (a zero-copy felix.EventBatchView: offsets, publisher, timestamps), and
+// EventStream.ForwardBatch writes it on as it is when the client accepts
+// its bits (re-encoded otherwise). Client.PublishView forwards the payloads
+// of a parsed publish batch as one block (felix.AppendPublishBatchView, no
+// per-payload work), PublishSeq takes an iter.Seq[[]byte]. examples/proxy
+// is a proxy built this way.
+//
 // ServerConn.OpenEventStream opens the uni stream of a subscription or cache
 // watch and writes its event_stream_hello first. Outgoing frames are checked
 // against what the client offered on the stream (Stream.Peer): a frame flag
