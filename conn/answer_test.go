@@ -505,5 +505,6 @@ func TestWriteErrFrames(t *testing.T) {
 	require.Contains(t, be.Message, "not leader", "without FeatureRedirect: an error")
 	be = asType[*BrokerError](t, sub(c, "plain"))
 	require.Equal(t, felix.CodeInternal, be.Code)
+	require.Equal(t, felix.RetryOutcomeUnknown, be.Retry, "a zero class is sent as the code's default in JSON too")
 	require.Equal(t, "kaput", be.Message)
 }
