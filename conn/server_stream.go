@@ -42,6 +42,8 @@ type sender interface {
 // stop-sending) and the returned error matches the context's error; every
 // later write fails.
 type Stream struct {
+	ans answerQueue // reserved publish answers, in request order (answer.go)
+
 	c        *ServerConn
 	recv     receiver
 	send     sender // nil on a uni stream
@@ -59,8 +61,6 @@ type Stream struct {
 	reserved     int64 // bytes of the connection's budget held by the last frame read
 	peek         [felix.HeaderLen]byte
 	ended        bool // Close or Abort ran: reservations are returned at once
-
-	ans answerQueue // reserved publish answers, in request order (answer.go)
 }
 
 // keepReadBuf is the largest read buffer a server stream keeps between
