@@ -236,8 +236,8 @@ func (h *Hooks) lagged(err error) {
 // wantsAckTime reports whether acknowledged publishes must be timed.
 func (h *Hooks) wantsAckTime() bool { return h != nil && h.PublishAcked != nil }
 
-// publishOutcome names the outcome of an acknowledged publish.
-func publishOutcome(err error) string {
+// ackOutcome names the outcome of an acknowledged publish.
+func ackOutcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
@@ -312,7 +312,7 @@ func (ps *pubStream) acked(pa *pendingAnswer, a answer) {
 	}
 	_, err := publishResult(pa.rid, a)
 	h.PublishAcked(PublishInfo{StreamID: int64(ps.cs.s.StreamID()), RequestID: pa.rid, Records: pa.records, Acked: true,
-		Latency: time.Since(pa.sent), Outcome: publishOutcome(err), Err: err})
+		Latency: time.Since(pa.sent), Outcome: ackOutcome(err), Err: err})
 }
 
 // withKeyLog returns base with its KeyLogWriter set to w (a clone; base
@@ -376,4 +376,20 @@ func (c *ServerConn) hookRefused(st *Stream, err error) {
 		ev.TenantID = st.auth.TenantID
 	}
 	h.StreamRefused(ev)
+}
+
+// records counts the records of a publish (for the hooks only: a sequence
+// is iterated once more).
+func records(payloads [][]byte, src *payloadSource) int {
+	switch {
+	case src == nil || payloads != nil:
+		return len(payloads)
+	case src.view != nil:
+		return src.view.Len()
+	}
+	n := 0
+	for range src.seq {
+		n++
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 
@@ -178,4 +179,31 @@ func TestHooksRefusedAndLagged(t *testing.T) {
 	lag.mu.Lock()
 	defer lag.mu.Unlock()
 	require.Equal(t, []LagInfo{{SubscriptionID: sub.ID(), ResumeFrom: 9}}, lag.lagged)
+}
+
+// Publishes whose payloads are a sequence or a parsed batch are counted
+// by records too.
+func TestHooksCountSeqAndViewPublishes(t *testing.T) {
+	leakCheck(t)
+	cli := newHookLog()
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, func(c *Config) { c.Hooks = cli.hooks() })
+	ctx := testCtx(t)
+	_, err := c.PublishSeq(ctx, topic, slices.Values([][]byte{[]byte("a"), []byte("b"), []byte("c")}), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	frame, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("d"), []byte("e")}})
+	require.NoError(t, err)
+	f, err := felix.DecodeFrame(frame, felix.DefaultMaxFrameBytes)
+	require.NoError(t, err)
+	v, err := felix.ParsePublishBatch(f.Flags, f.Payload)
+	require.NoError(t, err)
+	_, err = c.PublishView(ctx, topic, &v, PublishOptions{})
+	require.NoError(t, err)
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	require.Len(t, cli.sent, 2)
+	require.Equal(t, 3, cli.sent[0].Records)
+	require.Equal(t, 2, cli.sent[1].Records)
+	require.Len(t, cli.acked, 1)
+	require.Equal(t, 3, cli.acked[0].Records)
 }

@@ -324,7 +324,7 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			ps.fail(err) // the stream's send side was reset
 		}
 		if err == nil && ps.cs.hk != nil {
-			ps.sent(0, len(payloads), false)
+			ps.sent(0, records(payloads, o.src), false)
 		}
 		return nil, 0, err
 	}
@@ -342,7 +342,7 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		pa.ch = make(chan answer, 1)
 	}
 	if ps.cs.hk.wantsAckTime() {
-		pa.sent, pa.records = time.Now(), len(payloads)
+		pa.sent, pa.records = time.Now(), records(payloads, o.src)
 	}
 	if err := ps.register(rid, pa); err != nil {
 		<-ps.window
@@ -382,7 +382,7 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		return nil, 0, werr
 	}
 	if ps.cs.hk != nil {
-		ps.sent(rid, len(payloads), true)
+		ps.sent(rid, records(payloads, o.src), true)
 	}
 	return pa, rid, nil
 }
