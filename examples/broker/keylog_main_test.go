@@ -17,10 +17,17 @@ import (
 
 // SSLKEYLOGFILE makes the broker append every connection's TLS secrets in
 // NSS key log format, with a warning in its log.
+// Standalone and as a cluster (-nodes).
 func TestBrokerCommandKeyLog(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { testKeyLog(t) })
+	t.Run("cluster", func(t *testing.T) { testKeyLog(t, "-nodes", "2") })
+}
+
+func testKeyLog(t *testing.T, extra ...string) {
 	dir := t.TempDir()
 	certFile, addrFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "addr"), filepath.Join(dir, "keys.log")
-	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-cert-out", certFile, "-addr-out", addrFile, "-tokens", "t1:secret")
+	args := append([]string{"-addr", "127.0.0.1:0", "-cert-out", certFile, "-addr-out", addrFile, "-tokens", "t1:secret"}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "FELIX_BROKER_MAIN=1", "SSLKEYLOGFILE="+keyFile)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

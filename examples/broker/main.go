@@ -142,9 +142,19 @@ func run(args []string) error {
 	if len(toks) == 0 {
 		return errors.New("no tokens configured")
 	}
+	// SSLKEYLOGFILE: off unless set, and loud when on.
+	kl, klPath, err := conn.KeyLogFromEnv()
+	if err != nil {
+		return err
+	}
+	if kl != nil {
+		defer kl.Close()
+		log.Warn("TLS key log on: the secrets of every connection are appended to the file; anyone with it can decrypt the traffic (debugging only)",
+			"env", conn.KeyLogEnv, "file", klPath)
+	}
 	if *nodes > 0 {
 		return runCluster(clusterOptions{nodes: *nodes, host: *addr, tokens: toks, streams: streams,
-			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log})
+			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl})
 	}
 	if *fixtureOut != "" || *control != "" {
 		return errors.New("-fixture-out and -control need -nodes")
@@ -200,15 +210,7 @@ func run(args []string) error {
 		}
 		decls = append(decls, declared{t, sc})
 	}
-	// SSLKEYLOGFILE: off unless set, and loud when on.
-	kl, klPath, err := conn.KeyLogFromEnv()
-	if err != nil {
-		return err
-	}
 	if kl != nil {
-		defer kl.Close()
-		log.Warn("TLS key log on: the secrets of every connection are appended to the file; anyone with it can decrypt the traffic (debugging only)",
-			"env", conn.KeyLogEnv, "file", klPath)
 		cfg.KeyLogWriter = kl
 	}
 	srv, err := server.Listen(cfg)
