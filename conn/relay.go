@@ -92,7 +92,8 @@ type RelayConfig struct {
 	// KeyLogWriter receives the TLS secrets of both legs (see
 	// Config.KeyLogWriter).
 	KeyLogWriter io.Writer
-	// Logger receives debug logs; nil discards them.
+	// Logger receives the relay's logs (a failed broker connection at
+	// Warn, the rest at Debug); nil discards them.
 	Logger *slog.Logger
 }
 
@@ -206,8 +207,12 @@ func (r *Relay) relayConn(id uint64, down *quic.Conn) {
 	up, err := r.tr.Dial(dctx, r.up, tc, relayQUIC(-1, DefaultMaxEventStreams))
 	cancel()
 	if err != nil {
-		log.Debug("relay: broker dial failed", "err", err)
-		closeLike(down, err, "relay: broker unreachable")
+		log.Warn("relay: cannot connect to the broker", "broker", r.cfg.Upstream, "err", err)
+		reason := "relay: cannot connect to the broker: " + err.Error()
+		if len(reason) > 256 {
+			reason = reason[:256]
+		}
+		closeLike(down, err, reason)
 		return
 	}
 	log.Debug("relay: connected", "alpn", alpn)

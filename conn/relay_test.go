@@ -137,7 +137,7 @@ func TestRelayBrokerRefuses(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	_, err = Dial(testCtx(t), r.Addr().String(), &Config{TLS: &tls.Config{RootCAs: relayPool}, TenantID: "t1", Token: "tok"})
-	require.Error(t, err)
+	require.ErrorContains(t, err, "relay: cannot connect to the broker")
 }
 
 // A broker's close code and reason reach the client through the relay.

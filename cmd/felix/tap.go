@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,8 @@ func runTap(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		verifyAgainstFile(upTLS, f.cert)
 	}
 	r, err := conn.ListenRelay(f.listen, &conn.RelayConfig{TLS: own, Upstream: f.addr, UpstreamTLS: upTLS,
-		ServerName: f.serverName, OnFrame: lw.frame, KeyLogWriter: kl})
+		ServerName: f.serverName, OnFrame: lw.frame, KeyLogWriter: kl,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", f.listen, err)
 	}

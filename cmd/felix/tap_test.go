@@ -270,3 +270,18 @@ func TestTapFiltersAndHelp(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errb, "-dir")
 }
+
+// The tap verifies the broker: a broker whose certificate is not the one
+// in -cert is refused, and the client is told why.
+func TestTapVerifiesBroker(t *testing.T) {
+	b := startTestBroker(t)
+	other := startTestBroker(t) // another certificate
+	logFile := filepath.Join(t.TempDir(), "tap.jsonl")
+	tapAddr, _, stop := startTap(t, b[1], other[3], logFile)
+	code, _, errb := felixRun(t, "", "pub", "-addr", tapAddr, "-insecure", "s", "one")
+	require.Equal(t, 1, code)
+	require.Contains(t, errb, "relay: cannot connect to the broker")
+	stderr := stop()
+	require.Contains(t, stderr, "cannot connect to the broker")
+	require.Contains(t, stderr, "0 frame(s) logged")
+}
