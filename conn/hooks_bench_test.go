@@ -2,6 +2,8 @@ package conn
 
 import (
 	"context"
+	"crypto/tls"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -38,9 +40,7 @@ func BenchmarkPublishHooks(b *testing.B) {
 				if hooked {
 					h = countingHooks(&count)
 				}
-				n := 0
-				ln, tc := startBenchServer(b, nil, &n)
-				ln.cfg.Hooks = h
+				ln, tc := startHookedBenchServer(b, h)
 				c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x", Hooks: h})
 				require.NoError(b, err)
 				defer c.Close()
@@ -62,4 +62,39 @@ func BenchmarkPublishHooks(b *testing.B) {
 			})
 		}
 	}
+}
+
+// startHookedBenchServer is startBenchServer with server hooks.
+func startHookedBenchServer(b *testing.B, h *Hooks) (*Listener, *tls.Config) {
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(b, err)
+	offer := fullOffer()
+	offer.PublishWindow = benchInflight
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: offer, Hooks: h})
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			sc, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				for {
+					st, err := sc.AcceptStream(ctx)
+					if err != nil {
+						return
+					}
+					wg.Go(func() { benchServe(ctx, st, nil, 0) })
+				}
+			})
+		}
+	})
+	b.Cleanup(func() {
+		cancel()
+		ln.Close()
+		wg.Wait()
+	})
+	return ln, &tls.Config{RootCAs: pool}
 }
