@@ -46,8 +46,8 @@ type Hooks struct {
 	// PublishSent: a publish batch was written (client only).
 	PublishSent func(PublishInfo)
 	// PublishAcked: the answer to an acknowledged publish arrived, or the
-	// publish failed before its answer (client only). Latency is measured
-	// from the write.
+	// publish failed before its answer (client only). Latency runs from
+	// just before the batch was written to the answer's arrival.
 	PublishAcked func(PublishInfo)
 	// SubscriptionLagged: a subscription or cache watch ended with
 	// subscription_lagged / cache_watch_lagged (client only).
