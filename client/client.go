@@ -307,6 +307,10 @@ func (c *Client) markFailed(b *broker, cc *conn.Client) {
 	b.fails++
 	b.downUntil = time.Now().Add(c.cfg.backoff(b.fails, 0))
 	b.mu.Unlock()
+	// Its shards are moving elsewhere: an owner hint naming it would send
+	// the next request to a dead broker (a dial that only fails after
+	// DialTimeout).
+	c.forgetOwnersAt(b.addr)
 	if c.home.Load() == b {
 		if nb := c.pick(map[string]bool{b.addr: true}); nb != nil {
 			c.home.CompareAndSwap(b, nb)
@@ -444,6 +448,17 @@ func (c *Client) forgetOwner(k ownerKey, addr string) {
 	c.mu.Unlock()
 }
 
+// forgetOwnersAt drops every owner hint that names addr.
+func (c *Client) forgetOwnersAt(addr string) {
+	c.mu.Lock()
+	for k, h := range c.owners {
+		if h.addr == addr {
+			delete(c.owners, k)
+		}
+	}
+	c.mu.Unlock()
+}
+
 func (c *Client) ownerOf(k ownerKey) (ownerHint, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -471,7 +486,12 @@ func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *con
 	var target *broker
 	if cl.key != nil {
 		if h, ok := c.ownerOf(*cl.key); ok {
-			target = c.addBroker(h.addr, "owner hint")
+			// A hint naming a broker that failed lately is not followed:
+			// the shard has likely moved (the broker reached forwards or
+			// redirects).
+			if b := c.addBroker(h.addr, "owner hint"); b.usable(time.Now()) {
+				target = b
+			}
 		}
 	}
 	tried := make(map[string]bool, 4)

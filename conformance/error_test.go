@@ -34,19 +34,6 @@ func Test_error_unknown_stream_is_typed(t *testing.T) {
 	})
 }
 
-func Test_error_unauthorized_is_typed(t *testing.T) {
-	run(t, "error.unauthorized_is_typed", func(t *testing.T, fx *Fx) {
-		if fx.UnauthorizedToken == "" {
-			fx.Skip("the fixture has no unauthorized_token (the broker enforces no permissions yet)")
-		}
-		c := fx.dial(fx.Addrs[0], func(cfg *conn.Config) { cfg.Token = fx.UnauthorizedToken })
-		_, err := fx.publish(c, fx.topic(fx.DurableStream), []byte("x"))
-		be := fx.brokerError(err)
-		require.Equal(t, felix.CodeForbidden, be.Code)
-		require.Equal(t, felix.RetryFatal, be.RetryClass(), "not retryable")
-	})
-}
-
 func Test_error_bad_offset_is_typed(t *testing.T) {
 	run(t, "error.bad_offset_is_typed", func(t *testing.T, fx *Fx) {
 		c := fx.client()

@@ -23,6 +23,10 @@ const (
 	jsonEscapeMax   = 6         // a string byte may become \u00XX
 )
 
+// MaxFrame returns the frame limit every derived frame must fit:
+// Config.MaxFrameBytes, or felix.DefaultMaxFrameBytes when that is 0.
+func (e *Engine) MaxFrame() int64 { return e.maxFrame() }
+
 func (e *Engine) maxFrame() int64 {
 	if e.cfg.MaxFrameBytes == 0 {
 		return felix.DefaultMaxFrameBytes
