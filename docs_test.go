@@ -158,7 +158,8 @@ func lineOf(s string, i int) int { return strings.Count(s[:i], "\n") + 1 }
 
 // TestDocCitationsResolve: every docs/NAME.md (and other repo-relative .md
 // path) named anywhere exists, with every §N given as a numbered heading
-// of it; inside docs/ bare sibling names (binary.md §6) resolve the same way;
+// of it; inside docs/ bare sibling names (a "NAME.md §N" in docs/frame.md)
+// resolve the same way;
 // every relative markdown link names an existing file or directory; every
 // "docs/README.md open question N" exists.
 func TestDocCitationsResolve(t *testing.T) {
@@ -232,8 +233,9 @@ func TestDocCitationsResolve(t *testing.T) {
 }
 
 // TestDocCitationPatterns forbids citations of documents that are not in
-// the module (the old spec/NAME.md and "spec §N" forms, bare protocol
-// document names outside docs/) and any path to a directory beside the
+// the module (the older forms that named a directory outside it, with a
+// slash or a section sign after the word, and bare protocol document names
+// outside docs/) and any path to a directory beside the
 // checkout. The forbidden strings are built here so that this file does
 // not contain them.
 func TestDocCitationPatterns(t *testing.T) {
