@@ -232,6 +232,19 @@ func TestDocCitationsResolve(t *testing.T) {
 	require.Empty(t, bad, "citations that do not resolve:\n%s", strings.Join(bad, "\n"))
 }
 
+// TestDocIndexComplete: docs/README.md has an index row linking every
+// document of docs/.
+func TestDocIndexComplete(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("docs", "README.md"))
+	require.NoError(t, err)
+	for name := range protocolDocs(t) {
+		if name == "README.md" {
+			continue
+		}
+		require.Contains(t, string(b), "| ["+name+"]("+name+") |", "docs/README.md has no index row for %s", name)
+	}
+}
+
 // TestDocCitationPatterns forbids citations of documents that are not in
 // the module (the older forms that named a directory outside it, with a
 // slash or a section sign after the word, and bare protocol document names
