@@ -245,6 +245,35 @@ func TestDocIndexComplete(t *testing.T) {
 	}
 }
 
+// TestReadmeClientExample: the README's first Go example is the body of
+// client.Example (client/example_test.go), which go test compiles and runs,
+// so the quick start cannot rot. Comments and indentation are ignored.
+func TestReadmeClientExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, after, ok := strings.Cut(string(readme), "```go\n")
+	require.True(t, ok, "README.md has no Go example")
+	snippet, _, ok := strings.Cut(after, "```")
+	require.True(t, ok)
+	ex, err := os.ReadFile(filepath.Join("client", "example_test.go"))
+	require.NoError(t, err)
+	_, body, ok := strings.Cut(string(ex), "func Example() {\n")
+	require.True(t, ok, "client.Example not found")
+	body, _, ok = strings.Cut(body, "// Output:")
+	require.True(t, ok)
+	code := func(s string) []string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			l, _, _ = strings.Cut(l, "//")
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	require.Equal(t, code(body), code(snippet), "README.md's first example differs from client.Example")
+}
+
 // TestDocCitationPatterns forbids citations of documents that are not in
 // the module (the older forms that named a directory outside it, with a
 // slash or a section sign after the word, and bare protocol document names
