@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -34,6 +35,9 @@ type frameWriter struct {
 	// context.AfterFunc registration, the top per-frame cost of a
 	// broker's subscription pumps and publish answers).
 	own [2]context.Context
+	// waiting counts the goroutines blocked in lock, for tests that need
+	// to know a writer is queued behind another.
+	waiting atomic.Int32
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
@@ -64,6 +68,8 @@ func (fw *frameWriter) lock(ctx context.Context) error {
 		return nil
 	default:
 	}
+	fw.waiting.Add(1)
+	defer fw.waiting.Add(-1)
 	select {
 	case fw.sem <- struct{}{}:
 		return nil
