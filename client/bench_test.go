@@ -7,6 +7,7 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
@@ -53,6 +54,56 @@ func BenchmarkPublishAcked(b *testing.B) {
 		require.NoError(b, c.Connect(context.Background()))
 		bench(b, func(ctx context.Context) error {
 			_, err := c.PublishBatch(ctx, topic, payloads, client.PublishOptions{Ack: felix.AckPerBatch})
+			return err
+		})
+	})
+}
+
+// BenchmarkPublishAckedCluster is BenchmarkPublishAcked against a
+// three-node reference cluster: conn.Client dials the shard owner
+// directly; the cluster client starts from every node and routes to the
+// owner (learnt from the owner section of the first forwarded ack).
+func BenchmarkPublishAckedCluster(b *testing.B) {
+	payloads := make([][]byte, 16)
+	for i := range payloads {
+		payloads[i] = make([]byte, 64)
+	}
+	cl := startCluster(b)
+	tp := clusterTopic(cluster.MovableStream)
+	owner, _ := cl.Owner(cluster.MovableStream, 0)
+	bench := func(b *testing.B, publish func(context.Context) error) {
+		b.SetBytes(16 * 64)
+		b.ReportAllocs()
+		b.SetParallelism(32)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				if err := publish(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("conn", func(b *testing.B) {
+		cfg := connConfig(b)
+		cfg.TLS = cl.TLS()
+		c, err := conn.Dial(context.Background(), cl.Addr(owner), &cfg)
+		require.NoError(b, err)
+		defer c.Close()
+		bench(b, func(ctx context.Context) error {
+			_, err := c.PublishBatch(ctx, tp, payloads, conn.PublishOptions{Ack: felix.AckPerBatch})
+			return err
+		})
+	})
+	b.Run("cluster", func(b *testing.B) {
+		c, _ := clusterClient(b, cl, nil)
+		// Learn the owner before timing.
+		_, err := c.PublishBatch(context.Background(), tp, payloads, client.PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(b, err)
+		bench(b, func(ctx context.Context) error {
+			_, err := c.PublishBatch(ctx, tp, payloads, client.PublishOptions{Ack: felix.AckPerBatch})
 			return err
 		})
 	})
