@@ -38,7 +38,7 @@ type AckOwner struct {
 }
 
 // PublishAck is a binary publish acknowledgement (flags 0x0010, spec
-// binary.md §6), sent by a broker in answer to an acked binary publish. The
+// docs/binary.md §6), sent by a broker in answer to an acked binary publish. The
 // flag word follows from the value (see Flags), applying upstream's encoder
 // rules: the code (0x0200) is sent only on a failure that has a Code, the
 // detail (0x0400) only together with the code, the owner (0x0080) whenever
@@ -263,7 +263,7 @@ func DecodePublishAck(flags Flags, payload []byte) (PublishAck, error) {
 		aOff := c.off + 2
 		addr := c.str16("addr")
 		a.Owner.Generation = c.u64("generation")
-		// Bounds of the whole section first, then UTF-8 (spec §6 order).
+		// Bounds of the whole section first, then UTF-8 (docs/binary.md §6 order).
 		c.text(node, "node_id", nOff)
 		c.text(addr, "addr", aOff)
 		a.Owner.NodeID, a.Owner.Addr = string(node), string(addr)

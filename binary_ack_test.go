@@ -17,8 +17,8 @@ var (
 	ackOwnerB2h1 = felix.AckOwner{NodeID: "b2", Addr: "h:1", Generation: 7}
 )
 
-// ackSpecExamples are the worked examples of spec binary.md §6, hex copied
-// from the spec text.
+// ackSpecExamples are the worked examples of docs/binary.md §6, hex copied
+// from its text.
 var ackSpecExamples = []struct {
 	name  string
 	flags felix.Flags
@@ -65,7 +65,7 @@ func TestPublishAckSpecExamples(t *testing.T) {
 }
 
 func TestPublishAckUpstreamCrossCheck(t *testing.T) {
-	// binary_publish_ack_ok / _error of the upstream vectors (spec §6).
+	// binary_publish_ack_ok / _error of the upstream vectors (docs/binary.md §6).
 	a := felix.PublishAck{RequestID: 7}
 	enc, err := felix.AppendPublishAck(nil, &a)
 	require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// EventBatch is a binary event batch (spec binary.md §7–§8) as an owned
+// EventBatch is a binary event batch (docs/binary.md §7–§8) as an owned
 // value: what a broker encodes with AppendEventBatch or shares with
 // SharedEventBatch, and what DecodeEventBatch returns.
 //
@@ -331,7 +331,7 @@ func (v *EventBatchView) Batch() EventBatch {
 // ParseEventBatch validates an event batch payload, shared (0x0004) or
 // legacy (0x0002), and returns a view over it. The flag word is checked
 // with Flags.CheckLayout (exactly one base bit; 0x0800 only with 0x0020).
-// Then, per spec §7/§8: the fixed part, the publisher length and bytes and
+// Then, per docs/binary.md §7/§8: the fixed part, the publisher length and bytes and
 // the count must be present (ErrTruncated); the count is bounded by the
 // remaining bytes before any loop (each event needs 4 bytes, 12 with
 // timestamps), so a count of 2^32-1 in a short payload costs nothing; every
@@ -402,7 +402,7 @@ func (v *EventBatchView) parseCursor(flags Flags, payload []byte) error {
 }
 
 // parseFast is the straight-line path of parse for a well-formed batch,
-// with no error bookkeeping: it reads the sections of spec §7/§8 present in
+// with no error bookkeeping: it reads the sections of docs/binary.md §7/§8 present in
 // flags, bounding each against the bytes that remain, and accepts only a
 // payload run that ends exactly at the end of b. On anything else it
 // returns false and parse falls back to the cursor, which reports the

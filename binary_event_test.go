@@ -27,8 +27,8 @@ func evAll(b *felix.EventBatch) {
 	b.HasTimestamps, b.Timestamps = true, []uint64{1700000000000000, 1700000000000001}
 }
 
-// eventSpecExamples are the worked examples of spec binary.md §7–§8, hex
-// copied from the spec text.
+// eventSpecExamples are the worked examples of docs/binary.md §7–§8, hex
+// copied from its text.
 var eventSpecExamples = []struct {
 	name  string
 	flags felix.Flags

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// PublishBatch is a binary publish batch (spec binary.md §1–§5) as an owned
+// PublishBatch is a binary publish batch (docs/binary.md §1–§5) as an owned
 // value: what a client encodes with AppendPublishBatch, and what
 // DecodePublishBatch returns. The flag word follows from the value (see
 // Flags): the six legal words are 0x0001, 0x0009, 0x0041, 0x0049, 0x0109 and
@@ -22,7 +22,7 @@ type PublishBatch struct {
 	// Idempotent adds the producer id and sequence (0x0100). It needs an
 	// acked batch (AckMode not AckNone), and the encoder always writes the
 	// ack mode byte as AckPerBatch (2), as upstream encoders do (spec
-	// binary.md §4): a decoded idempotent frame that carried 1 re-encodes
+	// docs/binary.md §4): a decoded idempotent frame that carried 1 re-encodes
 	// with 2. A broker answers it in JSON rather than with a binary ack.
 	Idempotent bool
 	// ProducerID is the idempotent producer's id (with Idempotent).
@@ -120,7 +120,7 @@ func (b *PublishBatch) check() error {
 }
 
 // AppendPublishBatch appends b as a whole frame (header and payload) to dst
-// in the fixed section order of spec §5. It allocates only when dst lacks
+// in the fixed section order of docs/binary.md §5. It allocates only when dst lacks
 // the room for b.FrameLen() bytes (then it grows dst once). On error dst is
 // returned unchanged: a string or key over 65,535 bytes or a payload over
 // 2^32-1 bytes is ErrFrameTooLarge, non-UTF-8 tenant/namespace/stream is
@@ -281,7 +281,7 @@ type AckedPrefix struct {
 // a broker can answer a malformed body with an error ack (or JSON
 // publish_error for an idempotent frame) carrying the request id. An error
 // means the prefix itself is unusable (flags not of an acked publish batch,
-// fewer than 9 bytes, or an ack mode other than 1 and 2): the spec treats
+// fewer than 9 bytes, or an ack mode other than 1 and 2): docs/binary.md §2 treats
 // that as a protocol violation that ends the stream.
 func PeekAckedPrefix(flags Flags, payload []byte) (AckedPrefix, error) {
 	if err := flags.CheckLayout(LayoutAckedPublishBatch); err != nil {
@@ -317,7 +317,7 @@ func readAckedPrefix(c *cursor) (uint64, AckMode) {
 // ParsePublishBatch validates a publish batch payload (any of the six legal
 // flag words; plain and acked alike) and returns a view over it. It checks
 // the flag word with Flags.CheckLayout, then reads the sections in the order
-// of spec §5, bounds every length and the count against the remaining bytes
+// of docs/binary.md §5, bounds every length and the count against the remaining bytes
 // before looping (a count of 2^32-1 in a short payload fails at once),
 // checks that tenant, namespace and stream are UTF-8, and walks every
 // payload length once. It allocates nothing unless it fails. The Payloads
@@ -393,7 +393,7 @@ func (v *PublishBatchView) parseCursor(l Layout, flags Flags, payload []byte) er
 }
 
 // parseFast is the straight-line path of parse for a well-formed batch,
-// with no error bookkeeping: it reads the sections of spec §5 in order,
+// with no error bookkeeping: it reads the sections of docs/binary.md §5 in order,
 // bounding each length against the bytes that remain, checks the ack mode
 // and that tenant, namespace and stream are UTF-8 (at once when the
 // section is all ASCII), and accepts only a payload run that ends exactly

@@ -54,8 +54,8 @@ func withPub(f func(*felix.PublishBatch)) felix.PublishBatch {
 	return b
 }
 
-// publishSpecExamples are the worked examples of spec binary.md §1–§5; the
-// hex is copied from the spec text.
+// publishSpecExamples are the worked examples of docs/binary.md §1–§5; the
+// hex is copied from its text.
 var publishSpecExamples = []struct {
 	name  string
 	flags felix.Flags
@@ -391,14 +391,14 @@ func TestPublishBatchProperties(t *testing.T) {
 }
 
 // TestIdempotentAckModeIsPerBatch: the encoder writes ack mode 2 for every
-// idempotent frame (spec binary.md §4), and the decoder accepts 1 there
-// (frame.md rule 3), so such a frame re-encodes with 2.
+// idempotent frame (docs/binary.md §4), and the decoder accepts 1 there
+// (docs/frame.md rule 3), so such a frame re-encodes with 2.
 func TestIdempotentAckModeIsPerBatch(t *testing.T) {
 	b := felix.PublishBatch{AckMode: felix.AckPerMessage, RequestID: 5, Idempotent: true, ProducerID: 0x0102030405060708, Sequence: 3,
 		TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("hi"), {}}}
 	frame, err := felix.AppendPublishBatch(nil, &b)
 	require.NoError(t, err)
-	// The hand-computed example of spec binary.md §4.
+	// The hand-computed example of docs/binary.md §4.
 	want := "464c58310001010900000032000000000000000502010203040506070800000000000000030002743100026e730001730000000200000002686900000000"
 	require.Equal(t, want, hex.EncodeToString(frame))
 

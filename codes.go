@@ -13,7 +13,7 @@ import (
 // writes 0), so decode→encode is the identity.
 type ErrorCode string
 
-// The known error codes (spec errors.md).
+// The known error codes (docs/errors.md §3).
 const (
 	CodeUnauthenticated  ErrorCode = "unauthenticated"   // 1, fatal
 	CodeForbidden        ErrorCode = "forbidden"         // 2, fatal

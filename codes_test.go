@@ -7,7 +7,7 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// The code table of spec/errors.md, restated independently.
+// The code table of docs/errors.md §3, restated independently.
 var specCodes = []struct {
 	code  felix.ErrorCode
 	str   string

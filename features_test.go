@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The feature tables of spec/features.md, restated independently.
+// The feature tables of docs/features.md §1–§2, restated independently.
 var specFeatures = []struct {
 	f    felix.Features
 	want uint64
@@ -118,7 +118,7 @@ func TestFeaturesString(t *testing.T) {
 
 func u32p(v uint32) *uint32 { return &v }
 
-// The extended-word rules of spec/features.md, as tables.
+// The extended-word rules of docs/features.md §3, as tables.
 func TestFeaturesWireRules(t *testing.T) {
 	const ext = uint32(felix.FeatureExtended)
 	offer := []struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// The flag table of spec/frame.md, restated independently of flags.go.
+// The flag table of docs/frame.md §2, restated independently of flags.go.
 var specFlags = []struct {
 	bit  felix.Flags
 	name string
@@ -56,7 +56,7 @@ func TestFlagConstants(t *testing.T) {
 	if felix.PublishFlagsMask != 0x0149 || felix.AckFlagsMask != 0x1690 || felix.EventModifierMask != 0x6820 {
 		t.Errorf("masks publish %#04x ack %#04x event %#04x", uint16(felix.PublishFlagsMask), uint16(felix.AckFlagsMask), uint16(felix.EventModifierMask))
 	}
-	// The broker→client modifier bits a client offers (spec frame.md "Who may set which bit").
+	// The broker→client modifier bits a client offers (docs/frame.md §3).
 	if felix.ClientModifierFlags != 0x0020|0x0080|0x0200|0x0400|0x0800|0x1000|0x2000|0x4000 {
 		t.Errorf("ClientModifierFlags = %#04x", uint16(felix.ClientModifierFlags))
 	}
@@ -138,7 +138,7 @@ func TestFlagsLayout(t *testing.T) {
 	}
 }
 
-// legalWord is spec/frame.md's combination rules restated as an
+// legalWord is docs/frame.md §4's combination rules restated as an
 // independent oracle: the layout a legal word selects, or false.
 func legalWord(f felix.Flags) (felix.Layout, bool) {
 	subset := func(x, of felix.Flags) bool { return x&^of == 0 }

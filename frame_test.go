@@ -59,7 +59,7 @@ func TestAppendHeaderBytes(t *testing.T) {
 		h    felix.Header
 		want string
 	}{
-		{"empty json (spec frame.md)", felix.Header{}, "464c58310001000000000000"},
+		{"empty json (docs/frame.md §1)", felix.Header{}, "464c58310001000000000000"},
 		{"publish keyed acked", felix.Header{Flags: 0x0049, Length: 0x2d}, "464c5831000100490000002d"},
 		{"all known flags, max length", felix.Header{Flags: felix.KnownFlags, Length: math.MaxUint32}, "464c583100017fffffffffff"},
 		{"length byte order", felix.Header{Flags: 0x0102, Length: 0x01020304}, "464c58310001010201020304"},

@@ -88,7 +88,7 @@ func FuzzPublishBatch(f *testing.F) {
 		}
 		// Every publish batch that decodes is canonical, except that an
 		// idempotent frame's ack mode byte is always re-encoded as 2
-		// (per_batch), as upstream encoders write it (spec binary.md §4).
+		// (per_batch), as upstream encoders write it (docs/binary.md §4).
 		re, err := felix.AppendPublishBatch(nil, &owned)
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)

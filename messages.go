@@ -7,7 +7,7 @@ import "bytes"
 // Message is a JSON control message. Every *T generated for the 77 message
 // types implements it, and so does *UnknownMessage.
 //
-// Every one of the 77 control messages of the protocol (spec messages.md) is
+// Every one of the 77 control messages of the protocol (docs/messages.md) is
 // a struct type in this package, named after its "type" tag in Go CamelCase
 // with initialisms: auth → Auth, auth_ok → AuthOK, cache_value →
 // CacheValue, publish_ok → PublishOK. Four names take a Message suffix
@@ -20,7 +20,7 @@ import "bytes"
 //
 // Field conventions (the same for every message and shared value type):
 //
-//   - A required member (spec encoding "req") is a plain Go value: string,
+//   - A required member (encoding "req" of docs/messages.md §1) is a plain Go value: string,
 //     uint16/uint32/uint64, int64, bool, []byte (base64 on the wire), a
 //     list, or a shared value type.
 //   - A member that can be absent (encodings "omit", "null", "null!") is an
@@ -32,7 +32,7 @@ import "bytes"
 //   - A member with a default ("dflt": always written; "omit0": written only
 //     when non-zero / true) is a plain value; a missing member reads as the
 //     zero value, null is refused.
-//   - A list that the spec leaves out when empty is a plain slice.
+//   - A list that docs/messages.md leaves out when empty is a plain slice.
 //   - extension.body is RawJSON: nil when absent (or null).
 //
 // Decoding is strict where upstream is strict and lenient where it is
@@ -48,7 +48,7 @@ import "bytes"
 // which keeps the tag and the raw payload.
 //
 // Encoding is byte-identical to upstream (serde_json, compact): "type"
-// first, members in spec order, integers in plain decimal, base64 with
+// first, members in the order of docs/messages.md, integers in plain decimal, base64 with
 // padding, and serde's string escaping (only '"', '\\' and control
 // characters are escaped; '<', '>', '&', U+2028 and U+2029 are written
 // raw). Encoders append to a caller's buffer and do not allocate.

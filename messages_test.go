@@ -60,7 +60,7 @@ func TestMessageUpstreamVectors(t *testing.T) {
 	require.Equal(t, 12, n, "JSON vectors in the upstream set")
 }
 
-// pinned lists the exact JSON strings the spec pins, with the value they
+// pinned lists the exact JSON strings docs/messages.md pins, with the value they
 // decode to.
 var pinned = []struct {
 	json string

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Shared value types of the JSON control messages (spec messages.md §2)
+// Shared value types of the JSON control messages (docs/messages.md §2)
 // that are not plain objects: enumerations and tagged variants. The plain
 // objects (BrokerEndpoint, ErrorDetail, GroupRecord, ...) are generated
 // with the messages.
@@ -389,7 +389,7 @@ func (c *StateChange) decodeJSON(d *jsonDecoder, field string) {
 // RefusalKind selects the variant of a PublishRefusalReason.
 type RefusalKind uint8
 
-// Publish refusal kinds (spec errors.md, publish_refused reasons).
+// Publish refusal kinds (docs/errors.md §5).
 const (
 	RefusalUnknownProducer RefusalKind = iota // "unknown_producer"
 	RefusalSequenceExpired                    // "sequence_expired"

@@ -1,7 +1,7 @@
 package felix
 
-// This file holds the capability negotiation rules of spec negotiation.md and
-// features.md that do not depend on a message representation: what a client
+// This file holds the capability negotiation rules of docs/negotiation.md and
+// docs/features.md §3–§4 that do not depend on a message representation: what a client
 // offers, what the answer lets it use, and what a broker answers. The
 // conversion to and from the auth / auth_ok / ok messages is in
 // negotiate_msg.go.
@@ -18,8 +18,8 @@ func DefaultClientFlags() Flags {
 // FeatureGroupPublisher, FeatureRecordTimestamps, as the upstream client)
 // and FeaturePublishWidth.
 //
-// A client offers only bits whose consequences it decodes (spec
-// negotiation.md). Every message, field and refusal reason that the other
+// A client offers only bits whose consequences it decodes (docs/negotiation.md
+// §1). Every message, field and refusal reason that the other
 // offered bits let a broker send has a decoder in this package (not_leader,
 // shard_moved, subscription_lagged, stream_deleted, unsupported,
 // publish_refused with sequence_reused, group record extras,
@@ -117,7 +117,7 @@ func (e PublishEncoding) String() string {
 }
 
 // PublishFlags chooses the publish encoding from the advertised flags and
-// features (negotiation.md "Encoding choices"): the binary frame when every
+// features (docs/negotiation.md §2): the binary frame when every
 // needed bit was advertised — 0x0008 for acked, 0x0040 for keyed, 0x0100
 // (with 0x0008) for idempotent — else the JSON form. For PublishBinary the
 // returned flags are the frame's flag word; otherwise they are 0.

@@ -91,7 +91,7 @@ func TestBrokerAnswerBytes(t *testing.T) {
 	}
 }
 
-// TestCompatibilityTable covers the four rows of negotiation.md's old/new
+// TestCompatibilityTable covers the four rows of docs/negotiation.md §3's old/new
 // compatibility table, end to end through the JSON codec.
 func TestCompatibilityTable(t *testing.T) {
 	newBroker := BrokerOffer{Flags: KnownFlags, Features: AllFeatures &^ (FeatureTopology | FeatureRedirect), PublishWindow: 256}

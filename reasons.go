@@ -1,6 +1,6 @@
 package felix
 
-// The detail.reason words of shard_unavailable errors (spec errors.md).
+// The detail.reason words of shard_unavailable errors (docs/errors.md §4.1).
 // They also fill shard_owners_view owners[].unavailable. The list is open:
 // a peer may send other words, which are kept as plain strings, so these
 // are untyped constants usable wherever a reason string goes
@@ -27,7 +27,7 @@ const (
 	ReasonRegionNotRoutable = "region_not_routable"
 )
 
-// The detail.reason words of overloaded errors (spec errors.md).
+// The detail.reason words of overloaded errors (docs/errors.md §4.2).
 const (
 	// ReasonPublishQueueFull: the publish queue had no room for the tenant;
 	// nothing was queued.

@@ -8,7 +8,7 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// The reason tables of spec errors.md, restated independently.
+// The reason tables of docs/errors.md §4, restated independently.
 func TestReasonWords(t *testing.T) {
 	shardUnavailable := map[string]string{
 		felix.ReasonNotAssigned:       "not_assigned",

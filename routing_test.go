@@ -13,7 +13,7 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// The frozen values of spec routing.md (upstream's contract tests),
+// The frozen values of docs/routing.md §2 (upstream's contract tests),
 // restated independently. jump < 0 means "not frozen" for that mapping.
 var frozenRouting = []struct {
 	shards  uint32
@@ -108,7 +108,7 @@ func TestRoutingStringParse(t *testing.T) {
 }
 
 // TestRoutingInStreamShardsView: absent means modulo, explicit "modulo" is
-// kept, "jump_hash" round-trips, another word is refused (messages.md).
+// kept, "jump_hash" round-trips, another word is refused (docs/messages.md §4).
 func TestRoutingInStreamShardsView(t *testing.T) {
 	cases := []struct {
 		json string
@@ -140,7 +140,7 @@ func keys(prefix string, n int) [][]byte {
 	return out
 }
 
-// Property (routing.md): the same key always maps to the same shard, in
+// Property (docs/routing.md §1): the same key always maps to the same shard, in
 // range, for 2..64 shards.
 func TestPropRoutingDeterministic(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

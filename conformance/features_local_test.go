@@ -60,7 +60,7 @@ func TestFeatureScenariosOnReferenceBroker(t *testing.T) {
 			err := sc.run(t.Context(), t, env)
 			switch {
 			case errors.Is(err, errSkip) && sc.id == "sharded.reports_the_shard_count":
-				t.Log(err) // the count clauses passed; see scenarioEnv.subscribeSharded
+				t.Log(err) // the count clauses passed; see scenarioEnv.refuseSharded
 			case err != nil:
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func TestResultsJSON(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, res) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	// The document of client-scenarios.md reads as written.
+	// The document of docs/client-scenarios.md §2 reads as written.
 	doc := `{"client": "felix-go", "version": "0.3.0",
  "outcomes": [{"id": "pubsub.roundtrip", "status": "pass"},
               {"id": "queue.dead_letters_are_listable_and_redrivable", "status": "skip",

@@ -519,7 +519,7 @@ func TestQUICConfigDefaults(t *testing.T) {
 	require.EqualValues(t, -1, q.MaxIncomingStreams)                        // brokers open no bidi streams
 	require.GreaterOrEqual(t, q.MaxStreamReceiveWindow, uint64(felix.DefaultMaxFrameBytes))
 	s := quicConfig(nil, true)
-	require.EqualValues(t, 1024, s.MaxIncomingStreams, "spec transport.md: 1024 per direction")
+	require.EqualValues(t, 1024, s.MaxIncomingStreams, "docs/transport.md §4: 1024 per direction")
 	require.EqualValues(t, 1024, s.MaxIncomingUniStreams)
 	require.EqualValues(t, DefaultMaxConnInFlightBytes, s.MaxConnectionReceiveWindow)
 	// Overrides are cloned; zero keep-alive and stream limits are raised.

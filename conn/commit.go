@@ -179,6 +179,15 @@ func (r *CommitRequest) validate() (event []byte, changes []felix.StateChange, e
 	return event, changes, nil
 }
 
+// Validate checks the commit as Commit does before sending anything: it
+// returns a *CommitError (errors.Is ErrCommitEventCount,
+// ErrCommitNotOnOwningShard or ErrCommitInvalidOp) naming the offending
+// operation, or nil.
+func (r *CommitRequest) Validate() error {
+	_, _, err := r.validate()
+	return err
+}
+
 // Commit validates req (a *CommitError, nothing sent, when it is not one
 // event plus state changes on one stream) and sends it. It returns the
 // offset of the event, which is also the version of every state key it

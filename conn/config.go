@@ -24,7 +24,7 @@ const (
 	DefaultIdleTimeout = 6 * time.Second
 	// DefaultMaxStreams is the number of concurrent streams of each kind
 	// (bidirectional, unidirectional) a client may open on one connection
-	// to a server (spec transport.md: 1024 per direction).
+	// to a server (docs/transport.md §4: 1024 per direction).
 	DefaultMaxStreams = 1024
 	// DefaultMaxEventStreams is the number of concurrent unidirectional
 	// streams a client lets a broker open on one connection: one per
@@ -37,7 +37,7 @@ const (
 	// unauthenticated before the server resets it (ResetAuthTimeout).
 	DefaultAuthTimeout = 10 * time.Second
 	// DefaultPreAuthStreams is how many unauthenticated streams per
-	// connection the server reads at once (spec transport.md: 16).
+	// connection the server reads at once (docs/transport.md §6: 16).
 	DefaultPreAuthStreams = 16
 	// DefaultPipelineDepth bounds unanswered acked publishes per stream when
 	// the broker granted no publish_window.
@@ -147,7 +147,7 @@ type ServerConfig struct {
 	// MaxConnections caps the connections of the listener, handshaking
 	// ones included (0: DefaultMaxConnections, 8192; negative: no cap).
 	// A connection beyond it is refused during the QUIC handshake with the
-	// transport error CONNECTION_REFUSED (spec transport.md), not queued.
+	// transport error CONNECTION_REFUSED (docs/transport.md §1), not queued.
 	MaxConnections int
 	// MaxConnInFlightBytes bounds the bytes one client may have sent on a
 	// connection that the server has not read yet (the QUIC connection

@@ -108,7 +108,7 @@
 // client-opened stream with the caller's Authenticator, answer auth_ok or the
 // legacy ok through felix.BrokerOffer, enforce the server limits, and hand
 // over authenticated streams. The limits (ServerConfig fields, spec
-// transport.md defaults) bound what any client can make the server hold,
+// docs/transport.md §6 defaults) bound what any client can make the server hold,
 // each with a clear refusal: 8192 connections (CONNECTION_REFUSED), 1024
 // streams of each kind per connection, 256 unauthenticated streams per
 // connection of which 16 are read at once (a stream beyond them is reset

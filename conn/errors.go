@@ -10,7 +10,7 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// Application close codes on client connections (spec transport.md).
+// Application close codes on client connections (docs/transport.md §1).
 const (
 	// CloseShuttingDown (0) closes a connection because its owner is going
 	// away (broker shutting down, client closing).

@@ -86,7 +86,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 		}
 		if errors.Is(err, io.EOF) && n < felix.HeaderLen {
 			// Ended before a whole header: a clean end of stream (spec
-			// frame.md), not an error.
+			// docs/frame.md §6), not an error.
 			st.eof = true
 			st.Close()
 			return hsFailed

@@ -181,7 +181,7 @@ func subscribeMessage(t Topic, o SubscribeOptions) *felix.Subscribe {
 }
 
 // messageGates lists the broker→client messages a client can only parse
-// when it offered a feature (negotiation.md, broker side). Answers to
+// when it offered a feature (docs/negotiation.md §2, broker side). Answers to
 // feature-gated requests (counter_value, cache_watch_started, ...) are not
 // listed: a client that sent the request parses its answer, whatever it
 // offered.

@@ -19,7 +19,7 @@ import (
 // error is answered as "auth failed" with code unauthenticated. A
 // *BrokerError with code draining is answered only to clients that offered
 // FeatureErrorCodes; older clients get no answer until the connection
-// closes (negotiation.md). The context is the connection's; ConnFromContext
+// closes (docs/negotiation.md §1). The context is the connection's; ConnFromContext
 // returns the connection itself.
 type Authenticator func(ctx context.Context, a *felix.Auth) (identity any, err error)
 

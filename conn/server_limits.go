@@ -45,12 +45,12 @@ import (
 // measures about 7.7 MiB for 1024 idle bidi streams (asserted ≤ 12 MiB).
 const (
 	// DefaultMaxConnections is ServerConfig.MaxConnections
-	// (max_client_connections, spec transport.md).
+	// (max_client_connections, docs/transport.md §6).
 	DefaultMaxConnections = 8192
 	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams.
 	DefaultMaxUnauthStreams = 256
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
-	// (spec transport.md: per-connection in-flight publish bytes).
+	// (docs/transport.md §6: per-connection in-flight publish bytes).
 	DefaultMaxConnInFlightBytes = 16 << 20
 	// DefaultPreAuthConnWindow is the initial QUIC receive window of a
 	// server connection and of each of its streams: all a client can send

@@ -196,7 +196,7 @@ func TestFrameLimitsRefused(t *testing.T) {
 	require.Equal(t, io.EOF, rs.expectEnd())
 	require.GreaterOrEqual(t, b.ln.Stats().OversizeFrames, uint64(1))
 
-	// 5 header bytes then FIN: a clean end (spec frame.md), before and
+	// 5 header bytes then FIN: a clean end (docs/frame.md §6), before and
 	// after auth.
 	for _, authed := range []bool{false, true} {
 		rs = openRaw(t, qc)

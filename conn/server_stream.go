@@ -115,7 +115,7 @@ func (s *Stream) Context() context.Context {
 
 // ReadRequest reads the next request frame. It returns io.EOF when the
 // client finished its side (also inside a frame header: a clean end, spec
-// frame.md). Some frames are handled here and never returned: a frame with
+// docs/frame.md §6). Some frames are handled here and never returned: a frame with
 // unknown flag bits is answered with an error "unsupported frame flags" and
 // skipped (the stream stays usable); a second auth is answered with
 // invalid_request and ends the stream. A frame above
@@ -155,7 +155,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 		if err != nil {
 			if err == io.EOF || isHeaderEnd(err) {
 				// A stream that ends before a whole header is a clean
-				// end (spec frame.md).
+				// end (docs/frame.md §6).
 				s.eof = true
 				return Request{}, io.EOF
 			}

@@ -15,8 +15,8 @@ import (
 )
 
 // The project's own binary vectors live in vectors/binary. They are written
-// by binaryVectors below: the worked examples of spec/binary.md with their
-// hex copied from the spec text and their decoded members written by hand,
+// by binaryVectors below: the worked examples of docs/binary.md with their
+// hex copied from its text and their decoded members written by hand,
 // every legal modifier combination (encoded by the codec and pinned), and
 // invalid vectors for every rejection rule. TestBinaryVectorFiles checks the
 // files match; run it with -update-binary-vectors to rewrite them.
@@ -155,7 +155,7 @@ func truncations(t testing.TB, prefix, layout string, frame []byte, fields []fie
 	for _, f := range fields {
 		cut := off + f.size/2
 		out = append(out, invalid(prefix+"_"+f.name, layout, "truncated", frameOf(t, flagsOf(frame), payload[:cut]),
-			"the spec example cut inside "+f.name))
+			"the docs/binary.md example cut inside "+f.name))
 		off += f.size
 	}
 	return out
@@ -174,7 +174,7 @@ func appendByte(t testing.TB, frame []byte, b ...byte) []byte {
 	return withPayload(t, frame, append(append([]byte{}, frame[felix.HeaderLen:]...), b...))
 }
 
-// Spec examples (hex from spec/binary.md).
+// Spec examples (hex from docs/binary.md).
 const (
 	specPublishPlain    = "464c583100010001000000190002743100026e730001730000000200000002686900000000"
 	specPublishAcked    = "464c583100010009000000220000000000000005010002743100026e730001730000000200000002686900000000"
@@ -214,7 +214,7 @@ func specVectors(t testing.TB) []binVec {
 		return out
 	}
 	pub := func(name, kind, h string, ms []kv) binVec {
-		return binVec{name: name, kind: kind, frame: hx(t, h), members: ms, note: "worked example of spec/binary.md (hex from the spec text)"}
+		return binVec{name: name, kind: kind, frame: hx(t, h), members: ms, note: "worked example of docs/binary.md (hex from its text)"}
 	}
 	const (
 		pk = "binary_publish_batch"
@@ -384,7 +384,7 @@ func comboVectors(t testing.TB) []binVec {
 		"a code section on a success decodes (read whenever 0x0200 is set); encoders drop it")
 	nc("ack_noncanonical_detail_without_code", "binary_publish_ack",
 		"464c583100010410 0000001d 01 0000000000000005 0002 6e6f 0006 6d6f76696e67 00000000000000fa", specAckError,
-		"0x0400 without 0x0200 is parsed (spec frame.md rule 4); encoders send a detail only with a code")
+		"0x0400 without 0x0200 is parsed (docs/frame.md rule 4); encoders send a detail only with a code")
 	nc("ack_noncanonical_offset_on_failure", "binary_publish_ack",
 		"464c583100011010 00000015 01 0000000000000005 0002 6e6f 000000000000002a", specAckError,
 		"an offset on a failure decodes; encoders send it only on a success")

@@ -37,7 +37,7 @@ type StreamConfig struct {
 	// Shards is the number of shards (0 means 1).
 	Shards uint32
 	// Routing places keyed publishes on shards (felix.RoutingModulo, the
-	// zero value, or felix.RoutingJumpHash; spec routing.md). Unkeyed
+	// zero value, or felix.RoutingJumpHash; docs/routing.md §1). Unkeyed
 	// publishes go to shard 0.
 	Routing felix.Routing
 	// RetainRecords bounds each durable shard's log by record count (0 = no

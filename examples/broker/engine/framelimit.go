@@ -12,7 +12,7 @@ import (
 // frames are split (offerSplit), and a record that could never be
 // delivered is refused at publish time, before anything is written.
 
-// Worst-case sizes of the parts of a shared event frame (binary.md §8)
+// Worst-case sizes of the parts of a shared event frame (docs/binary.md §8)
 // with every modifier: base offset, skipped_before, publisher, and one
 // timestamp per record.
 const (
@@ -22,6 +22,10 @@ const (
 	jsonRecordFixed = 128       // {"offset":…,"payload":"","timestamp_micros":…,"publisher":""},
 	jsonEscapeMax   = 6         // a string byte may become \u00XX
 )
+
+// MaxFrame returns the frame limit every derived frame must fit:
+// Config.MaxFrameBytes, or felix.DefaultMaxFrameBytes when that is 0.
+func (e *Engine) MaxFrame() int64 { return e.maxFrame() }
 
 func (e *Engine) maxFrame() int64 {
 	if e.cfg.MaxFrameBytes == 0 {

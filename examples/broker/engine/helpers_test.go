@@ -34,7 +34,7 @@ type event struct {
 	payloads  []string
 }
 
-// decodeEvent decodes a shared event frame per binary.md section 8,
+// decodeEvent decodes a shared event frame per docs/binary.md §8,
 // rejecting truncation and trailing bytes.
 func decodeEvent(t testing.TB, frame []byte) event {
 	t.Helper()

@@ -34,7 +34,7 @@ type producer struct {
 // bounded by Config.MaxProducersPerShard here and Config.MaxProducers
 // engine-wide; producers idle for Config.ProducerIdle are forgotten (a
 // forgotten producer's next batch is refused unknown_producer, and the
-// client starts again with a new producer id, as errors.md says).
+// client starts again with a new producer id, as docs/errors.md §5 says).
 type producerTable struct {
 	byID map[uint64]*producer
 	lru  list.List // of *producer, front = most recently used
@@ -44,7 +44,7 @@ func newProducerTable() producerTable {
 	return producerTable{byID: make(map[uint64]*producer)}
 }
 
-// checkSequence applies the idempotent producer rules (errors.md
+// checkSequence applies the idempotent producer rules (docs/errors.md §5,
 // publish_refused). It returns the producer state to update (a fresh one,
 // not yet in the table, for sequence 0 of an unknown producer), or the
 // remembered entry of a duplicate, or a *Refusal. The caller holds sh.mu.

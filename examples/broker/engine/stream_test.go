@@ -59,7 +59,7 @@ func TestModifiersOnlyWhenOffered(t *testing.T) {
 	require.Equal(t, felix.FlagBinaryEventBatchShared|felix.FlagEventBatchOffsets, ev.flags)
 }
 
-// The 0x6824 example of binary.md section 8, built as a Batch.
+// The 0x6824 example of docs/binary.md §8, built as a Batch.
 func TestBatchFrameSpecExample(t *testing.T) {
 	b := &Batch{BaseOffset: 100, HasOffsets: true, Skipped: 1, Publisher: "al",
 		Payloads: [][]byte{[]byte("a"), []byte("bc")}, Timestamps: []uint64{1700000000000000, 1700000000000001}}
@@ -419,7 +419,7 @@ func TestEphemeralRingBounds(t *testing.T) {
 	require.Equal(t, [2]uint64{3, 5}, [2]uint64{oldest, tail}, "10 bytes keep two 4-byte records")
 }
 
-// Keyed publishes follow the stream's routing (spec routing.md).
+// Keyed publishes follow the stream's routing (docs/routing.md §1).
 func TestRoutingModes(t *testing.T) {
 	e := New(Config{})
 	defer e.Close()
@@ -478,7 +478,7 @@ func TestKeyedShards(t *testing.T) {
 	r, err := e.Publish(PublishRequest{Topic: tp, Payloads: [][]byte{[]byte("unkeyed")}})
 	require.NoError(t, err)
 	require.Equal(t, uint32(0), r.Shard)
-	require.Equal(t, uint32(0), felix.RoutingModulo.Shard([]byte("k"), 4), "spec routing.md: k on 4 shards lands on 0")
+	require.Equal(t, uint32(0), felix.RoutingModulo.Shard([]byte("k"), 4), "docs/routing.md §2: k on 4 shards lands on 0")
 }
 
 func TestIdempotentProducer(t *testing.T) {

@@ -130,7 +130,7 @@ func (h *handler) handle(req conn.Request) bool {
 		if c, ok := h.s.eng.StreamInfo(engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}); ok {
 			view.Shards = max(c.Shards, 1)
 			if c.Routing != felix.RoutingModulo {
-				// Written only for jump_hash: absent means modulo (messages.md).
+				// Written only for jump_hash: absent means modulo (docs/messages.md §4).
 				view.Routing = felix.Some(c.Routing)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Keyed publishes land where spec routing.md says, over real QUIC: key "k"
+// Keyed publishes land where docs/routing.md §2 says, over real QUIC: key "k"
 // on 4 modulo shards is on shard 0 (plain FNV-1a mod 4 would say 2), and a
 // jump_hash stream places customer-0 on shard 3 of 8 and reports its
 // routing in stream_shards_view, while a modulo stream leaves it absent.

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// frame.md: a stream that finishes before 12 header bytes arrived (even
+// docs/frame.md §6: a stream that finishes before 12 header bytes arrived (even
 // after a partial header) is a clean end of stream, answered with a clean
 // end (FIN), not a reset, both before and after the stream authenticated.
 func TestPartialHeaderThenFINIsCleanEnd(t *testing.T) {

@@ -176,7 +176,7 @@ func (h *handler) idempotentAnswer(rid uint64, res engine.PublishResult, err err
 		reason.Kind, reason.Expected = felix.RefusalSequenceGap, rf.Expected
 	case engine.RefusedSequenceReused:
 		if !h.peer.Features.Has(felix.FeatureSequenceReused) {
-			// errors.md: clients that did not offer it get publish_ok and
+			// docs/errors.md §5: clients that did not offer it get publish_ok and
 			// the batch is silently not written.
 			return &felix.PublishOK{RequestID: rid}
 		}

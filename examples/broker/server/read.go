@@ -36,7 +36,7 @@ func (h *handler) streamRead(m *felix.StreamRead) bool {
 	size := uint64(0)
 	// The answer must fit the frame limit: payloads grow by a third in
 	// base64, so a page holds fewer bytes than the records' own size.
-	frameLimit := int64(h.s.eng.Config().MaxFrameBytes)
+	frameLimit := h.s.eng.MaxFrame() // defaulted: a shared engine's config may leave it 0
 	encoded := int64(engine.StreamReadPageFixed)
 	for _, r := range recs {
 		if m.End.Set && r.Offset >= m.End.V {

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Generate the felix JSON control-message conformance vectors.
 
-Reads schema.txt (the field tables of spec/messages.md, transcribed by hand)
+Reads schema.txt (the field tables of docs/messages.md, transcribed by hand)
 and cases.txt (hand-written non-canonical, extra and invalid inputs), and
 writes NAME.json + NAME.hex pairs (format: vectors/FORMAT.md) into the
 directory given as the first argument (default: the parent directory).
 
-This is an independent reference model of the spec's encoding rules, written
+This is an independent reference model of the encoding rules of docs/messages.md, written
 without looking at the Go codec:
   * <type>_full / <type>_min / <type>_noncanonical_* vectors are built from
     the schema: the canonical text comes from encode() below;
@@ -17,7 +17,7 @@ without looking at the Go codec:
 
 Usage: python3 gen.py [--pending] [OUTDIR]
 
-A case with a `pending:` line follows the spec but fails against the current
+A case with a `pending:` line follows docs/messages.md but fails against the current
 Go codec (the line says why); it is written only with --pending, so that the
 committed vector set stays green while the codec question is open.
 """
@@ -74,7 +74,7 @@ SAMPLES, STRUCTS, MSGS, FULL_NOTES = load_schema(os.path.join(HERE, "schema.txt"
 RANGES = {"u16": (0, 2**16 - 1), "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1),
           "i64": (-2**63, 2**63 - 1)}
 RETRY_WORDS = ["retry", "retry_after", "redirect", "outcome_unknown", "fatal"]
-# PublishRefusalReason object variants and StateChange ops (messages.md section 2)
+# PublishRefusalReason object variants and StateChange ops (docs/messages.md section 2)
 REFUSAL_SHAPES = {"sequence_gap": [Field("expected", "u64", "req", None)],
                   "offset_mismatch": [Field("tail", "u64", "req", None)],
                   "not_leader": [Field("node_id", "str", "req", None),
@@ -135,7 +135,7 @@ def parse(payload):
         raise Invalid("invalid_utf8", str(e))
     try:
         # "-0" is kept as text: upstream parses it as a float (so "-" on an
-        # unsigned field is refused, messages.md 1.3)
+        # unsigned field is refused, docs/messages.md 1.3)
         v = json.loads(text, object_pairs_hook=_pairs, parse_float=Num,
                        parse_int=lambda s: Num(s) if s == "-0" else int(s),
                        parse_constant=_const)
@@ -555,20 +555,20 @@ def generate(out):
                     np.append((f.name, have[f.name]))
             out.valid(t + "_noncanonical_nulls", render(np),
                       "every optional member (%s) written as null: for the omit / null encodings "
-                      "null means absent (messages.md section 1.2)" % ", ".join(nullable), False)
+                      "null means absent (docs/messages.md section 1.2)" % ", ".join(nullable), False)
         dflt = [f.name for f in fields if f.enc == "dflt"]
         if dflt:
             out.valid(t + "_noncanonical_defaults_missing",
                       render([p for p in pairs if p[0] not in dflt]),
                       "dflt members (%s) left out: a missing dflt member decodes as its default "
-                      "(0 / false / empty), and the canonical form writes it (messages.md 1.2)"
+                      "(0 / false / empty), and the canonical form writes it (docs/messages.md 1.2)"
                       % ", ".join(dflt), False)
         omit0 = {f.name: f for f in fields if f.enc == "omit0"}
         if omit0:
             zp = [(k, zero(omit0[k]) if k in omit0 else v) for k, v in pairs]
             out.valid(t + "_noncanonical_explicit_zero", render(zp),
                       "omit0 members (%s) written explicitly as 0 / false: accepted, and left out by "
-                      "the canonical form (messages.md 1.2)" % ", ".join(omit0), False)
+                      "the canonical form (docs/messages.md 1.2)" % ", ".join(omit0), False)
 
 
 def load_cases(path):
