@@ -41,6 +41,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 	br := startBrokerCfg(b, func(c *server.Config) { c.Engine.DefaultStream.Durable = false })
 	b.Run("conn", func(b *testing.B) {
 		cfg := connConfig(b)
+		cfg.IdleTimeout, cfg.KeepAlive = 0, 0 // upstream's defaults, as a user gets them
 		c, err := conn.Dial(context.Background(), br.addr, &cfg)
 		require.NoError(b, err)
 		defer c.Close()
@@ -50,7 +51,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 		})
 	})
 	b.Run("cluster", func(b *testing.B) {
-		c, _ := newClient(b, []string{br.addr}, nil)
+		c, _ := newClient(b, []string{br.addr}, benchDefaults)
 		require.NoError(b, c.Connect(context.Background()))
 		bench(b, func(ctx context.Context) error {
 			_, err := c.PublishBatch(ctx, topic, payloads, client.PublishOptions{Ack: felix.AckPerBatch})
@@ -88,6 +89,7 @@ func BenchmarkPublishAckedCluster(b *testing.B) {
 	}
 	b.Run("conn", func(b *testing.B) {
 		cfg := connConfig(b)
+		cfg.IdleTimeout, cfg.KeepAlive = 0, 0 // upstream's defaults, as a user gets them
 		cfg.TLS = cl.TLS()
 		c, err := conn.Dial(context.Background(), cl.Addr(owner), &cfg)
 		require.NoError(b, err)
@@ -98,7 +100,7 @@ func BenchmarkPublishAckedCluster(b *testing.B) {
 		})
 	})
 	b.Run("cluster", func(b *testing.B) {
-		c, _ := clusterClient(b, cl, nil)
+		c, _ := clusterClient(b, cl, benchDefaults)
 		// Learn the owner before timing.
 		_, err := c.PublishBatch(context.Background(), tp, payloads, client.PublishOptions{Ack: felix.AckPerBatch})
 		require.NoError(b, err)
@@ -108,3 +110,8 @@ func BenchmarkPublishAckedCluster(b *testing.B) {
 		})
 	})
 }
+
+// benchDefaults gives a benchmark's cluster client the connection
+// defaults a user gets (the test clients' short idle timeout trips on a
+// loaded machine).
+func benchDefaults(cfg *client.Config) { cfg.Conn.IdleTimeout, cfg.Conn.KeepAlive = 0, 0 }
