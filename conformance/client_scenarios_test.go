@@ -14,6 +14,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -1030,13 +1031,12 @@ type scLostAck struct {
 // discarded. The producer must re-send on a new connection once the link
 // works again.
 //
-// It needs the in-process cluster: the test waits for the interposer's
-// counters to show the request held before it starts the drop.
+// It needs the interposer's counters (the in-process cluster's, or GET
+// /link/stats of the control endpoint) to start the drop once the request
+// is held.
 func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 	t.Helper()
-	if inProcess == nil || fx.LinkAddr == "" {
-		fx.Skip("needs the in-process cluster's interposer (its counters order the lost ack)")
-	}
+	stalled := fx.scStalledCounter()
 	c, n := fx.scLinkClient(nil)
 	tp := fx.topic(fx.LinkStream)
 	prod, err := c.NewProducer(fx.ctx())
@@ -1049,8 +1049,7 @@ func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 	r, _ := fx.scClient(fx.Addrs, nil)
 	sub := fx.scSubscribe(r, tp, client.SubscribeOptions{})
 
-	link := inProcess.Link()
-	held := link.Stats().Stalled
+	held := stalled()
 	fx.scLink("stall", 1000)
 	p := fx.key("lost-ack")
 	type out struct {
@@ -1063,7 +1062,7 @@ func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 		res, err := prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(p)}, nil)
 		done <- out{res, err}
 	}()
-	for link.Stats().Stalled == held { // the request is held
+	for stalled() == held { // the request is held
 		select {
 		case <-fx.ctx().Done():
 			t.Fatal("the publish never reached the interposer")
@@ -1078,6 +1077,44 @@ func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 	require.NoError(t, o.err, "re-sent until answered")
 	return scLostAck{c: c, prod: prod, tp: tp, payload: p, res: o.res, written: ev.Offset,
 		retries: n.count(m, client.NoticeRetry), notices: n, nextSeqs: 2}
+}
+
+// scStalledCounter returns a function reading the interposer's count of
+// stalled datagrams: from the in-process cluster, or from GET /link/stats
+// of the fixture's control endpoint; it skips the scenario when neither
+// is available.
+func (fx *Fx) scStalledCounter() func() uint64 {
+	fx.t.Helper()
+	if fx.LinkAddr == "" {
+		fx.Skip("the fixture has no link interposer (link_addr)")
+	}
+	if inProcess != nil {
+		return func() uint64 { return inProcess.Link().Stats().Stalled }
+	}
+	if fx.ControlURL == "" {
+		fx.Skip("the fixture has no control endpoint (control_url)")
+	}
+	get := func() (uint64, int) {
+		req, err := http.NewRequestWithContext(fx.ctx(), http.MethodGet, fx.ControlURL+"/link/stats", nil)
+		require.NoError(fx.t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(fx.t, err)
+		defer resp.Body.Close()
+		var st struct {
+			Stalled *uint64 `json:"stalled"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, resp.StatusCode
+		}
+		if json.NewDecoder(resp.Body).Decode(&st) != nil || st.Stalled == nil {
+			return 0, 0 // not the counters
+		}
+		return *st.Stalled, http.StatusOK
+	}
+	if _, code := get(); code != http.StatusOK {
+		fx.Skip("the control endpoint has no interposer counters (GET /link/stats: " + strconv.Itoa(code) + ")")
+	}
+	return func() uint64 { v, _ := get(); return v }
 }
 
 func Test_retry_idempotent_producers_re_send_ambiguous_outcomes(t *testing.T) {

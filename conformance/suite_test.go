@@ -17,6 +17,7 @@ package conformance_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"testing"
 
@@ -65,6 +66,8 @@ func runMain(m *testing.M) int {
 		fixture, inProcess = &f, c
 	}
 	code := m.Run()
+	// Control requests keep connections to the control endpoint alive.
+	http.DefaultClient.CloseIdleConnections()
 	if inProcess != nil {
 		if err := inProcess.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "conformance suite: close the cluster:", err)
