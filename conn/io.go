@@ -148,7 +148,10 @@ func (r *frameReader) next() (felix.Frame, error) {
 	want := int(r.h.Length)
 	for r.pn < want {
 		if r.pn == len(r.buf) {
-			nb := make([]byte, min(want, 2*len(r.buf)+frameChunk))
+			// Grow with the bytes received: at most 4x what arrived, and
+			// straight to the frame's length when that is within it (a
+			// frame of a few hundred KiB regrows once).
+			nb := make([]byte, min(want, 4*len(r.buf)))
 			copy(nb, r.buf[:r.pn])
 			r.buf = nb
 		}
@@ -170,8 +173,10 @@ func (r *frameReader) next() (felix.Frame, error) {
 }
 
 // frameChunk is the first allocation for a payload; larger payloads grow
-// as their bytes arrive.
-const frameChunk = 64 << 10
+// as their bytes arrive. It holds a whole frame of one 64 KiB record
+// (the frame is a few bytes over 64 KiB), which a 64 KiB first chunk
+// made regrow (and copy 64 KiB) on every frame.
+const frameChunk = 128 << 10
 
 func truncated(field string, off int) error {
 	return &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: field, Offset: off,

@@ -18,6 +18,12 @@
 // -control:
 //
 //	go run ./examples/broker -nodes 3 -fixture-out f.json -control 127.0.0.1:0
+//
+// Shard inspection and subscription listing (felix inspect shard, felix
+// inspect subs) need a token granted node.view:cluster:*: a token entry
+// whose permissions include node.view, e.g. t1:ops-token:ops:node.view
+// (that token may then inspect and nothing else). The cluster's fixture
+// accepts cluster.InspectToken for it.
 package main
 
 import (
@@ -66,7 +72,7 @@ func run(args []string) error {
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
 		"comma-separated tenant:token[:principal[:perms]] list (env FELIX_TOKENS; visible in the process list: prefer -tokens-file)")
 	tokensFile := fs.String("tokens-file", os.Getenv("FELIX_TOKENS_FILE"),
-		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
+		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|node.view|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
 	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback); the bound address is logged")

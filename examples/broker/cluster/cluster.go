@@ -47,9 +47,14 @@ const (
 	// DefaultUnauthorizedToken is the fixture's unauthorized_token: it
 	// authenticates for DefaultTenant and may do nothing else.
 	DefaultUnauthorizedToken = "no-permission-token"
-	DefaultNamespace         = "conformance"
-	DefaultQuorumTimeout     = 500 * time.Millisecond
-	DefaultFenceHold         = time.Second
+	// InspectToken authenticates for the cluster's tenant (Config.Tenant) with
+	// exactly node.view:cluster:* (server.PermNodeView) and no data
+	// permission: the operator token of shard_inspect and
+	// subscriptions_list. Config.Tokens may override its entry.
+	InspectToken         = "node-view-token"
+	DefaultNamespace     = "conformance"
+	DefaultQuorumTimeout = 500 * time.Millisecond
+	DefaultFenceHold     = time.Second
 	// DefaultDurableShards is the shard count of the fixture's durable
 	// stream.
 	DefaultDurableShards = 4
@@ -260,6 +265,7 @@ func (c *Cluster) startNode(i int) error {
 	n := c.nodes[i]
 	toks := map[string]server.Identity{c.cfg.Token: {Tenant: c.cfg.Tenant, Principal: c.cfg.Tenant}}
 	toks[c.cfg.UnauthorizedToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "unauthorized", Deny: server.PermAll}
+	toks[InspectToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "operator", Deny: server.PermAll, Grant: server.PermNodeView}
 	for k, v := range c.cfg.Tokens {
 		toks[k] = v
 	}

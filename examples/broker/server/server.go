@@ -58,7 +58,7 @@ const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.Fe
 	felix.FeatureCacheShards | felix.FeatureErrorCodes | felix.FeatureUnsupported |
 	felix.FeatureSequenceReused | felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow |
 	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
-	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | GroupFeatures | CommitFeatures
+	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | felix.FeatureInspect | GroupFeatures | CommitFeatures
 
 // Config configures a Server.
 type Config struct {
@@ -136,6 +136,7 @@ type Server struct {
 
 	auth    *throttle
 	authLog logLimiter
+	subReg  subRegistry // subscriptions served, for subscriptions_list
 
 	st stats
 }
