@@ -119,6 +119,20 @@ func (fx *Fx) scClient(seeds []string, adjust func(*client.Config)) (*client.Cli
 	return c, n
 }
 
+// scDefault returns a cluster-aware client over every fixture broker,
+// configured as a user would (the client the scenarios use unless they
+// need something else); closed when the test ends.
+func (fx *Fx) scDefault() *client.Client {
+	fx.t.Helper()
+	c, _ := fx.scClient(fx.Addrs, nil)
+	return c
+}
+
+// scPub publishes one record through c, acked per message.
+func (fx *Fx) scPub(c *client.Client, t conn.Topic, p []byte) (client.PublishResult, error) {
+	return c.Publish(fx.ctx(), t, p, client.PublishOptions{Ack: felix.AckPerMessage})
+}
+
 // scLinkClient returns a client whose only seed is the link interposer
 // (no discovery, so that it stays behind the interposer), connected; it
 // skips the scenario when the fixture has no interposer.
