@@ -122,7 +122,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	c.pubs = append(c.pubs, ps)
 	c.wg.Add(1)
 	go c.router.run()
-	c.log.Debug("connected", "addr", addr, "flags", c.caps.Flags, "features", c.caps.Features, "window", c.caps.PublishWindow)
+	c.log.Debug("connected", "addr", addr, "flags", c.caps.Flags.SetString(), "features", c.caps.Features, "window", c.caps.PublishWindow)
 	return c, nil
 }
 

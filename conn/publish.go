@@ -24,6 +24,8 @@ type PublishOptions struct {
 	// (shard 0). An empty non-nil key is a real key. Keyed publishes need
 	// flag 0x0040 for the binary form and fall back to JSON otherwise.
 	Key []byte
+
+	src *payloadSource // payloads of PublishSeq / PublishView (batch.go)
 }
 
 // PublishResult is the broker's answer to an acked publish.
@@ -300,13 +302,16 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 	if enc == felix.PublishUnavailable {
 		return nil, 0, notAdvertised("idempotent publish (flag 0x0100 or FEATURE_IDEMPOTENT_PRODUCER)")
 	}
+	if o.src != nil && enc != felix.PublishBinary {
+		payloads = o.src.collect()
+	}
 	b := felix.PublishBatch{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads,
 		HasKey: keyed, Key: o.Key}
 	if !acked {
 		var err error
 		if enc == felix.PublishBinary {
 			err = writeCtx(ctx, func(ctx context.Context) error {
-				return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+				return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return appendBatch(dst, &b, o.src) })
 			})
 		} else {
 			m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
@@ -347,7 +352,7 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			b.AckMode = felix.AckPerBatch
 		}
 		werr = writeCtx(ctx, func(ctx context.Context) error {
-			return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+			return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return appendBatch(dst, &b, o.src) })
 		})
 	case felix.PublishJSONIdempotent:
 		m := jsonPublishIdempotent(t, payloads, o.Key, rid, id.producer, id.seq)

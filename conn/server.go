@@ -19,8 +19,10 @@ import (
 // error is answered as "auth failed" with code unauthenticated. A
 // *BrokerError with code draining is answered only to clients that offered
 // FeatureErrorCodes; older clients get no answer until the connection
-// closes (docs/negotiation.md §1). The context is the connection's; ConnFromContext
-// returns the connection itself.
+// closes (docs/negotiation.md §1). The context is the connection's;
+// AuthPeerFromContext returns the client's address and TLS state (its
+// certificate under mTLS), ConnFromContext the connection itself. Read the
+// identity back with IdentityOf (typed) or Stream.Identity.
 type Authenticator func(ctx context.Context, a *felix.Auth) (identity any, err error)
 
 // Listener accepts Felix client connections (see Listen).

@@ -42,6 +42,8 @@ type sender interface {
 // stop-sending) and the returned error matches the context's error; every
 // later write fails.
 type Stream struct {
+	ans answerQueue // reserved publish answers, in request order (answer.go)
+
 	c        *ServerConn
 	recv     receiver
 	send     sender // nil on a uni stream
@@ -98,7 +100,8 @@ func (s *Stream) Peer() felix.PeerCapabilities { return s.peer }
 // Auth returns the auth message the stream authenticated with.
 func (s *Stream) Auth() *felix.Auth { return s.auth }
 
-// Identity returns what the Authenticator returned for the stream.
+// Identity returns what the Authenticator returned for the stream; see
+// IdentityOf for the typed form.
 func (s *Stream) Identity() any { return s.identity }
 
 // Conn returns the connection the stream belongs to.
@@ -343,6 +346,12 @@ func checkEncoded(frame []byte, peer felix.PeerCapabilities) error {
 // before answering subscribed / cache_watch_started on s (the client
 // accepts either order) and write history only after that answer. ctx
 // bounds opening the stream and writing the hello.
+//
+// The event stream, not s, governs the subscription from then on: write
+// its events under the EventStream's Context and never under s.Context(),
+// which ends as soon as the client stops reading s, typically right after
+// it read subscribed (see the package doc, and StartSubscription, which
+// also answers and closes s).
 func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*EventStream, error) {
 	ss, err := s.c.qc.OpenUniStreamSync(ctx)
 	if err != nil {
@@ -380,8 +389,11 @@ func (e *EventStream) SubscriptionID() uint64 { return e.id }
 // Peer returns the offer of the client the stream goes to.
 func (e *EventStream) Peer() felix.PeerCapabilities { return e.peer }
 
-// Context is cancelled when the stream's write side ends: after Close or
-// Abort, or when the client stops reading (it unsubscribed).
+// Context governs the subscription or watch: it is cancelled when the
+// stream's write side ends (after Close, End or Abort), when the client
+// stops reading it (it unsubscribed), or when the connection closes. Write
+// the events under it (or a context derived from it), not under the
+// control stream's context, which a client may end right after subscribed.
 func (e *EventStream) Context() context.Context { return e.s.Context() }
 
 // WriteFrame writes an event batch frame; flag bits the client did not

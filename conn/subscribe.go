@@ -58,6 +58,7 @@ type Event struct {
 type Subscription struct {
 	es   *eventSub
 	info *felix.Subscribed
+	view felix.EventBatchView // NextBatch's (batch.go)
 }
 
 // ID returns the broker-assigned subscription id.

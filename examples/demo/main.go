@@ -96,7 +96,7 @@ func run(ctx context.Context, out io.Writer, n, batch int) error {
 	}
 	defer pubC.Close()
 	caps := pubC.Capabilities()
-	fmt.Fprintf(out, "client: broker advertises flags %s, %d features, publish window %d\n", caps.Flags, popcount(caps.Features), caps.PublishWindow)
+	fmt.Fprintf(out, "client: broker advertises flags %s, %d features, publish window %d\n", caps.Flags.SetString(), popcount(caps.Features), caps.PublishWindow)
 
 	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "demo", Stream: "orders"}
 

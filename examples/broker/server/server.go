@@ -231,7 +231,7 @@ func Listen(cfg Config) (*Server, error) {
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.ending, s.endSubs = context.WithCancel(context.Background())
-	log.Info("broker listening", "addr", ln.Addr().String(), "flags", flags.String(), "features", feats.String(),
+	log.Info("broker listening", "addr", ln.Addr().String(), "flags", flags.SetString(), "features", feats.String(),
 		"publish_window", window)
 	return s, nil
 }
