@@ -516,7 +516,6 @@ func Test_ack_none_does_not_wait_for_the_broker(t *testing.T) {
 	run(t, "ack.none_does_not_wait_for_the_broker", func(t *testing.T, fx *Fx) {
 		c, _ := fx.scLinkClient(nil)
 		tp := fx.topic(fx.LinkStream)
-		fx.scPublish(c, tp, fx.key("warm")) // the publish stream is open
 		r, _ := fx.scClient(fx.Addrs, nil)
 		sub := fx.scSubscribe(r, tp, client.SubscribeOptions{})
 		// Nothing crosses the link until it heals: a publish that waited
