@@ -2,7 +2,9 @@ package conformance_test
 
 // The scenario-tagged conformance suite: one Go test per catalogue
 // scenario, named after its id (dots become underscores), written against
-// the public conn API only, run against a fixture cluster:
+// the public API only — the cluster-aware client (package client), the
+// client a user should use, and conn.Client where a scenario is about the
+// single-connection building block — run against a fixture cluster:
 //
 //   - by default an in-process reference cluster (examples/broker/cluster)
 //     with its control endpoint and link interposer;
@@ -66,6 +68,8 @@ func runMain(m *testing.M) int {
 		fixture, inProcess = &f, c
 	}
 	code := m.Run()
+	// Control requests keep connections to the control endpoint alive.
+	http.DefaultClient.CloseIdleConnections()
 	if inProcess != nil {
 		if err := inProcess.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "conformance suite: close the cluster:", err)
