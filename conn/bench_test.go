@@ -82,11 +82,16 @@ func startBenchServer(b *testing.B, eventFrame []byte, n *int, gate ...<-chan in
 	return ln, &tls.Config{RootCAs: pool}
 }
 
+// benchServe serves one stream as the example broker does: requests are
+// read and answered under the connection's own context, events written
+// under the event stream's own context (neither costs a context.AfterFunc
+// per frame).
 func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int, gate <-chan int) {
 	defer st.Close()
 	var buf []byte
+	cctx := st.Conn().Context()
 	for {
-		req, err := st.ReadRequest(ctx)
+		req, err := st.ReadRequest(cctx)
 		if err != nil {
 			return
 		}
@@ -97,7 +102,7 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int, gate 
 			}
 			a := felix.PublishAck{Status: felix.AckOK, RequestID: pre.RequestID}
 			buf, _ = felix.AppendPublishAck(buf[:0], &a)
-			if st.WriteEncoded(ctx, buf) != nil {
+			if st.WriteEncoded(cctx, buf) != nil {
 				return
 			}
 			continue
@@ -112,14 +117,14 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int, gate 
 			if gate != nil {
 				for k := range gate {
 					for range k {
-						if es.WriteEncoded(ctx, eventFrame) != nil {
+						if es.WriteEncoded(es.Context(), eventFrame) != nil {
 							return
 						}
 					}
 				}
 			} else {
 				for range n {
-					if es.WriteEncoded(ctx, eventFrame) != nil {
+					if es.WriteEncoded(es.Context(), eventFrame) != nil {
 						return
 					}
 				}
