@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -35,6 +36,9 @@ type frameWriter struct {
 	// context.AfterFunc registration, the top per-frame cost of a
 	// broker's subscription pumps and publish answers).
 	own [2]context.Context
+	// waiting counts the goroutines blocked in lock, for tests that need
+	// to know a writer is queued behind another.
+	waiting atomic.Int32
 	// hk observes every frame written (nil: no hooks; see observe).
 	hk     *Hooks
 	side   Side
@@ -70,6 +74,8 @@ func (fw *frameWriter) lock(ctx context.Context) error {
 		return nil
 	default:
 	}
+	fw.waiting.Add(1)
+	defer fw.waiting.Add(-1)
 	select {
 	case fw.sem <- struct{}{}:
 		return nil

@@ -86,7 +86,7 @@ func startHookedBenchServer(b *testing.B, h *Hooks) (*Listener, *tls.Config) {
 					if err != nil {
 						return
 					}
-					wg.Go(func() { benchServe(ctx, st, nil, 0) })
+					wg.Go(func() { benchServe(ctx, st, nil, 0, nil) })
 				}
 			})
 		}

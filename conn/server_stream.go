@@ -148,14 +148,21 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			return Request{}, err
 		}
 		s.releaseFrame()
-		done := ctxGuard(ctx, s.recv.SetReadDeadline)
+		// The connection's own context needs no guard (no
+		// context.AfterFunc per request): when it ends, the connection
+		// is closed and a blocked read fails by itself.
+		own := ctx == s.c.qc.Context()
+		done := noGuard
+		if !own {
+			done = ctxGuard(ctx, s.recv.SetReadDeadline)
+		}
 		if err := s.reserveNext(ctx); err != nil {
 			done()
 			s.Abort()
 			return Request{}, err
 		}
 		f, err := s.r.ReadFrame()
-		if done() && err != nil {
+		if (done() || own && ctx.Err() != nil) && err != nil {
 			s.Abort()
 			return Request{}, ctx.Err()
 		}
