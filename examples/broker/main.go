@@ -33,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -102,6 +103,13 @@ func run(args []string) error {
 	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0)")
 	var streams streamFlags
 	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash][:retain=N][:retain-bytes=N][:ring=N] (repeatable)")
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintln(out, "usage: broker [FLAGS]   (go run ./examples/broker [FLAGS])")
+		fmt.Fprintln(out, "flags:")
+		fs.PrintDefaults()
+		fmt.Fprint(out, brokerEnvHelp)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -118,6 +126,22 @@ func run(args []string) error {
 	}
 	if err := checkFlags(*shards, *retain, *retainBytes, *queue, *queueMax, *maxSubs, *window, *drain); err != nil {
 		return err
+	}
+	if err := checkConnFlags(*maxConns, *maxStreams, *maxUnauth, *connInflight, *nodes); err != nil {
+		return err
+	}
+	if err := checkAddrFlags(*statsAddr, *control); err != nil {
+		return err
+	}
+	for _, spec := range streams { // syntax only; the defaults come later
+		if _, _, err := ParseStreamSpec(spec, engine.StreamConfig{}); err != nil {
+			return err
+		}
+	}
+	if *nodes > 0 {
+		if err := checkClusterFlags(fs); err != nil {
+			return err
+		}
 	}
 	if (*certFile == "") != (*keyFile == "") {
 		return errors.New("-cert and -key go together")
@@ -282,6 +306,72 @@ func checkFlags(shards uint, retain int, retainBytes int64, queue, queueMax, max
 		return fmt.Errorf("-publish-window %d: want at most %d", window, uint32(1<<32-1))
 	case drain <= 0:
 		return fmt.Errorf("-drain %s: want a positive duration", drain)
+	}
+	return nil
+}
+
+// brokerEnvHelp ends the broker's -h output.
+const brokerEnvHelp = `environment:
+  FELIX_TOKENS       default of -tokens
+  FELIX_TOKENS_FILE  default of -tokens-file (takes precedence over -tokens)
+  SSLKEYLOGFILE      append every connection's TLS secrets (NSS key log format) to this file, to decrypt captures; off when unset (warns)
+`
+
+// checkConnFlags refuses connection limits and node counts that the
+// server would otherwise silently replace by their defaults.
+func checkConnFlags(maxConns int, maxStreams int64, maxUnauth int, inflight uint64, nodes int) error {
+	switch {
+	case maxConns < 1:
+		return fmt.Errorf("-max-conns %d: want at least 1", maxConns)
+	case maxStreams < 1:
+		return fmt.Errorf("-max-streams %d: want at least 1", maxStreams)
+	case maxUnauth < 1:
+		return fmt.Errorf("-max-unauth-streams %d: want at least 1", maxUnauth)
+	case inflight < 1:
+		return errors.New("-conn-inflight-bytes 0: want at least 1")
+	case nodes < 0:
+		return fmt.Errorf("-nodes %d: want 0 (one broker) or more", nodes)
+	}
+	return nil
+}
+
+// checkAddrFlags checks the HTTP addresses before anything listens: -stats
+// must be a host:port, -control a loopback host:port.
+func checkAddrFlags(stats, control string) error {
+	if stats != "" {
+		if _, err := net.ResolveTCPAddr("tcp", stats); err != nil {
+			return fmt.Errorf("-stats: %w", err)
+		}
+	}
+	if control != "" {
+		a, err := net.ResolveTCPAddr("tcp", control)
+		if err != nil {
+			return fmt.Errorf("-control: %w", err)
+		}
+		if host, _, _ := net.SplitHostPort(control); host != "localhost" && !a.IP.IsLoopback() {
+			return fmt.Errorf("-control %q: want a loopback address, e.g. 127.0.0.1:0", control)
+		}
+	}
+	return nil
+}
+
+// clusterFlags are the flags a cluster (-nodes) uses; the cluster runs with
+// its own defaults for every other setting.
+var clusterFlags = map[string]bool{"nodes": true, "addr": true, "tokens": true, "tokens-file": true,
+	"cert-out": true, "addr-out": true, "fixture-out": true, "control": true, "stream": true, "log-level": true}
+
+// checkClusterFlags refuses a flag set on the command line that -nodes
+// would ignore.
+func checkClusterFlags(fs *flag.FlagSet) error {
+	var ignored []string
+	fs.Visit(func(f *flag.Flag) {
+		if !clusterFlags[f.Name] {
+			ignored = append(ignored, "-"+f.Name)
+		}
+	})
+	if len(ignored) > 0 {
+		return fmt.Errorf("%s: not supported with -nodes (a cluster takes -addr's host, -tokens or -tokens-file, -stream, -cert-out, -addr-out, -fixture-out, -control and -log-level)",
+			strings.Join(ignored, ", "))
 	}
 	return nil
 }

@@ -55,3 +55,36 @@ func TestClusterFlagsNeedNodes(t *testing.T) {
 	require.Error(t, run([]string{"-fixture-out", "x.json"}))
 	require.Error(t, run([]string{"-control", "127.0.0.1:0"}))
 }
+
+// Every flag is checked before anything listens, and a flag that a
+// cluster would ignore is refused instead.
+func TestBrokerFlagsRefusedBeforeListening(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-max-conns", "-5"}, "-max-conns -5"},
+		{[]string{"-max-streams", "0"}, "-max-streams 0"},
+		{[]string{"-max-unauth-streams", "0"}, "-max-unauth-streams 0"},
+		{[]string{"-conn-inflight-bytes", "0"}, "-conn-inflight-bytes 0"},
+		{[]string{"-nodes", "-1"}, "-nodes -1"},
+		{[]string{"-stats", "127.0.0.1:99999"}, "-stats"},
+		{[]string{"-nodes", "3", "-control", "8.8.8.8:80"}, "loopback"},
+		{[]string{"-nodes", "3", "-stream", "bad"}, "want tenant/namespace/name"},
+		{[]string{"-nodes", "3", "-max-conns", "10", "-strict"}, "-max-conns, -strict: not supported with -nodes"},
+	} {
+		err := run(append([]string{"-addr", "127.0.0.1:0"}, tc.args...))
+		require.ErrorContains(t, err, tc.want, tc.args)
+	}
+}
+
+// -h lists the environment variables the broker reads.
+func TestBrokerHelpListsEnvironment(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-h")
+	cmd.Env = append(os.Environ(), "FELIX_BROKER_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	for _, s := range []string{"-max-conns", "(default 8192)", "FELIX_TOKENS ", "FELIX_TOKENS_FILE", "SSLKEYLOGFILE"} {
+		require.Contains(t, string(out), s)
+	}
+}
