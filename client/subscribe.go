@@ -190,7 +190,12 @@ func (s *Subscription) handleEnd(ctx context.Context, cur *conn.Subscription, er
 		}
 		s.c.forgetOwner(k, addr)
 		return s.resume(ctx, err)
-	case errors.As(err, new(*conn.LaggedError)), errors.As(err, new(*conn.StreamDeletedError)), errors.As(err, new(*conn.CursorError)):
+	case errors.As(err, new(*conn.LaggedError)):
+		var le *conn.LaggedError
+		errors.As(err, &le)
+		s.c.emit(Notice{Kind: NoticeLagged, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: le.ResumeFrom, Err: err})
+		return err
+	case errors.As(err, new(*conn.StreamDeletedError)), errors.As(err, new(*conn.CursorError)):
 		return err
 	case errors.As(err, &be):
 		switch be.RetryClass() {

@@ -202,6 +202,9 @@ func (s *eventSub) readFrame(ctx context.Context) (felix.Frame, error) {
 	}
 	s.arm(ctx)
 	f, err := s.fr.next()
+	if err == nil && s.c.cfg.Hooks != nil {
+		s.c.cfg.Hooks.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
+	}
 	if err != nil {
 		if s.closed.Load() {
 			s.err = ErrClosed

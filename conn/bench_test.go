@@ -40,8 +40,9 @@ func benchPayloads() [][]byte {
 
 // startBenchServer starts a server that answers acked binary publishes
 // with an ok ack and, on a subscribe, opens an event stream and writes
-// eventFrame *n times.
-func startBenchServer(b *testing.B, eventFrame []byte, n *int) (*Listener, *tls.Config) {
+// eventFrame *n times (or, given a gate, k times for each k received from
+// it until it is closed).
+func startBenchServer(b *testing.B, eventFrame []byte, n *int, gate ...<-chan int) (*Listener, *tls.Config) {
 	srvTLS, pool, err := SelfSigned()
 	require.NoError(b, err)
 	offer := fullOffer()
@@ -62,7 +63,13 @@ func startBenchServer(b *testing.B, eventFrame []byte, n *int) (*Listener, *tls.
 					if err != nil {
 						return
 					}
-					wg.Go(func() { benchServe(ctx, st, eventFrame, *n) })
+					wg.Go(func() {
+						var g <-chan int
+						if len(gate) > 0 {
+							g = gate[0]
+						}
+						benchServe(ctx, st, eventFrame, *n, g)
+					})
 				}
 			})
 		}
@@ -75,11 +82,16 @@ func startBenchServer(b *testing.B, eventFrame []byte, n *int) (*Listener, *tls.
 	return ln, &tls.Config{RootCAs: pool}
 }
 
-func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
+// benchServe serves one stream as the example broker does: requests are
+// read and answered under the connection's own context, events written
+// under the event stream's own context (neither costs a context.AfterFunc
+// per frame).
+func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int, gate <-chan int) {
 	defer st.Close()
 	var buf []byte
+	cctx := st.Conn().Context()
 	for {
-		req, err := st.ReadRequest(ctx)
+		req, err := st.ReadRequest(cctx)
 		if err != nil {
 			return
 		}
@@ -90,7 +102,7 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
 			}
 			a := felix.PublishAck{Status: felix.AckOK, RequestID: pre.RequestID}
 			buf, _ = felix.AppendPublishAck(buf[:0], &a)
-			if st.WriteEncoded(ctx, buf) != nil {
+			if st.WriteEncoded(cctx, buf) != nil {
 				return
 			}
 			continue
@@ -102,9 +114,19 @@ func benchServe(ctx context.Context, st *Stream, eventFrame []byte, n int) {
 			}
 			st.WriteMessage(ctx, &felix.Subscribed{SubscriptionID: 1})
 			st.Close()
-			for range n {
-				if es.WriteEncoded(ctx, eventFrame) != nil {
-					return
+			if gate != nil {
+				for k := range gate {
+					for range k {
+						if es.WriteEncoded(es.Context(), eventFrame) != nil {
+							return
+						}
+					}
+				}
+			} else {
+				for range n {
+					if es.WriteEncoded(es.Context(), eventFrame) != nil {
+						return
+					}
 				}
 			}
 			es.Close()

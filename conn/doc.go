@@ -209,4 +209,17 @@
 // bit or a message the client cannot parse is refused with ErrNotAdvertised,
 // and the optional fields of error and publish answers are shaped to the
 // client's offer.
+//
+// # Observing and debugging
+//
+// Config.Hooks and ServerConfig.Hooks (Hooks) report connections opened and
+// closed, streams authenticated and refused, every frame read and written,
+// publishes sent and answered with their latency, lag, and the redirects,
+// retries and resumes of the cluster-aware client (package client); nil
+// hooks cost a pointer comparison. examples/metrics turns them into
+// Prometheus metrics. KeyLogWriter on both configs (KeyLogFromEnv for
+// SSLKEYLOGFILE) writes the TLS secrets that let Wireshark or tshark
+// decrypt a capture, and ListenRelay is the QUIC relay behind felix tap,
+// which logs every frame between clients and a broker. See
+// docs/debugging.md.
 package conn

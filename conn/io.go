@@ -21,7 +21,7 @@ type readDeadliner interface{ SetReadDeadline(time.Time) error }
 // that can never be cancelled it costs nothing.
 func ctxGuard(ctx context.Context, set func(time.Time) error) (done func() bool) {
 	if ctx.Done() == nil {
-		return func() bool { return false }
+		return noGuard
 	}
 	var mu sync.Mutex
 	finished, fired := false, false
@@ -45,6 +45,9 @@ func ctxGuard(ctx context.Context, set func(time.Time) error) (done func() bool)
 		return f
 	}
 }
+
+// noGuard is the done function of a call that ctx cannot interrupt.
+func noGuard() bool { return false }
 
 // readFrameCtx reads one frame from r, whose stream is d, honouring ctx.
 // When ctx interrupts the read it returns ctx's error and interrupted true:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/flxproto/felix"
 )
@@ -226,6 +227,8 @@ type pendingAnswer struct {
 	rid     uint64
 	slot    bool // holds a publish window slot
 	release chan struct{}
+	sent    time.Time // when the publish was written (only with a PublishAcked hook)
+	records int       // records in the batch (only with a PublishAcked hook)
 }
 
 // send hands a to the waiter.
@@ -320,6 +323,9 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err) // the stream's send side was reset
 		}
+		if err == nil && ps.cs.hk != nil {
+			ps.sent(0, records(payloads, o.src), false)
+		}
 		return nil, 0, err
 	}
 	// Acked: take a window slot, register, write.
@@ -334,6 +340,9 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 	pa := &pendingAnswer{cb: cb, rid: rid, slot: true, release: ps.window}
 	if cb == nil {
 		pa.ch = make(chan answer, 1)
+	}
+	if ps.cs.hk.wantsAckTime() {
+		pa.sent, pa.records = time.Now(), records(payloads, o.src)
 	}
 	if err := ps.register(rid, pa); err != nil {
 		<-ps.window
@@ -371,6 +380,9 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			ps.fail(werr) // the stream's send side was reset
 		}
 		return nil, 0, werr
+	}
+	if ps.cs.hk != nil {
+		ps.sent(rid, records(payloads, o.src), true)
 	}
 	return pa, rid, nil
 }
@@ -445,6 +457,7 @@ func (ps *pubStream) deliver(rid uint64, a answer) bool {
 	}
 	if pa.slot {
 		<-pa.release
+		ps.acked(pa, a)
 	}
 	pa.send(a)
 	return true
@@ -463,6 +476,7 @@ func (ps *pubStream) fail(err error) {
 	for _, pa := range pend {
 		if pa.slot {
 			<-pa.release
+			ps.acked(pa, answer{err: err})
 		}
 		pa.send(answer{err: err})
 	}
@@ -476,6 +490,7 @@ func (ps *pubStream) readLoop() {
 	defer close(ps.done)
 	for {
 		f, err := ps.cs.r.ReadFrame()
+		ps.cs.seen(f, err)
 		if err != nil {
 			if err == io.EOF {
 				ps.finish(ErrClosed)
@@ -503,10 +518,12 @@ func (ps *pubStream) finish(err error) {
 	ps.pending = make(map[uint64]*pendingAnswer)
 	ps.mu.Unlock()
 	for _, pa := range pend {
+		a := answer{err: protocolErr("publish stream ended before the answer")}
 		if pa.slot {
 			<-pa.release
+			ps.acked(pa, a)
 		}
-		pa.send(answer{err: protocolErr("publish stream ended before the answer")})
+		pa.send(a)
 	}
 	ps.cs.s.Close()
 }

@@ -51,7 +51,7 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 		return nil, errNoTLS
 	}
 	c := *cfg
-	tc, err := serverTLS(c.TLS, c.RequireALPN)
+	tc, err := serverTLS(withKeyLog(c.TLS, c.KeyLogWriter), c.RequireALPN)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +121,7 @@ func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
 	}
 	l.conns[sc] = struct{}{}
 	l.mu.Unlock()
+	l.cfg.Hooks.connOpened(sc.hookInfo())
 	sc.start()
 	return sc, nil
 }
@@ -198,6 +199,11 @@ func (c *ServerConn) start() {
 		go c.acceptLoop(false)
 		go c.acceptLoop(true)
 		<-c.qc.Context().Done()
+		if h := c.l.cfg.Hooks; h != nil && h.ConnClosed != nil {
+			ev := c.hookInfo()
+			ev.Err = context.Cause(c.qc.Context())
+			h.ConnClosed(ev)
+		}
 		if c.timer != nil {
 			c.timer.Stop()
 		}

@@ -60,7 +60,8 @@ type Stream struct {
 	resMu        sync.Mutex
 	reserved     int64 // bytes of the connection's budget held by the last frame read
 	peek         [felix.HeaderLen]byte
-	ended        bool // Close or Abort ran: reservations are returned at once
+	ended        bool  // Close or Abort ran: reservations are returned at once
+	refusal      error // the answer that refused the stream's auth (hooks)
 }
 
 // keepReadBuf is the largest read buffer a server stream keeps between
@@ -73,6 +74,9 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 		st.send = send
 		st.w = newFrameWriter(send)
 		st.w.interruptible(send, st.Abort, send.Context(), c.qc.Context())
+		if c.l.cfg.Hooks != nil {
+			st.w.observe(c.l.cfg.Hooks, SideServer, streamID(recv), c.qc.RemoteAddr())
+		}
 	}
 	return st
 }
@@ -144,14 +148,21 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			return Request{}, err
 		}
 		s.releaseFrame()
-		done := ctxGuard(ctx, s.recv.SetReadDeadline)
+		// The connection's own context needs no guard (no
+		// context.AfterFunc per request): when it ends, the connection
+		// is closed and a blocked read fails by itself.
+		own := ctx == s.c.qc.Context()
+		done := noGuard
+		if !own {
+			done = ctxGuard(ctx, s.recv.SetReadDeadline)
+		}
 		if err := s.reserveNext(ctx); err != nil {
 			done()
 			s.Abort()
 			return Request{}, err
 		}
 		f, err := s.r.ReadFrame()
-		if done() && err != nil {
+		if (done() || own && ctx.Err() != nil) && err != nil {
 			s.Abort()
 			return Request{}, ctx.Err()
 		}
@@ -188,6 +199,9 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 				return Request{}, err
 			}
 			continue
+		}
+		if h := s.c.l.cfg.Hooks; h != nil {
+			h.frameRead(SideServer, streamID(s.recv), s.c.qc.RemoteAddr(), f)
 		}
 		req := Request{Flags: f.Flags, Payload: f.Payload}
 		s.bigBuf = len(f.Payload) > keepReadBuf
@@ -291,6 +305,9 @@ func (s *Stream) Abort() {
 // refuse answers an error (bidi streams) and ends the stream. An answer
 // that ctx interrupts aborts the stream.
 func (s *Stream) refuse(ctx context.Context, e *BrokerError) {
+	if s.auth == nil {
+		s.refusal = e
+	}
 	if s.w != nil {
 		m, err := shapeMessage(errorMessage(e), s.peer)
 		if err == nil {
@@ -362,6 +379,9 @@ func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*E
 	}
 	es := &EventStream{s: ss, w: newFrameWriter(ss), peer: s.peer, id: subscriptionID}
 	es.w.interruptible(ss, es.Abort, ss.Context(), s.c.qc.Context())
+	if h := s.c.l.cfg.Hooks; h != nil {
+		es.w.observe(h, SideServer, int64(ss.StreamID()), s.c.qc.RemoteAddr())
+	}
 	if err := es.w.writeMessage(ctx, &felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
 		ss.CancelWrite(0)
 		return nil, writeErr("write event_stream_hello", err)

@@ -24,6 +24,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -108,6 +109,9 @@ type Config struct {
 	Dir string
 	// Logger receives the cluster's logs (nil discards them).
 	Logger *slog.Logger
+	// KeyLogWriter receives the TLS secrets of every client connection of
+	// every node (server.Config.KeyLogWriter): for debugging only.
+	KeyLogWriter io.Writer
 }
 
 // Cluster is a running cluster. Create it with Start, stop it with Close.
@@ -277,6 +281,7 @@ func (c *Cluster) startNode(i int) error {
 		Router:       &router{c: c, i: i},
 		DrainTimeout: 100 * time.Millisecond,
 		Logger:       c.log.With("node", n.id),
+		KeyLogWriter: c.cfg.KeyLogWriter,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: node %d: %w", i, err)

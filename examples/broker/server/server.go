@@ -14,8 +14,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -101,6 +103,15 @@ type Config struct {
 	// MaxStreams, MaxUnauthStreams, MaxConnInFlightBytes, ...; zero fields
 	// keep conn's defaults) before the listener starts.
 	ConnLimits func(*conn.ServerConfig)
+	// Hooks observes the listener (conn.ServerConfig.Hooks), e.g. the
+	// Prometheus adapter of examples/metrics.
+	Hooks *conn.Hooks
+	// KeyLogWriter receives the TLS secrets of every connection in NSS key
+	// log format (conn.ServerConfig.KeyLogWriter): for debugging only.
+	KeyLogWriter io.Writer
+	// Metrics, when set, is served at /metrics beside /stats by ServeStats
+	// (e.g. a promhttp handler).
+	Metrics http.Handler
 
 	// SharedEngine, when set, is used instead of a new engine built from
 	// Engine: several servers (the nodes of a cluster) then serve one log.
@@ -217,6 +228,8 @@ func Listen(cfg Config) (*Server, error) {
 		AuthTimeout:   cfg.AuthTimeout,
 		MaxFrameBytes: cfg.MaxFrameBytes,
 		Logger:        cfg.ConnLogger,
+		Hooks:         cfg.Hooks,
+		KeyLogWriter:  cfg.KeyLogWriter,
 	}
 	if cfg.ConnLimits != nil {
 		cfg.ConnLimits(scfg)

@@ -134,7 +134,7 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 	// Writes run under wctx: the watchdog bounds each one. Next runs under
 	// ctx, which also ends when the shard moves away or the server stops
 	// serving subscriptions.
-	wctx, wd := s.watchdog(es.Context())
+	wctx, wd := s.watchdog(es.Context(), es.Abort)
 	defer wd.stop()
 	ctx, stop := s.pumpContext(wctx, mv.place.Moved)
 	defer stop()
@@ -174,8 +174,10 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 			_ = es.Close()
 			return
 		}
+		// Under the stream's own context: the write costs no
+		// context.AfterFunc; the watchdog resets the stream to cut it.
 		wd.arm()
-		err = es.WriteEncoded(wctx, d.Frame)
+		err = es.WriteEncoded(es.Context(), d.Frame)
 		wd.disarm()
 		if err != nil {
 			es.Abort()
@@ -249,7 +251,7 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer w.Close()
-	wctx, wd := s.watchdog(es.Context())
+	wctx, wd := s.watchdog(es.Context(), es.Abort)
 	defer wd.stop()
 	ctx, stop := s.pumpContext(wctx, nil)
 	defer stop()
@@ -278,7 +280,7 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 			ev.Value = felix.Some(d.Event.Value)
 		}
 		wd.arm()
-		err = es.WriteMessage(wctx, ev)
+		err = es.WriteMessage(es.Context(), ev) // cut by the watchdog's reset
 		wd.disarm()
 		if err != nil {
 			es.Abort()

@@ -25,11 +25,12 @@ const DefaultEventWriteTimeout = 30 * time.Second
 // reaches the timeout, so a stuck write is still cut at exactly its
 // deadline.
 type writeWatchdog struct {
-	s      *Server
-	t      *time.Timer
-	cancel context.CancelFunc
-	d      time.Duration
-	base   time.Time
+	s       *Server
+	t       *time.Timer
+	cancel  func() // cancels the pump's context and resets the stream
+	stopCtx context.CancelFunc
+	d       time.Duration
+	base    time.Time
 	// writing is the start of the write in progress, as nanoseconds
 	// since base plus one; 0 when no write runs.
 	writing atomic.Int64
@@ -38,10 +39,13 @@ type writeWatchdog struct {
 }
 
 // watchdog returns the pump's context (a child of parent) and its
-// watchdog, disarmed.
-func (s *Server) watchdog(parent context.Context) (context.Context, *writeWatchdog) {
+// watchdog, disarmed. On a timeout it cancels that context and calls
+// abort (which resets the event stream), so a write blocked under the
+// stream's own context (no context.AfterFunc per write: frames are
+// written under it) is cut as well as one under the pump's context.
+func (s *Server) watchdog(parent context.Context, abort func()) (context.Context, *writeWatchdog) {
 	ctx, cancel := context.WithCancel(parent)
-	w := &writeWatchdog{s: s, cancel: cancel, d: s.cfg.EventWriteTimeout, base: time.Now()}
+	w := &writeWatchdog{s: s, cancel: func() { cancel(); abort() }, stopCtx: cancel, d: s.cfg.EventWriteTimeout, base: time.Now()}
 	w.t = time.AfterFunc(w.d, w.check)
 	return ctx, w
 }
@@ -78,5 +82,5 @@ func (w *writeWatchdog) stop() {
 	w.stopped = true
 	w.mu.Unlock()
 	w.t.Stop()
-	w.cancel()
+	w.stopCtx()
 }
