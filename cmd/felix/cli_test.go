@@ -28,6 +28,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{[]string{"help", "cache", "watch"}, []string{"-prefix", "-retained"}, true},
 		{[]string{"decode", "-h"}, []string{"-raw", "-max"}, false},
 		{[]string{"help", "decode"}, []string{"-raw", "-max"}, false},
+		{[]string{"state", "-h"}, []string{"state get [FLAGS] STREAM ENTITY KEY", "-addr", "-json"}, true},
+		{[]string{"state", "get", "-h"}, []string{"state get [FLAGS] STREAM ENTITY KEY", "-addr"}, true},
 	}
 	for _, c := range cases {
 		code, out, errb := felixRun(t, "", c.args...)

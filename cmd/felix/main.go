@@ -298,6 +298,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			usage = hr.fs.Name() + " [FLAGS] ..." // a sub-operation, e.g. "cache watch"
 			if u, ok := subUsage[hr.fs.Name()]; ok {
 				usage = u
+			} else if strings.HasPrefix(c.usage, hr.fs.Name()+" ") {
+				usage = c.usage // the command's only operation, e.g. "state get"
 			}
 		}
 		fmt.Fprintf(stdout, "usage: felix %s\n  %s\n", usage, c.summary)
