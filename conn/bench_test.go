@@ -287,6 +287,40 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 		b.StopTimer()
 		sub.Close()
 	})
+	// felix-batch and felix-batch-reuse read whole batches with NextBatch
+	// (the zero-copy view a proxy forwards) instead of events with Next.
+	for _, reuse := range []bool{false, true} {
+		name := "felix-batch"
+		if reuse {
+			name += "-reuse"
+		}
+		b.Run(name, func(b *testing.B) {
+			n := b.N
+			ln, tc := startBenchServer(b, ev, &n)
+			c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+			require.NoError(b, err)
+			defer c.Close()
+			b.SetBytes(benchRecords * benchRecSize)
+			b.ReportAllocs()
+			b.ResetTimer()
+			stopCPU := cpuMeter(b)
+			ctx := context.Background()
+			sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: reuse})
+			require.NoError(b, err)
+			for range b.N {
+				v, err := sub.NextBatch(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if v.Len() != benchRecords {
+					b.Fatalf("batch of %d records", v.Len())
+				}
+			}
+			stopCPU()
+			b.StopTimer()
+			sub.Close()
+		})
+	}
 	b.Run("raw-quic-uni", func(b *testing.B) {
 		s := rawUniPair(b, func(s *quic.SendStream) {
 			for range b.N {
