@@ -56,8 +56,10 @@ type PublishAck struct {
 	// Code is the error code of a failure; "" means none. Numbers outside
 	// the table decode as "code_<n>" and encode back to n.
 	Code ErrorCode
-	// Retry is sent with Code. A value outside 1..5 is sent as RetryFatal,
-	// and an unknown byte decodes as RetryFatal.
+	// Retry is sent with Code. Zero means the code's default class
+	// (Code.DefaultRetry, docs/errors.md §Retry classes), as on the JSON
+	// path; any other value outside 1..5 is sent as RetryFatal, and an
+	// unknown byte decodes as RetryFatal.
 	Retry RetryClass
 	// HasDetail adds Reason and RetryAfterMs (sent only with Code).
 	HasDetail bool
@@ -77,6 +79,19 @@ type PublishAck struct {
 }
 
 const layoutAck = "binary_publish_ack"
+
+// RetryClass returns the retry class AppendPublishAck writes for a: Retry,
+// or the code's default when Retry is zero (a value outside 1..5 writes
+// RetryFatal). It is meaningful only for a failure with a Code.
+func (a PublishAck) RetryClass() RetryClass {
+	switch {
+	case a.Retry == 0:
+		return a.Code.DefaultRetry()
+	case a.Retry > RetryFatal:
+		return RetryFatal
+	}
+	return a.Retry
+}
 
 func (a PublishAck) sendCode() bool   { return a.Status == AckError && a.Code != "" }
 func (a PublishAck) sendDetail() bool { return a.sendCode() && a.HasDetail }
@@ -186,10 +201,7 @@ func AppendPublishAck(dst []byte, a *PublishAck) ([]byte, error) {
 		dst = append(dst, 0, 0)
 	}
 	if a.sendCode() {
-		r := a.Retry
-		if r < RetryRetry || r > RetryFatal {
-			r = RetryFatal
-		}
+		r := a.RetryClass()
 		dst = binary.BigEndian.AppendUint16(dst, a.Code.Number())
 		dst = append(dst, byte(r))
 		if a.HasDetail {

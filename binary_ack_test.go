@@ -338,3 +338,33 @@ func TestPublishAckProperties(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishAckZeroRetryIsCodeDefault: a zero Retry is written as the
+// code's default class (docs/errors.md), the rule of the JSON path too; an
+// explicit class is kept, and a code without a default gets fatal.
+func TestPublishAckZeroRetryIsCodeDefault(t *testing.T) {
+	for _, tc := range []struct {
+		code  felix.ErrorCode
+		retry felix.RetryClass
+		want  felix.RetryClass
+	}{
+		{felix.CodeShardUnavailable, 0, felix.RetryRetry},
+		{felix.CodeOverloaded, 0, felix.RetryAfter},
+		{felix.CodeNotLeader, 0, felix.RetryRedirect},
+		{felix.CodeQuorumTimeout, 0, felix.RetryOutcomeUnknown},
+		{felix.CodeForbidden, 0, felix.RetryFatal},
+		{"code_999", 0, felix.RetryFatal},
+		{felix.CodeShardUnavailable, felix.RetryAfter, felix.RetryAfter},
+		{felix.CodeShardUnavailable, 9, felix.RetryFatal},
+	} {
+		a := felix.PublishAck{Status: felix.AckError, RequestID: 1, Message: "m", Code: tc.code, Retry: tc.retry}
+		require.Equal(t, tc.want, a.RetryClass(), "%s/%d", tc.code, tc.retry)
+		enc, err := felix.AppendPublishAck(nil, &a)
+		require.NoError(t, err)
+		h, err := felix.ParseHeader(enc)
+		require.NoError(t, err)
+		got, err := felix.DecodePublishAck(h.Flags, enc[felix.HeaderLen:])
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got.Retry, "%s/%d", tc.code, tc.retry)
+	}
+}

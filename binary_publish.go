@@ -127,20 +127,41 @@ func (b *PublishBatch) check() error {
 // ErrInvalidUTF8, an ack mode above AckPerBatch is ErrInvalidValue and
 // Idempotent without an ack mode is ErrBadFlagCombination.
 func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
-	if err := b.check(); err != nil {
-		return dst, err
-	}
 	sum, ok := payloadsLen(b.Payloads)
 	if !ok {
+		if err := b.check(); err != nil {
+			return dst, err
+		}
 		p := b.Payloads[bigPayload(b.Payloads)]
 		return dst, encErr(ErrFrameTooLarge, b.layout(), "payload", "payload of "+strconv.Itoa(len(p))+" bytes")
 	}
-	n := b.frameLen(sum)
-	if err := checkFrameSize(b.layout(), n); err != nil {
+	out, start, end, err := beginPublish(dst, b, len(b.Payloads), sum)
+	if err != nil {
 		return dst, err
 	}
+	o := len(out)
+	out = out[:end]
+	putPayloads(out[o:], b.Payloads)
+	return FinishFrame(out, start)
+}
+
+// beginPublish validates b for count payloads of sum bytes (b.Payloads is
+// not looked at) and appends the header and every section before the
+// payloads to dst, grown to the exact frame length: the caller writes the
+// payloads into out[len(out):end] and finishes the frame at start.
+func beginPublish(dst []byte, b *PublishBatch, count, sum int) (out []byte, start, end int, err error) {
+	if err := b.check(); err != nil {
+		return dst, 0, 0, err
+	}
+	if uint64(count) > MaxPayloadLen {
+		return dst, 0, 0, encErr(ErrFrameTooLarge, b.layout(), "count", "too many payloads")
+	}
+	n := b.frameLen(sum) + 4*(count-len(b.Payloads))
+	if err := checkFrameSize(b.layout(), n); err != nil {
+		return dst, 0, 0, err
+	}
 	dst = grow(dst, n)
-	start := len(dst)
+	start = len(dst)
 	dst = BeginFrame(dst, b.Flags())
 	if b.AckMode != AckNone {
 		dst = binary.BigEndian.AppendUint64(dst, b.RequestID)
@@ -160,11 +181,8 @@ func AppendPublishBatch(dst []byte, b *PublishBatch) ([]byte, error) {
 	dst = appendStr16(dst, b.TenantID)
 	dst = appendStr16(dst, b.Namespace)
 	dst = appendStr16(dst, b.Stream)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Payloads)))
-	o := len(dst)
-	dst = dst[:start+n]
-	putPayloads(dst[o:], b.Payloads)
-	return FinishFrame(dst, start)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(count))
+	return dst, start, start + n, nil
 }
 
 // PublishBatchView is a validated publish batch whose byte fields alias the

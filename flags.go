@@ -147,6 +147,18 @@ func (f Flags) String() string {
 	return b.String()
 }
 
+// SetString renders f as a set of bits, such as a client_flags offer or
+// the modifier bits a client accepts: like String, except that zero (the
+// empty set) renders as "0x0000(none)" rather than as the JSON frame
+// layout. String stays the rendering of a frame's flag word (felix decode
+// and the vectors use it).
+func (f Flags) SetString() string {
+	if f == 0 {
+		return "0x0000(none)"
+	}
+	return f.String()
+}
+
 // Layout identifies the payload layout a flag word selects.
 type Layout uint8
 

@@ -77,6 +77,13 @@ type Opt[T any] struct {
 }
 
 // Some returns a present Opt holding v.
+//
+// The type argument is inferred from v alone: Go does not infer type
+// arguments from the type a result is assigned to (here the Opt field), so
+// an untyped constant takes its default type. felix.Some(1) is an Opt[int]
+// and does not fit an Opt[uint64] field; write felix.Some[uint64](1), or
+// pass a typed value (felix.Some(uint64(n)), felix.Some(rid) with rid a
+// uint64). Typed variables, the usual case, need no type argument.
 func Some[T any](v T) Opt[T] { return Opt[T]{V: v, Set: true} }
 
 // Get returns the value and whether it is present.

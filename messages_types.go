@@ -190,6 +190,20 @@ const (
 	StartOffset                    // {"offset":N}: from offset N
 )
 
+// String returns "latest", "earliest", "offset", or "start_kind(n)" for an
+// undefined value.
+func (k StartKind) String() string {
+	switch k {
+	case StartLatest:
+		return "latest"
+	case StartEarliest:
+		return "earliest"
+	case StartOffset:
+		return "offset"
+	}
+	return "start_kind(" + strconv.Itoa(int(k)) + ")"
+}
+
 // StartPosition is where a subscription or group cursor starts: "latest",
 // "earliest" or {"offset":N}. The zero value is latest.
 type StartPosition struct {

@@ -50,6 +50,23 @@
 // Offsets map resumes every shard. Cache watches (Watch) resume the same
 // way from the cache-log offset after the last change.
 //
+// # Queues, commits and inspection
+//
+// Group is a consumer group of one shard: poll, ack, nack, extend, dead
+// letters (list, redrive, discard), seek, describe and delete all go to
+// the shard's leader, and Group.Records is a consumer loop that settles
+// every record it yields. Commit (one event plus state changes, validated
+// on the client first), StateGet and PublishIf go to the leader of the
+// shard the entity or routing key lands on; CachePutIf and CacheDeleteIf
+// are compare-and-set cache writes. OffsetForTime and StreamRead read a
+// shard on its leader; ShardOwners, Topology, CacheShards and
+// StreamShards describe the cluster; ShardInspect and Subscriptions (a
+// token granted node.view:cluster:*) describe one broker; RawRequest sends
+// any message. Each call is sent only when the broker it reaches
+// advertised its feature (conn.ErrNotAdvertised otherwise, nothing sent).
+// Reads are re-sent after a lost connection; writes and settling calls
+// are not, once they may have been applied (*AmbiguousError).
+//
 // # Observability
 //
 // Config.OnNotice receives a Notice for every connection state change,

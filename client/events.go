@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/flxproto/felix/conn"
 )
 
 // NoticeKind says what a Notice reports.
@@ -33,9 +35,14 @@ const (
 	// NoticeShardLost: a shard of a sharded subscription ended with Err
 	// while the other shards keep delivering.
 	NoticeShardLost
+	// NoticeLagged: a subscription (Op "subscribe") or cache watch (Op
+	// "cache_watch") on Addr fell too far behind and the broker ended it
+	// (Err is the *conn.LaggedError; Offset is where to resume from). The
+	// subscription or watch ends with that error.
+	NoticeLagged
 )
 
-var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost"}
+var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost", "lagged"}
 
 // String returns the kind's name.
 func (k NoticeKind) String() string {
@@ -74,6 +81,18 @@ func (c *Client) emit(ev Notice) {
 	if c.cfg.OnNotice != nil {
 		c.cfg.OnNotice(ev)
 	}
+	if h := c.cfg.Conn.Hooks; h != nil {
+		// The conn-level hooks see the client's own decisions too (see
+		// conn.Hooks); lag reaches them from the conn layer directly.
+		switch {
+		case ev.Kind == NoticeRedirect && h.Redirect != nil:
+			h.Redirect(conn.RedirectInfo{Op: ev.Op, From: ev.Addr, To: ev.Target, Attempt: ev.Attempt, Err: ev.Err})
+		case ev.Kind == NoticeRetry && h.Retry != nil:
+			h.Retry(conn.RetryInfo{Op: ev.Op, Addr: ev.Addr, Attempt: ev.Attempt, Delay: ev.Delay, Err: ev.Err})
+		case ev.Kind == NoticeResumed && h.Resume != nil:
+			h.Resume(conn.ResumeInfo{Op: ev.Op, Addr: ev.Addr, Stream: ev.Stream, Offset: ev.Offset, Err: ev.Err})
+		}
+	}
 	lvl := slog.LevelInfo
 	if ev.Kind == NoticeDiscovered {
 		lvl = slog.LevelDebug
@@ -101,7 +120,7 @@ func (c *Client) emit(ev Notice) {
 	if ev.Delay != 0 {
 		attrs = append(attrs, slog.Duration("delay", ev.Delay))
 	}
-	if ev.Kind == NoticeResumed {
+	if ev.Kind == NoticeResumed || ev.Kind == NoticeLagged {
 		attrs = append(attrs, slog.Uint64("offset", ev.Offset))
 	}
 	if ev.Err != nil {

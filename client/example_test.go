@@ -63,3 +63,42 @@ func Example() {
 	// acked at offset 0
 	// order #1 at offset 0
 }
+
+// Info tells where a subscription from earliest began: the oldest record
+// the broker still keeps.
+func ExampleSubscription_Info() {
+	cfg := server.Config{Addr: "127.0.0.1:0"}
+	cfg.Engine.DefaultStream.Durable = true
+	srv, err := server.Listen(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{
+		Seeds: []string{srv.Addr().String()},
+		Conn: conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
+			TenantID: server.DemoTenant, Token: server.DemoToken},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	audit := client.Topic{TenantID: server.DemoTenant, Namespace: "shop", Stream: "audit"}
+	for _, p := range []string{"a", "b"} {
+		if _, err := c.Publish(ctx, audit, []byte(p), client.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	fmt.Println("earliest retained offset:", sub.Info().StartOffset.V)
+	// Output:
+	// earliest retained offset: 0
+}

@@ -23,7 +23,7 @@ import (
 // work is a 3-shard durable stream declared on the test cluster.
 var work = client.Topic{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Stream: "work"}
 
-// startCluster starts a 3-node cluster (attempt bound 2) with the work
+// startFeatureCluster starts a 3-node cluster (attempt bound 2) with the work
 // stream.
 func startFeatureCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
@@ -37,7 +37,7 @@ func startFeatureCluster(t *testing.T) *cluster.Cluster {
 	return cl
 }
 
-// clusterClient returns a client seeded with node seed only.
+// seedClient returns a client seeded with node seed only.
 func seedClient(t *testing.T, cl *cluster.Cluster, seed int, adjust func(*client.Config)) (*client.Client, *notices) {
 	t.Helper()
 	return newClient(t, []string{cl.Addr(seed)}, func(c *client.Config) {
@@ -160,7 +160,7 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 	// Breaking out of the loop gives the record back at once.
 	_, err = c.Publish(ctx, work, []byte("x"), client.PublishOptions{Ack: felix.AckPerBatch, Key: keys[0]})
 	require.NoError(t, err)
-	for d, err := range g.Records(ctx, client.PollOptions{}) {
+	for d, err := range g.Records(ctx) {
 		require.NoError(t, err)
 		require.Equal(t, "x", string(d.Payload))
 		break
@@ -342,6 +342,46 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	_, err = c.StreamRead(ctx, work, shard, client.ReadOptions{From: 99})
 	var ce *conn.CursorError
 	require.True(t, errors.As(err, &ce), "got %v", err)
+
+	// Shard inspection and subscription listing need the operator token
+	// (node.view:cluster:*); the application's token is refused.
+	_, err = c.ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
+	var be *conn.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeForbidden, be.Code)
+	ops, _ := seedClient(t, cl, 0, func(c *client.Config) { c.Conn.Token = cluster.InspectToken })
+	view, err := ops.ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
+	require.NoError(t, err)
+	require.Equal(t, "leader", view.Role, "routed to the shard's leader")
+	require.True(t, view.Serving)
+	require.Equal(t, uint32(3), view.Shards)
+	require.Equal(t, felix.Some(uint64(3)), view.Tail)
+	owners, err = ops.ShardOwners(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream)
+	require.NoError(t, err)
+	leader := owners[shard].Addr.V
+	require.Equal(t, owners[shard].NodeID.V, view.NodeID)
+	require.Equal(t, owners[shard].NodeID.V, view.Assignment.V.Leader)
+	other := cl.Addr(0)
+	if other == leader {
+		other = cl.Addr(1)
+	}
+	fview, err := ops.ShardInspectAt(ctx, other, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
+	require.NoError(t, err)
+	require.Equal(t, "none", fview.Role)
+	require.Equal(t, felix.Some("not_assigned_here"), fview.Reason)
+	require.NotEqual(t, view.NodeID, fview.NodeID)
+
+	sub, err := c.Subscribe(ctx, work, client.SubscribeOptions{Shard: shard})
+	require.NoError(t, err)
+	defer sub.Close()
+	listed, err := ops.Subscriptions(ctx, leader, felix.SubscriptionsFilter{Stream: felix.Some(work.Stream)}, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, view.NodeID, listed.NodeID)
+	require.Len(t, listed.Subscriptions, 1, "the leader serves the subscription")
+	require.Equal(t, shard, listed.Subscriptions[0].Shard)
+	elsewhere, err := ops.Subscriptions(ctx, other, felix.SubscriptionsFilter{Stream: felix.Some(work.Stream)}, 0, nil)
+	require.NoError(t, err)
+	require.Empty(t, elsewhere.Subscriptions, "each broker lists its own")
 
 	// Raw requests: the answer as it came.
 	ans, err := c.RawRequest(ctx, &felix.StreamShards{TenantID: work.TenantID, Namespace: work.Namespace, Stream: work.Stream, RequestID: 7})

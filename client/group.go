@@ -202,8 +202,8 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 }
 
 // Records is a consumer loop over the group: it polls the shard leader
-// (o.Max records per poll, default 16; o.Wait per poll, default 1 s, so
-// the broker long-polls) and yields every record. A record the loop body
+// (with the first of opts, if any: o.Max records per poll, default 16;
+// o.Wait per poll, default 1 s, so the broker long-polls) and yields every record. A record the loop body
 // leaves unsettled is acked when the body continues; when the body breaks
 // out, that record and the records of the same poll not yet yielded are
 // nacked, so they are redelivered at once instead of after the visibility
@@ -211,7 +211,7 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 // body continues); a failed poll (after the client's retries) is yielded
 // and ends the loop. The loop ends when ctx ends, yielding ctx's error.
 //
-//	for d, err := range g.Records(ctx, client.PollOptions{}) {
+//	for d, err := range g.Records(ctx) {
 //		if err != nil {
 //			return err
 //		}
@@ -219,7 +219,11 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 //			_ = d.Nack(ctx, 0) // redeliver
 //		}
 //	}
-func (g *Group) Records(ctx context.Context, o PollOptions) iter.Seq2[*Delivery, error] {
+func (g *Group) Records(ctx context.Context, opts ...PollOptions) iter.Seq2[*Delivery, error] {
+	var o PollOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	if o.Max == 0 {
 		o.Max = 16
 	}

@@ -51,6 +51,7 @@ type Subscription struct {
 
 	mu     sync.Mutex
 	cur    *conn.Subscription
+	info   *felix.Subscribed
 	closed atomic.Bool
 	err    error
 }
@@ -94,12 +95,22 @@ func (s *Subscription) open(ctx context.Context, start felix.StartPosition, caus
 		sub.Close()
 		return ErrClosed
 	}
-	s.cur, s.addr = sub, addr
+	s.cur, s.addr, s.info = sub, addr, sub.Info()
 	s.mu.Unlock()
 	if cause != nil {
 		s.c.emit(Notice{Kind: NoticeResumed, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: start.Offset, Err: cause})
 	}
 	return nil
+}
+
+// Info returns the broker's subscribed answer to the latest subscribe of
+// this subscription (the first one until it resumes): its start_offset
+// says where delivery began (for earliest, the oldest retained record),
+// live_offset where the live tail was.
+func (s *Subscription) Info() *felix.Subscribed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
 }
 
 // Offset returns the offset the subscription would resume at (the one
@@ -179,7 +190,12 @@ func (s *Subscription) handleEnd(ctx context.Context, cur *conn.Subscription, er
 		}
 		s.c.forgetOwner(k, addr)
 		return s.resume(ctx, err)
-	case errors.As(err, new(*conn.LaggedError)), errors.As(err, new(*conn.StreamDeletedError)), errors.As(err, new(*conn.CursorError)):
+	case errors.As(err, new(*conn.LaggedError)):
+		var le *conn.LaggedError
+		errors.As(err, &le)
+		s.c.emit(Notice{Kind: NoticeLagged, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: le.ResumeFrom, Err: err})
+		return err
+	case errors.As(err, new(*conn.StreamDeletedError)), errors.As(err, new(*conn.CursorError)):
 		return err
 	case errors.As(err, &be):
 		switch be.RetryClass() {

@@ -157,7 +157,12 @@ func (w *Watch) handleEnd(ctx context.Context, cur *conn.Watch, err error) error
 			return io.EOF
 		}
 		return w.resume(ctx, err)
-	case errors.As(err, new(*conn.LaggedError)), errors.As(err, new(*conn.CursorError)):
+	case errors.As(err, new(*conn.LaggedError)):
+		var le *conn.LaggedError
+		errors.As(err, &le)
+		w.c.emit(Notice{Kind: NoticeLagged, Op: "cache_watch", Addr: addr, Stream: w.ref.Cache, Offset: le.ResumeFrom, Err: err})
+		return err
+	case errors.As(err, new(*conn.CursorError)):
 		return err
 	case errors.As(err, &be):
 		switch be.RetryClass() {

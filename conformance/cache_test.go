@@ -9,7 +9,7 @@ import (
 
 func Test_cache_put_get(t *testing.T) {
 	run(t, "cache.put_get", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref, k := fx.cache(fx.Cache), fx.key("put")
 		v := []byte{0, 1, 0xff, 'v', 0}
 		require.NoError(t, c.CachePut(fx.ctx(), ref, k, v, 0))
@@ -28,7 +28,7 @@ func Test_cache_put_get(t *testing.T) {
 
 func Test_cache_miss_is_absent(t *testing.T) {
 	run(t, "cache.miss_is_absent", func(t *testing.T, fx *Fx) {
-		got, found, err := fx.client().CacheGet(fx.ctx(), fx.cache(fx.Cache), fx.key("never"))
+		got, found, err := fx.scDefault().CacheGet(fx.ctx(), fx.cache(fx.Cache), fx.key("never"))
 		require.NoError(t, err, "a miss is an answer, not an error")
 		require.False(t, found)
 		require.Nil(t, got)
@@ -37,7 +37,7 @@ func Test_cache_miss_is_absent(t *testing.T) {
 
 func Test_cache_delete_returns_previous(t *testing.T) {
 	run(t, "cache.delete_returns_previous", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref, k := fx.cache(fx.Cache), fx.key("del")
 		require.NoError(t, c.CachePut(fx.ctx(), ref, k, []byte("old"), 0))
 		old, found, err := c.CacheDelete(fx.ctx(), ref, k)
@@ -56,7 +56,7 @@ func Test_cache_delete_returns_previous(t *testing.T) {
 
 func Test_cache_ttl_expires(t *testing.T) {
 	run(t, "cache.ttl_expires", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref := fx.cache(fx.Cache)
 		short, long := fx.key("ttl-short"), fx.key("ttl-none")
 		require.NoError(t, c.CachePut(fx.ctx(), ref, long, []byte("stays"), 0))
@@ -84,7 +84,7 @@ func Test_cache_ttl_expires(t *testing.T) {
 
 func Test_counter_add_returns_sum(t *testing.T) {
 	run(t, "counter.add_returns_sum", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref, k := fx.cache(fx.Cache), fx.key("count")
 		v, found, err := c.CounterAdd(fx.ctx(), ref, k, 5)
 		require.NoError(t, err)
@@ -102,7 +102,7 @@ func Test_counter_add_returns_sum(t *testing.T) {
 
 func Test_counter_get_absent_is_none(t *testing.T) {
 	run(t, "counter.get_absent_is_none", func(t *testing.T, fx *Fx) {
-		v, found, err := fx.client().CounterGet(fx.ctx(), fx.cache(fx.Cache), fx.key("nocount"))
+		v, found, err := fx.scDefault().CounterGet(fx.ctx(), fx.cache(fx.Cache), fx.key("nocount"))
 		require.NoError(t, err)
 		require.False(t, found, "absent, not zero")
 		require.Zero(t, v)

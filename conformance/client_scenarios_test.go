@@ -14,6 +14,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
@@ -115,6 +117,20 @@ func (fx *Fx) scClient(seeds []string, adjust func(*client.Config)) (*client.Cli
 	require.NoError(fx.t, err)
 	fx.t.Cleanup(func() { _ = c.Close() })
 	return c, n
+}
+
+// scDefault returns a cluster-aware client over every fixture broker,
+// configured as a user would (the client the scenarios use unless they
+// need something else); closed when the test ends.
+func (fx *Fx) scDefault() *client.Client {
+	fx.t.Helper()
+	c, _ := fx.scClient(fx.Addrs, nil)
+	return c
+}
+
+// scPub publishes one record through c, acked per message.
+func (fx *Fx) scPub(c *client.Client, t conn.Topic, p []byte) (client.PublishResult, error) {
+	return c.Publish(fx.ctx(), t, p, client.PublishOptions{Ack: felix.AckPerMessage})
 }
 
 // scLinkClient returns a client whose only seed is the link interposer
@@ -500,7 +516,6 @@ func Test_ack_none_does_not_wait_for_the_broker(t *testing.T) {
 	run(t, "ack.none_does_not_wait_for_the_broker", func(t *testing.T, fx *Fx) {
 		c, _ := fx.scLinkClient(nil)
 		tp := fx.topic(fx.LinkStream)
-		fx.scPublish(c, tp, fx.key("warm")) // the publish stream is open
 		r, _ := fx.scClient(fx.Addrs, nil)
 		sub := fx.scSubscribe(r, tp, client.SubscribeOptions{})
 		// Nothing crosses the link until it heals: a publish that waited
@@ -1003,5 +1018,162 @@ func Test_fault_subscription_through_a_stalled_link(t *testing.T) {
 func Test_fault_cache_through_a_reset_link(t *testing.T) {
 	run(t, "fault.cache_through_a_reset_link", func(t *testing.T, fx *Fx) {
 		scFaultCache(t, fx, "fault.cache_through_a_reset_link")
+	})
+}
+
+// ---- idempotent producer ----
+
+// scLostAck is the outcome of scResendAfterLostAck.
+type scLostAck struct {
+	c        *client.Client
+	prod     *client.Producer
+	tp       conn.Topic
+	payload  string
+	res      client.PublishResult // what the producer's call returned
+	written  uint64               // where the broker wrote the batch first
+	retries  int
+	notices  *scNotices
+	nextSeqs uint64 // the sequence of the batch after the lost one (warm 0, lost 1)
+}
+
+// scResendAfterLostAck publishes a batch through an idempotent producer of
+// the interposed client and loses its ack: the request is held by a
+// stall, a drop longer than the idle timeout starts before the stall
+// releases it, so the broker writes the batch (an ordinary subscriber sees
+// it) while its ack, and everything else on that connection, is
+// discarded. The producer must re-send on a new connection once the link
+// works again.
+//
+// It needs the interposer's counters (the in-process cluster's, or GET
+// /link/stats of the control endpoint) to start the drop once the request
+// is held.
+func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
+	t.Helper()
+	stalled := fx.scStalledCounter()
+	c, n := fx.scLinkClient(nil)
+	tp := fx.topic(fx.LinkStream)
+	prod, err := c.NewProducer(fx.ctx())
+	if errors.Is(err, conn.ErrNotAdvertised) {
+		fx.Skip("the broker has no idempotent producers")
+	}
+	require.NoError(t, err)
+	_, err = prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(fx.key("warm"))}, nil)
+	require.NoError(t, err)
+	r, _ := fx.scClient(fx.Addrs, nil)
+	sub := fx.scSubscribe(r, tp, client.SubscribeOptions{})
+
+	held := stalled()
+	fx.scLink("stall", 1000)
+	p := fx.key("lost-ack")
+	type out struct {
+		res client.PublishResult
+		err error
+	}
+	done := make(chan out, 1)
+	m := n.mark()
+	go func() {
+		res, err := prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(p)}, nil)
+		done <- out{res, err}
+	}()
+	for stalled() == held { // the request is held
+		select {
+		case <-fx.ctx().Done():
+			t.Fatal("the publish never reached the interposer")
+		case <-time.After(time.Millisecond): // a polling pace, not a timing assertion
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"fault": "drop", "hold_ms": 8000})
+	fx.control("/link", string(body))
+	ev := fx.scNext(sub)
+	require.Equal(t, p, string(ev.Payload), "the broker wrote the batch; its ack is being dropped")
+	o := <-done
+	require.NoError(t, o.err, "re-sent until answered")
+	return scLostAck{c: c, prod: prod, tp: tp, payload: p, res: o.res, written: ev.Offset,
+		retries: n.count(m, client.NoticeRetry), notices: n, nextSeqs: 2}
+}
+
+// scStalledCounter returns a function reading the interposer's count of
+// stalled datagrams: from the in-process cluster, or from GET /link/stats
+// of the fixture's control endpoint; it skips the scenario when neither
+// is available.
+func (fx *Fx) scStalledCounter() func() uint64 {
+	fx.t.Helper()
+	if fx.LinkAddr == "" {
+		fx.Skip("the fixture has no link interposer (link_addr)")
+	}
+	if inProcess != nil {
+		return func() uint64 { return inProcess.Link().Stats().Stalled }
+	}
+	if fx.ControlURL == "" {
+		fx.Skip("the fixture has no control endpoint (control_url)")
+	}
+	get := func() (uint64, int) {
+		req, err := http.NewRequestWithContext(fx.ctx(), http.MethodGet, fx.ControlURL+"/link/stats", nil)
+		require.NoError(fx.t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(fx.t, err)
+		defer resp.Body.Close()
+		var st struct {
+			Stalled *uint64 `json:"stalled"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, resp.StatusCode
+		}
+		if json.NewDecoder(resp.Body).Decode(&st) != nil || st.Stalled == nil {
+			return 0, 0 // not the counters
+		}
+		return *st.Stalled, http.StatusOK
+	}
+	if _, code := get(); code != http.StatusOK {
+		fx.Skip("the control endpoint has no interposer counters (GET /link/stats: " + strconv.Itoa(code) + ")")
+	}
+	return func() uint64 { v, _ := get(); return v }
+}
+
+func Test_retry_idempotent_producers_re_send_ambiguous_outcomes(t *testing.T) {
+	run(t, "retry.idempotent_producers_re_send_ambiguous_outcomes", func(t *testing.T, fx *Fx) {
+		la := scResendAfterLostAck(t, fx)
+		require.Positive(t, la.retries, "re-sent after the lost ack")
+		require.Equal(t, la.written, la.res.Offset, "the same sequence: answered as the batch already written")
+		// The sequence moved on only after the ack: the next batch is new.
+		next := fx.key("next")
+		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(next)}, nil)
+		require.NoError(t, err)
+		require.Greater(t, res.Offset, la.written)
+		evs := fx.scRead(la.tp, la.written, int(res.Offset-la.written+1))
+		copies := 0
+		for _, ev := range evs {
+			if string(ev.Payload) == la.payload {
+				copies++
+			}
+		}
+		require.Equal(t, 1, copies, "the batch is written once")
+		require.Equal(t, next, string(evs[len(evs)-1].Payload))
+		// A refusal cannot be mended by re-sending: another writer takes
+		// the producer's next sequence, and the producer stops.
+		owner := fx.dial(fx.scOwner(fx.LinkStream, 0), nil)
+		_, err = owner.PublishIdempotent(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("intruder"))}, nil, la.prod.ID(), la.nextSeqs+1)
+		require.NoError(t, err)
+		m := la.notices.mark()
+		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("refused"))}, nil)
+		var refused *conn.PublishRefusedError
+		require.ErrorAs(t, err, &refused, "publish_refused stops the producer")
+		scNoRetry(t, la.notices, m)
+		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("after"))}, nil)
+		require.ErrorIs(t, err, client.ErrProducerStopped)
+	})
+}
+
+func Test_ack_duplicate_reports_the_original_offset(t *testing.T) {
+	run(t, "ack.duplicate_reports_the_original_offset", func(t *testing.T, fx *Fx) {
+		la := scResendAfterLostAck(t, fx)
+		require.True(t, la.res.HasOffset)
+		require.Equal(t, la.written, la.res.Offset, "answered from memory with the offset of the first write")
+		evs := fx.scRead(la.tp, la.written, 1)
+		require.Equal(t, la.payload, string(evs[0].Payload))
+		// Not appended again: the next record is the next batch's.
+		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("next"))}, nil)
+		require.NoError(t, err)
+		require.Equal(t, la.written+1, res.Offset, "nothing was appended in between")
 	})
 }

@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
 
 func Test_client_concurrent_calls(t *testing.T) {
 	run(t, "client.concurrent_calls", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		tp := fx.topic(fx.DurableStream)
-		sub := fx.subscribe(fx.client(), tp, conn.SubscribeOptions{})
+		sub := fx.scSubscribe(fx.scDefault(), tp, client.SubscribeOptions{})
 		const workers, each = 16, 10
 		var wg sync.WaitGroup
 		errs := make(chan error, workers*each)
@@ -24,8 +25,7 @@ func Test_client_concurrent_calls(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range each {
-					_, err := c.Publish(fx.ctx(), tp, []byte(fmt.Sprintf("w%02d-%02d", g, i)),
-						conn.PublishOptions{Ack: felix.AckPerMessage})
+					_, err := fx.scPub(c, tp, []byte(fmt.Sprintf("w%02d-%02d", g, i)))
 					errs <- err
 				}
 			}()
@@ -42,7 +42,7 @@ func Test_client_concurrent_calls(t *testing.T) {
 			}
 		}
 		for range workers * each {
-			p := string(fx.next(sub).Payload)
+			p := string(fx.scNext(sub).Payload)
 			require.True(t, want[p], "an uncorrupted, not duplicated payload: %q", p)
 			delete(want, p)
 		}
@@ -51,17 +51,23 @@ func Test_client_concurrent_calls(t *testing.T) {
 
 func Test_client_close_is_idempotent(t *testing.T) {
 	run(t, "client.close_is_idempotent", func(t *testing.T, fx *Fx) {
-		c := fx.client()
-		sub := fx.subscribe(c, fx.topic(fx.DurableStream), conn.SubscribeOptions{})
+		c := fx.scDefault()
+		sub := fx.scSubscribe(c, fx.topic(fx.DurableStream), client.SubscribeOptions{})
 		require.NoError(t, sub.Close())
 		require.NotPanics(t, func() { _ = sub.Close() })
-		w := fx.watch(c, fx.cache(fx.SingleShardCache), conn.WatchOptions{Key: felix.Some(fx.key("close"))}, nil)
+		w := fx.scWatch(c, fx.cache(fx.SingleShardCache), client.WatchOptions{Key: felix.Some(fx.key("close"))})
 		require.NoError(t, w.Close())
 		require.NotPanics(t, func() { _ = w.Close() })
+		ss, err := c.SubscribeSharded(fx.ctx(), fx.topic(fx.DurableStream), client.ShardedOptions{})
+		require.NoError(t, err)
+		require.NoError(t, ss.Close())
+		require.NotPanics(t, func() { _ = ss.Close() })
 		require.NoError(t, c.Close())
 		require.NotPanics(t, func() { _ = c.Close() })
-		_, err := fx.publish(c, fx.topic(fx.DurableStream), []byte("x"))
-		require.ErrorIs(t, err, conn.ErrClosed, "a closed client says so")
+		_, err = fx.scPub(c, fx.topic(fx.DurableStream), []byte("x"))
+		require.ErrorIs(t, err, client.ErrClosed, "a closed client says so")
+		_, err = sub.Next(fx.ctx())
+		require.ErrorIs(t, err, client.ErrClosed, "so does a closed subscription")
 	})
 }
 
@@ -71,7 +77,11 @@ func Test_client_subscription_ends_cleanly(t *testing.T) {
 			fx.Skip("the fixture has no movable_stream: no way to make the broker close an event stream")
 		}
 		// A completed move makes the old owner close the event stream
-		// (shard_moved as its last frame).
+		// (shard_moved as its last frame). This is the building block's
+		// (conn.Client's) behaviour: the cluster-aware client resumes such
+		// a subscription on the new owner instead (see
+		// TestSubscriberSurvivesTwoShardMoves in package client), and ends
+		// iteration only when a live broker finished the stream.
 		sub := fx.subscribe(fx.client(), fx.topic(fx.MovableStream), conn.SubscribeOptions{})
 		body, _ := json.Marshal(map[string]any{"stream": fx.MovableStream, "hold_ms": 1})
 		fx.control("/fence", string(body))

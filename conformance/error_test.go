@@ -2,10 +2,11 @@ package conformance_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
-	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -23,12 +24,12 @@ func (fx *Fx) brokerError(err error) *conn.BrokerError {
 
 func Test_error_unknown_stream_is_typed(t *testing.T) {
 	run(t, "error.unknown_stream_is_typed", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		tp := fx.topic(fx.MissingStream)
-		_, err := fx.publish(c, tp, []byte("x"))
+		_, err := fx.scPub(c, tp, []byte("x"))
 		be := fx.brokerError(err)
 		require.Equal(t, felix.CodeNotFound, be.Code, "typed: no text to parse")
-		_, err = c.Subscribe(fx.ctx(), tp, conn.SubscribeOptions{})
+		_, err = c.Subscribe(fx.ctx(), tp, client.SubscribeOptions{})
 		be = fx.brokerError(err)
 		require.Equal(t, felix.CodeNotFound, be.Code)
 	})
@@ -36,14 +37,14 @@ func Test_error_unknown_stream_is_typed(t *testing.T) {
 
 func Test_error_bad_offset_is_typed(t *testing.T) {
 	run(t, "error.bad_offset_is_typed", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		tp := fx.topic(fx.DurableStream)
-		sub := fx.subscribe(c, tp, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+		sub := fx.scSubscribe(c, tp, client.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 		earliest := sub.Info().StartOffset.V
 		if earliest == 0 {
 			fx.Skip("the fixture's durable stream has discarded no offset (earliest is 0)")
 		}
-		err := subscribeErr(fx, c, tp, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartOffset, Offset: 0}})
+		err := subscribeErr(fx, c, tp, client.SubscribeOptions{Start: felix.StartAt(0)})
 		var ce *conn.CursorError
 		require.ErrorAs(t, err, &ce, "identifiable")
 		require.Equal(t, "too_old", ce.Reason)
@@ -56,29 +57,30 @@ func Test_error_shard_unavailable_is_retryable(t *testing.T) {
 		if fx.MovableStream == "" {
 			fx.Skip("the fixture has no movable_stream")
 		}
-		c := fx.client()
+		// No retry budget: the client hands the refusal over instead of
+		// retrying it until the move completes.
+		c, _ := fx.scClient(fx.Addrs, func(cfg *client.Config) { cfg.MaxAttempts = -1 })
 		tp := fx.topic(fx.MovableStream)
-		_, err := fx.publish(c, tp, []byte("before"))
+		_, err := fx.scPub(c, tp, []byte("before"))
 		require.NoError(t, err)
 		body, _ := json.Marshal(map[string]any{"stream": fx.MovableStream})
 		fx.control("/fence", string(body))
-		_, err = fx.publish(c, tp, []byte("fenced"))
+		_, err = fx.scPub(c, tp, []byte("fenced"))
 		be := fx.brokerError(err)
 		require.Contains(t, []felix.ErrorCode{felix.CodeShardUnavailable, felix.CodeNotLeader}, be.Code)
 		require.Contains(t, []felix.RetryClass{felix.RetryRetry, felix.RetryAfter, felix.RetryRedirect}, be.RetryClass(),
 			"a retry class that allows re-sending")
-		// Re-sending succeeds once the move completes.
-		for {
-			_, err = fx.publish(c, tp, []byte("after"))
-			if err == nil {
-				break
-			}
-			be = fx.brokerError(err)
-			require.Contains(t, []felix.ErrorCode{felix.CodeShardUnavailable, felix.CodeNotLeader}, be.Code)
-			select {
-			case <-fx.ctx().Done():
-				t.Fatal("the move never completed")
-			case <-time.After(5 * time.Millisecond): // a retry pace, not a timing assertion
+		require.Equal(t, be.RetryClass(), client.RetryClassOf(err))
+		// With a retry budget, the client re-sends it until the move
+		// completes.
+		r, n := fx.scClient(fx.Addrs, func(cfg *client.Config) { cfg.MaxAttempts = 1000 })
+		_, err = fx.scPub(r, tp, []byte("after"))
+		require.NoError(t, err)
+		for _, ev := range n.since(0) {
+			if ev.Kind == client.NoticeRetry {
+				var be *conn.BrokerError
+				require.ErrorAs(t, ev.Err, &be)
+				require.Contains(t, []felix.ErrorCode{felix.CodeShardUnavailable, felix.CodeNotLeader}, be.Code)
 			}
 		}
 	})
@@ -89,17 +91,18 @@ func Test_error_quorum_timeout_is_outcome_unknown(t *testing.T) {
 		if fx.QuorumStream == "" {
 			fx.Skip("the fixture has no quorum_stream")
 		}
-		c := fx.client()
+		c := fx.scDefault()
 		tp := fx.topic(fx.QuorumStream)
 		body, _ := json.Marshal(map[string]any{"stream": fx.QuorumStream})
 		fx.control("/partition", string(body))
 		t.Cleanup(func() { fx.control("/heal", "{}") })
-		_, err := fx.publish(c, tp, []byte("q"))
+		_, err := fx.scPub(c, tp, []byte("q"))
 		be := fx.brokerError(err)
 		require.Equal(t, felix.CodeQuorumTimeout, be.Code)
 		require.Equal(t, felix.RetryOutcomeUnknown, be.RetryClass(), "may have been applied: not a refusal")
+		require.True(t, errors.Is(err, client.ErrAmbiguous), "the client says so too")
 		fx.control("/heal", "{}")
-		_, err = fx.publish(c, tp, []byte("q"))
+		_, err = fx.scPub(c, tp, []byte("q"))
 		require.NoError(t, err)
 	})
 }

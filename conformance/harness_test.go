@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
@@ -138,33 +137,6 @@ func (fx *Fx) subscribe(c *conn.Client, t conn.Topic, o conn.SubscribeOptions) *
 	require.NoError(fx.t, err)
 	fx.t.Cleanup(func() { _ = sub.Close() })
 	return sub
-}
-
-// watch starts a cache watch through c, following a not_leader once (as
-// subscribe does).
-func (fx *Fx) watch(c *conn.Client, ref conn.CacheRef, o conn.WatchOptions, adjust func(*conn.Config)) *conn.Watch {
-	fx.t.Helper()
-	w, err := c.CacheWatch(fx.ctx(), ref, o)
-	var nl *conn.NotLeaderError
-	if errors.As(err, &nl) && nl.Addr != "" {
-		w, err = fx.dial(nl.Addr, adjust).CacheWatch(fx.ctx(), ref, o)
-	}
-	require.NoError(fx.t, err)
-	fx.t.Cleanup(func() { _ = w.Close() })
-	return w
-}
-
-// publish publishes one acked record.
-func (fx *Fx) publish(c *conn.Client, t conn.Topic, p []byte) (conn.PublishResult, error) {
-	return c.Publish(fx.ctx(), t, p, conn.PublishOptions{Ack: felix.AckPerMessage})
-}
-
-// next reads the next event of sub.
-func (fx *Fx) next(sub *conn.Subscription) conn.Event {
-	fx.t.Helper()
-	ev, err := sub.Next(fx.ctx())
-	require.NoError(fx.t, err)
-	return ev
 }
 
 // control posts body to path on the fixture's control endpoint; it skips

@@ -4,7 +4,4 @@ package conformance_test
 // of this run recorded it: the behaviours today's conn.Client does not
 // have yet. A test added for an id takes precedence (the table then no
 // longer applies to it); remove the entry with it.
-var pending = map[string]string{
-	"retry.idempotent_producers_re_send_ambiguous_outcomes": "conn.Producer does not re-send after a lost ack yet",
-	"ack.duplicate_reports_the_original_offset":             "conn.Producer cannot re-send a sequence yet",
-}
+var pending = map[string]string{}

@@ -8,26 +8,39 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
 
+// The watch scenarios run through the cluster-aware client's resumable
+// watches.
+
 // nextChange reads the next change of w.
-func (fx *Fx) nextChange(w *conn.Watch) conn.CacheEvent {
+func (fx *Fx) nextChange(w *client.Watch) client.CacheEvent {
 	fx.t.Helper()
 	ev, err := w.Next(fx.ctx())
 	require.NoError(fx.t, err)
 	return ev
 }
 
+// scWatch starts a watch through c; it is closed when the test ends.
+func (fx *Fx) scWatch(c *client.Client, ref conn.CacheRef, o client.WatchOptions) *client.Watch {
+	fx.t.Helper()
+	w, err := c.CacheWatch(fx.ctx(), ref, o)
+	require.NoError(fx.t, err)
+	fx.t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
 func Test_watch_delivers_changes_for_the_filter(t *testing.T) {
 	run(t, "watch.delivers_changes_for_the_filter", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref := fx.cache(fx.SingleShardCache)
 		k, other, prefix := fx.key("wk"), fx.key("wo"), fx.key("wp")+"/"
-		kw := fx.watch(c, ref, conn.WatchOptions{Key: felix.Some(k)}, nil)
-		pw := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix)}, nil)
+		kw := fx.scWatch(c, ref, conn.WatchOptions{Key: felix.Some(k)})
+		pw := fx.scWatch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix)})
 		for _, key := range []string{other, prefix + "a", k, "x" + prefix + "b", prefix + "c"} {
 			require.NoError(t, c.CachePut(fx.ctx(), ref, key, []byte("v-"+key), 0))
 		}
@@ -47,9 +60,9 @@ func Test_watch_delivers_changes_for_the_filter(t *testing.T) {
 
 func Test_watch_deletes_arrive_as_changes_without_values(t *testing.T) {
 	run(t, "watch.deletes_arrive_as_changes_without_values", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref, k := fx.cache(fx.SingleShardCache), fx.key("wd")
-		w := fx.watch(c, ref, conn.WatchOptions{Key: felix.Some(k)}, nil)
+		w := fx.scWatch(c, ref, conn.WatchOptions{Key: felix.Some(k)})
 		require.NoError(t, c.CachePut(fx.ctx(), ref, k, []byte{}, 0))
 		_, _, err := c.CacheDelete(fx.ctx(), ref, k)
 		require.NoError(t, err)
@@ -66,9 +79,9 @@ func Test_watch_deletes_arrive_as_changes_without_values(t *testing.T) {
 
 func Test_watch_resumes_from_an_offset(t *testing.T) {
 	run(t, "watch.resumes_from_an_offset", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wr")+"/"
-		w := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix)}, nil)
+		w := fx.scWatch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix)})
 		require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+"0", []byte("0"), 0))
 		seen := fx.nextChange(w)
 		require.NoError(t, w.Close())
@@ -76,7 +89,7 @@ func Test_watch_resumes_from_an_offset(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+strconv.Itoa(i), []byte(strconv.Itoa(i)), 0))
 		}
-		again := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), FromOffset: felix.Some(seen.Offset + 1)}, nil)
+		again := fx.scWatch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), FromOffset: felix.Some(seen.Offset + 1)})
 		last := seen.Offset
 		for i := 1; i <= 3; i++ {
 			ev := fx.nextChange(again)
@@ -95,12 +108,12 @@ func Test_watch_lag_is_reported_rather_than_silent(t *testing.T) {
 		// The watching client grants a small stream window and reads
 		// nothing until the writes are done: the broker's queue for the
 		// watch overflows and it must end the watch with a lag signal.
-		small := func(cfg *conn.Config) {
-			cfg.QUIC = &quic.Config{InitialStreamReceiveWindow: 8 << 10, MaxStreamReceiveWindow: 8 << 10}
-		}
+		small, _ := fx.scClient(fx.Addrs, func(cfg *client.Config) {
+			cfg.Conn.QUIC = &quic.Config{InitialStreamReceiveWindow: 8 << 10, MaxStreamReceiveWindow: 8 << 10}
+		})
 		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wl")+"/"
-		w := fx.watch(fx.dial(fx.Addrs[0], small), ref, conn.WatchOptions{Prefix: felix.Some(prefix)}, small)
-		writer := fx.dial(fx.Addrs[0], func(cfg *conn.Config) { cfg.CacheStreams = 8 })
+		w := fx.scWatch(small, ref, conn.WatchOptions{Prefix: felix.Some(prefix)})
+		writer, _ := fx.scClient(fx.Addrs, func(cfg *client.Config) { cfg.Conn.CacheStreams = 8 })
 		const writes, workers = 3000, 8
 		value := make([]byte, 256)
 		var wg sync.WaitGroup
@@ -141,15 +154,15 @@ func Test_watch_lag_is_reported_rather_than_silent(t *testing.T) {
 
 func Test_watch_retained_delivers_state_before_changes(t *testing.T) {
 	run(t, "watch.retained_delivers_state_before_changes", func(t *testing.T, fx *Fx) {
-		c := fx.client()
+		c := fx.scDefault()
 		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wt")+"/"
-		empty := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), Retained: true}, nil)
+		empty := fx.scWatch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), Retained: true})
 		require.Equal(t, felix.Some(uint64(0)), empty.Info().RetainedCount, "0 is a definite answer")
 		require.NoError(t, empty.Close())
 		for _, k := range []string{"a", "b"} {
 			require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+k, []byte(k), 0))
 		}
-		w := fx.watch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), Retained: true}, nil)
+		w := fx.scWatch(c, ref, conn.WatchOptions{Prefix: felix.Some(prefix), Retained: true})
 		require.Equal(t, felix.Some(uint64(2)), w.Info().RetainedCount)
 		got := map[string]string{}
 		for range 2 {

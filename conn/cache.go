@@ -210,6 +210,7 @@ func (s *cacheStream) readLoop() {
 	defer close(s.done)
 	for {
 		f, err := s.cs.r.ReadFrame()
+		s.cs.seen(f, err)
 		if err != nil {
 			if err == io.EOF {
 				// The broker finished the stream (after our FIN, or after

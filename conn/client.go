@@ -93,7 +93,11 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	if cfg.KeepAlive > 0 {
 		qconf.KeepAlivePeriod = cfg.KeepAlive
 	}
-	qc, err := c.tr.Dial(ctx, ua, clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN), qconf)
+	tc := clientTLS(cfg.TLS, serverName(cfg, addr), cfg.OfferALPN)
+	if cfg.KeyLogWriter != nil {
+		tc.KeyLogWriter = cfg.KeyLogWriter
+	}
+	qc, err := c.tr.Dial(ctx, ua, tc, qconf)
 	if err != nil {
 		c.tr.Close()
 		udp.Close()
@@ -105,6 +109,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	c.qc = qc
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.router = newEventRouter(c)
+	c.watchConn()
 	ps, err := c.openPubStream(ctx)
 	if err != nil {
 		c.cancel()
@@ -122,7 +127,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	c.pubs = append(c.pubs, ps)
 	c.wg.Add(1)
 	go c.router.run()
-	c.log.Debug("connected", "addr", addr, "flags", c.caps.Flags, "features", c.caps.Features, "window", c.caps.PublishWindow)
+	c.log.Debug("connected", "addr", addr, "flags", c.caps.Flags.SetString(), "features", c.caps.Features, "window", c.caps.PublishWindow)
 	return c, nil
 }
 
@@ -220,6 +225,9 @@ type clientStream struct {
 	r    *felix.Reader
 	w    *frameWriter
 	caps felix.Capabilities
+	hk   *Hooks // Config.Hooks
+	// remote is the broker's address, set only with hooks.
+	remote net.Addr
 }
 
 // openStream opens a bidirectional stream, writes auth at once (quic-go does
@@ -247,7 +255,11 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 		}
 		return nil, clientErr("open stream", err)
 	}
-	cs := &clientStream{s: s, r: felix.NewReader(s), w: newFrameWriter(s)}
+	cs := &clientStream{s: s, r: felix.NewReader(s), w: newFrameWriter(s), hk: c.cfg.Hooks}
+	if cs.hk != nil {
+		cs.remote = c.qc.RemoteAddr()
+		cs.w.observe(cs.hk, SideClient, int64(s.StreamID()), cs.remote)
+	}
 	// Writes honour their context under the writer's lock: a deadline set
 	// for one caller's cancellation never interrupts another caller's frame.
 	cs.w.interruptible(s, func() { s.CancelWrite(0) })
@@ -256,8 +268,10 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 	if err != nil {
 		s.CancelWrite(0)
 		s.CancelRead(0)
+		c.cfg.Hooks.streamRefused(StreamInfo{Side: SideClient, Remote: c.qc.RemoteAddr(), StreamID: int64(s.StreamID()), TenantID: c.offer.TenantID, Err: err})
 		return nil, err
 	}
+	c.cfg.Hooks.streamAuthenticated(StreamInfo{Side: SideClient, Remote: c.qc.RemoteAddr(), StreamID: int64(s.StreamID()), TenantID: c.offer.TenantID})
 	cs.caps = caps
 	return cs, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +36,12 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	// started (it then blocks on flow control, the broker reads nothing).
 	ps := c.pubs[0]
 	writing := make(chan struct{})
-	ps.cs.w.w = &enteredWriter{Writer: ps.cs.w.w, min: 1 << 20, entered: writing}
+	ew := &enteredWriter{Writer: ps.cs.w.w, min: 1 << 20, entered: writing}
+	ps.cs.w.w = ew
+	// Every move of the stream's write deadline is recorded: the deadline
+	// is how a cancelled write is interrupted.
+	dl := &recordingDeadliner{d: ps.cs.w.d}
+	ps.cs.w.d = dl
 	errA := make(chan error, 1)
 	go func() {
 		_, err := c.Publish(ctxA, frozen, big, PublishOptions{})
@@ -54,40 +60,58 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 		_, err := c.Publish(ctxB, frozen, []byte("y"), PublishOptions{})
 		errB <- err
 	}()
-	// Give the second publish time to reach the writer's lock. If it has
-	// not got there yet it fails on its cancelled context before writing,
-	// and the assertions below still hold, so this only affects how
-	// sensitive the test is, never whether it passes.
-	time.Sleep(100 * time.Millisecond)
+	// The second publish is queued behind the first, waiting for the lock.
+	waitFor(t, func() bool { return ps.cs.w.waiting.Load() == 1 }, "the second publish waits for the writer")
 	cancelB()
 	err = <-errB
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, errors.Is(err, errWriteInterrupted), "the waiting publish wrote nothing")
-
+	// Cancelling the waiting publish touched neither the deadline nor the
+	// frame being written: the first Write is still blocked.
+	require.Zero(t, dl.calls(), "the waiting publish moved the write deadline")
+	require.False(t, ew.returned.Load(), "cancelling the waiting publish interrupted the writing one")
 	select {
 	case err := <-errA:
-		t.Fatalf("cancelling the waiting publish interrupted the writing one: %v", err)
-	case <-time.After(200 * time.Millisecond):
+		t.Fatalf("cancelling the waiting publish ended the writing one: %v", err)
+	default:
 	}
 
 	cancelA()
 	err = <-errA
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, errWriteInterrupted, "a frame cut short resets the stream")
+	require.Equal(t, 2, dl.calls(), "only the writing publish moved the deadline: to now, then back")
 	waitFor(t, ps.dead, "the reset stream is abandoned")
 }
 
-// enteredWriter closes entered when a Write of at least min bytes starts.
+// enteredWriter closes entered when a Write of at least min bytes starts,
+// and sets returned when that Write returns.
 type enteredWriter struct {
 	io.Writer
-	min     int
-	entered chan struct{}
-	once    sync.Once
+	min      int
+	entered  chan struct{}
+	once     sync.Once
+	returned atomic.Bool
 }
 
 func (w *enteredWriter) Write(b []byte) (int, error) {
-	if len(b) >= w.min {
-		w.once.Do(func() { close(w.entered) })
+	if len(b) < w.min {
+		return w.Writer.Write(b)
 	}
+	w.once.Do(func() { close(w.entered) })
+	defer w.returned.Store(true)
 	return w.Writer.Write(b)
 }
+
+// recordingDeadliner counts the write-deadline moves it passes on.
+type recordingDeadliner struct {
+	d writeDeadliner
+	n atomic.Int32
+}
+
+func (r *recordingDeadliner) SetWriteDeadline(t time.Time) error {
+	r.n.Add(1)
+	return r.d.SetWriteDeadline(t)
+}
+
+func (r *recordingDeadliner) calls() int { return int(r.n.Load()) }

@@ -103,6 +103,14 @@ type Config struct {
 	IdleTimeout, KeepAlive time.Duration
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// Hooks observes the client for metrics and tracing (see Hooks); nil
+	// costs nothing.
+	Hooks *Hooks
+	// KeyLogWriter, when set, receives the TLS secrets of every connection
+	// in NSS key log format (SSLKEYLOGFILE), so that captured QUIC traffic
+	// can be decrypted by standard tools. It defeats the connection's
+	// confidentiality: for debugging only (see docs/debugging.md).
+	KeyLogWriter io.Writer
 }
 
 // ServerConfig configures a Listener.
@@ -161,6 +169,12 @@ type ServerConfig struct {
 	QUIC *quic.Config
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// Hooks observes the listener and its connections for metrics and
+	// tracing (see Hooks); nil costs nothing.
+	Hooks *Hooks
+	// KeyLogWriter, when set, receives the TLS secrets of every accepted
+	// connection in NSS key log format, as Config.KeyLogWriter.
+	KeyLogWriter io.Writer
 }
 
 // quicConfig returns the QUIC configuration for one side: a clone of base

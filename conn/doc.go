@@ -148,10 +148,78 @@
 // continued) and the write returns an error matching the context's error.
 // ServerConn.Wait also takes a context.
 //
+// # Subscriptions: the event stream governs
+//
+// A subscription lives on its event stream, not on the control stream it
+// was requested on. A client may stop reading its control stream as soon
+// as it read subscribed (this package's Client does), which cancels that
+// Stream's Context while the subscription goes on: events written under
+// Stream.Context would be dropped and the client would see a clean end.
+// Stream.StartSubscription opens the event stream, answers subscribed and
+// closes the control stream; write the events under the returned
+// EventStream's Context, which ends only when the client unsubscribes (it
+// stops reading the event stream), the stream is closed, or the connection
+// closes, and finish with EventStream.End:
+//
+//	es, err := st.StartSubscription(st.Context(), &felix.Subscribed{SubscriptionID: id})
+//	if err != nil {
+//		return
+//	}
+//	for batch := range batches {
+//		if err := es.WriteEncoded(es.Context(), batch); err != nil {
+//			return // unsubscribed or gone
+//		}
+//	}
+//	es.End(es.Context(), upstreamErr) // subscription_lagged, shard_moved, ... or a clean end for nil
+//
+// # Answers
+//
+// Stream.ReservePublish and PendingAnswer.Resolve answer publishes in
+// request order in the form the request and the client call for (binary
+// ack, or publish_ok / publish_error / publish_refused with the request
+// id); AnswerPublish does both at once. Stream.WriteErr and EventStream.End
+// turn the typed errors of this package (*BrokerError, *NotLeaderError,
+// *CursorError, *PublishRefusedError, *LaggedError, *ShardMovedError,
+// *StreamDeletedError) back into their frames, so a proxy forwards an
+// upstream failure as the same failure, never as a clean end. A zero
+// retry class is sent as the code's default on every path (docs/errors.md).
+//
+// # Identity
+//
+// The Authenticator's context carries the connection: AuthPeerFromContext
+// gives the client's address and TLS state, with its verified certificate
+// under mutual TLS (ServerConfig.TLS.ClientAuth), so a broker can bind a
+// certificate's subject to the token's principal. The identity it returns
+// is read back typed with IdentityOf[T](st); ServerConn.TLS and
+// PeerCertificate give the same state later.
+//
+// # Batches, forwarded whole
+//
+// Subscription.NextFrame and NextBatch return an event batch as it arrived
+// (a zero-copy felix.EventBatchView: offsets, publisher, timestamps), and
+// EventStream.ForwardBatch writes it on as it is when the client accepts
+// its bits (re-encoded otherwise). Client.PublishView forwards the payloads
+// of a parsed publish batch as one block (felix.AppendPublishBatchView, no
+// per-payload work), PublishSeq takes an iter.Seq[[]byte]. examples/proxy
+// is a proxy built this way.
+//
 // ServerConn.OpenEventStream opens the uni stream of a subscription or cache
 // watch and writes its event_stream_hello first. Outgoing frames are checked
 // against what the client offered on the stream (Stream.Peer): a frame flag
 // bit or a message the client cannot parse is refused with ErrNotAdvertised,
 // and the optional fields of error and publish answers are shaped to the
 // client's offer.
+//
+// # Observing and debugging
+//
+// Config.Hooks and ServerConfig.Hooks (Hooks) report connections opened and
+// closed, streams authenticated and refused, every frame read and written,
+// publishes sent and answered with their latency, lag, and the redirects,
+// retries and resumes of the cluster-aware client (package client); nil
+// hooks cost a pointer comparison. examples/metrics turns them into
+// Prometheus metrics. KeyLogWriter on both configs (KeyLogFromEnv for
+// SSLKEYLOGFILE) writes the TLS secrets that let Wireshark or tshark
+// decrypt a capture, and ListenRelay is the QUIC relay behind felix tap,
+// which logs every frame between clients and a broker. See
+// docs/debugging.md.
 package conn

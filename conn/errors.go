@@ -31,8 +31,11 @@ var (
 	// this side.
 	ErrClosed = errors.New("conn: closed")
 	// ErrAuthRejected: the broker refused the auth of a stream. The error
-	// that wraps it is a *BrokerError carrying the broker's answer.
-	ErrAuthRejected = errors.New("conn: authentication rejected")
+	// that wraps it is a *BrokerError carrying the broker's answer. It is
+	// the same sentinel as felix.ErrAuthRefused (the codec's name, matched
+	// by felix.AuthError), so errors.Is accepts either name for a refusal
+	// from either package.
+	ErrAuthRejected = felix.ErrAuthRefused
 	// ErrProtocol: the peer sent something the protocol does not allow at
 	// that point (an unexpected message type, an answer to an unknown
 	// request id, a malformed frame). The stream it came on is abandoned.
@@ -78,9 +81,14 @@ type BrokerError struct {
 	HasOwner bool
 }
 
-// Error formats the error.
+// Error formats the error: "conn: broker <type> (request N): message
+// [code, retry] reason R", with type "error" when Type is empty.
 func (e *BrokerError) Error() string {
-	s := "conn: broker " + e.Type
+	typ := e.Type
+	if typ == "" {
+		typ = "error"
+	}
+	s := "conn: broker " + typ
 	if e.RequestID != 0 {
 		s += " (request " + strconv.FormatUint(e.RequestID, 10) + ")"
 	}
@@ -110,7 +118,8 @@ func (e *BrokerError) RetryClass() felix.RetryClass {
 	return felix.RetryFatal
 }
 
-// Is makes errors.Is(err, ErrAuthRejected) true for a refused auth.
+// Is makes errors.Is(err, ErrAuthRejected) (alias felix.ErrAuthRefused)
+// true for a refused auth.
 func (e *BrokerError) Is(target error) bool { return target == ErrAuthRejected && e.Auth }
 
 // NotLeaderError is a not_leader answer: the request must go to the shard

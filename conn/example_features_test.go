@@ -15,8 +15,8 @@ import (
 )
 
 // The examples below run against one reference broker (examples/broker),
-// started on first use, with durable streams, an attempt bound of 2 and
-// 4-shard streams.
+// started on first use, with durable streams, an attempt bound of 2,
+// 4-shard streams, the demo token and an operator token.
 
 var (
 	refOnce sync.Once
@@ -29,6 +29,11 @@ func exampleClient(ctx context.Context) *conn.Client {
 		cfg.Engine.DefaultStream.Durable = true
 		cfg.Engine.DefaultStream.Shards = 4
 		cfg.Engine.Groups.MaxAttempts = 2
+		cfg.Tokens = map[string]server.Identity{
+			server.DemoToken: {Tenant: server.DemoTenant, Principal: server.DemoTenant},
+			// An operator token: node.view:cluster:* and nothing else.
+			exampleOpsToken: {Tenant: server.DemoTenant, Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView},
+		}
 		srv, err := server.Listen(cfg)
 		if err != nil {
 			log.Fatal(err)
@@ -38,6 +43,19 @@ func exampleClient(ctx context.Context) *conn.Client {
 	})
 	c, err := conn.Dial(ctx, refSrv.Addr().String(), &conn.Config{
 		TLS: &tls.Config{RootCAs: refSrv.CertPool()}, TenantID: server.DemoTenant, Token: server.DemoToken})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
+
+const exampleOpsToken = "ops-token"
+
+// exampleOpsClient connects with the operator token.
+func exampleOpsClient(ctx context.Context) *conn.Client {
+	exampleClient(ctx).Close() // start the broker
+	c, err := conn.Dial(ctx, refSrv.Addr().String(), &conn.Config{
+		TLS: &tls.Config{RootCAs: refSrv.CertPool()}, TenantID: server.DemoTenant, Token: exampleOpsToken})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -461,13 +479,20 @@ func ExampleClient_ShardInspect() {
 	defer cancel()
 	c := exampleClient(ctx)
 	defer c.Close()
-	view, err := c.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
+	// The demo token is not granted node.view:cluster:*.
+	_, err := c.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
+	var be *conn.BrokerError
+	fmt.Println(errors.As(err, &be) && be.Code == felix.CodeForbidden)
+	ops := exampleOpsClient(ctx)
+	defer ops.Close()
+	view, err := ops.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
 	if err != nil {
-		fmt.Println(errors.Is(err, conn.ErrNotAdvertised))
-		return
+		log.Fatal(err)
 	}
-	fmt.Println(view.Role, view.Phase)
-	// Output: true
+	fmt.Println(view.Shards, view.Role, view.Phase, view.Serving)
+	// Output:
+	// true
+	// 4 leader active true
 }
 
 func ExampleClient_Subscriptions() {
@@ -475,12 +500,19 @@ func ExampleClient_Subscriptions() {
 	defer cancel()
 	c := exampleClient(ctx)
 	defer c.Close()
+	sub, err := c.Subscribe(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "watched"},
+		conn.SubscribeOptions{Shard: felix.Some(uint32(2))})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	ops := exampleOpsClient(ctx)
+	defer ops.Close()
 	var cursor *felix.SubscriptionsCursor
 	for {
-		page, err := c.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("orders")}, 100, cursor)
+		page, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("watched")}, 100, cursor)
 		if err != nil {
-			fmt.Println(errors.Is(err, conn.ErrNotAdvertised))
-			return
+			log.Fatal(err)
 		}
 		for _, s := range page.Subscriptions {
 			fmt.Println(s.Stream, s.Shard, s.Depth, s.Dropped)
@@ -489,7 +521,7 @@ func ExampleClient_Subscriptions() {
 			return
 		}
 	}
-	// Output: true
+	// Output: watched 2 0 0
 }
 
 func ExampleClient_RawRequest() {

@@ -51,19 +51,19 @@ func serveExample(ctx context.Context, st *conn.Stream, records *[][]byte) {
 			for p := range v.Payloads() {
 				*records = append(*records, append([]byte(nil), p...))
 			}
-			ack := felix.PublishAck{Status: felix.AckOK, RequestID: v.RequestID}
-			frame, _ := felix.AppendPublishAck(nil, &ack)
-			st.WriteEncoded(ctx, frame)
+			// A binary ack with the request id, in request order.
+			st.AnswerPublish(ctx, req, conn.PublishResult{}, nil)
 		case req.Message != nil && req.Message.MessageType() == "subscribe":
-			es, err := st.OpenEventStream(ctx, 1) // writes event_stream_hello
+			// Opens the event stream (event_stream_hello), answers
+			// subscribed and closes st: the event stream governs now.
+			es, err := st.StartSubscription(ctx, &felix.Subscribed{SubscriptionID: 1})
 			if err != nil {
 				return
 			}
-			st.WriteMessage(ctx, &felix.Subscribed{SubscriptionID: 1})
 			batch := felix.EventBatch{Payloads: *records}
 			frame, _ := felix.AppendEventBatch(nil, &batch, es.Peer().EventFlags())
-			es.WriteEncoded(ctx, frame)
-			es.Close() // a clean end: the client's Next returns io.EOF
+			es.WriteEncoded(es.Context(), frame)
+			es.End(es.Context(), nil) // a clean end: the client's Next returns io.EOF
 			return
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -34,6 +36,14 @@ type frameWriter struct {
 	// context.AfterFunc registration, the top per-frame cost of a
 	// broker's subscription pumps and publish answers).
 	own [2]context.Context
+	// waiting counts the goroutines blocked in lock, for tests that need
+	// to know a writer is queued behind another.
+	waiting atomic.Int32
+	// hk observes every frame written (nil: no hooks; see observe).
+	hk     *Hooks
+	side   Side
+	sid    int64
+	remote net.Addr
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
@@ -64,6 +74,8 @@ func (fw *frameWriter) lock(ctx context.Context) error {
 		return nil
 	default:
 	}
+	fw.waiting.Add(1)
+	defer fw.waiting.Add(-1)
 	select {
 	case fw.sem <- struct{}{}:
 		return nil
@@ -76,8 +88,18 @@ func (fw *frameWriter) unlock() { <-fw.sem }
 
 // put writes b, one whole frame, with the lock held. A write that ctx
 // interrupted returns an error matching ctx's error and errWriteInterrupted
-// after the stream was reset.
+// after the stream was reset. A frame written whole is reported to the
+// writer's hooks.
 func (fw *frameWriter) put(ctx context.Context, b []byte) error {
+	err := fw.write(ctx, b)
+	if err == nil && fw.hk != nil {
+		fw.hk.frame(false, fw.side, fw.sid, fw.remote, b)
+	}
+	return err
+}
+
+// write is put without the hooks.
+func (fw *frameWriter) write(ctx context.Context, b []byte) error {
 	if fw.d == nil {
 		_, err := fw.w.Write(b)
 		return err

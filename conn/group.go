@@ -324,16 +324,17 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 	return d.g.DeadLetter(ctx, d.Offset)
 }
 
-// Records is a consumer loop: it polls (o.Max records per poll, default
-// 16; o.Wait per poll, default 1 s, so the broker long-polls) and yields
-// every record (pausing briefly after an empty poll). A record the loop body leaves unsettled is acked when the
+// Records is a consumer loop: it polls (with the first of opts, if any:
+// o.Max records per poll, default 16; o.Wait per poll, default 1 s, so
+// the broker long-polls) and yields every record (pausing briefly after an
+// empty poll). A record the loop body leaves unsettled is acked when the
 // body continues; when the body breaks out, that record and the records of
 // the same poll not yet yielded are nacked, so they are redelivered at
 // once instead of after the visibility timeout. A failed poll or ack is
 // yielded as an error; after a failed poll the loop ends. The loop ends
 // when ctx ends (yielding ctx's error).
 //
-//	for d, err := range g.Records(ctx, conn.PollOptions{}) {
+//	for d, err := range g.Records(ctx) {
 //		if err != nil {
 //			return err
 //		}
@@ -341,7 +342,11 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 //			d.Nack(ctx, 0) // redeliver
 //		}
 //	}
-func (g *Group) Records(ctx context.Context, o PollOptions) iter.Seq2[*Delivery, error] {
+func (g *Group) Records(ctx context.Context, opts ...PollOptions) iter.Seq2[*Delivery, error] {
+	var o PollOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	if o.Max == 0 {
 		o.Max = 16
 	}

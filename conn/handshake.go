@@ -35,6 +35,9 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 		}
 		return felix.Capabilities{}, clientErr("read auth answer", err)
 	}
+	if c.cfg.Hooks != nil {
+		c.cfg.Hooks.frameRead(SideClient, int64(s.StreamID()), c.qc.RemoteAddr(), f)
+	}
 	if f.Flags != 0 {
 		return felix.Capabilities{}, protocolErr("binary frame %s in answer to auth", f.Flags)
 	}
@@ -121,6 +124,9 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 			st.Abort()
 		}
 		return hsFailed
+	}
+	if cfg.Hooks != nil {
+		cfg.Hooks.frameRead(SideServer, streamID(st.recv), c.qc.RemoteAddr(), f)
 	}
 	var a *felix.Auth
 	if f.Flags == 0 {

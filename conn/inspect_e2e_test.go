@@ -21,6 +21,8 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 		c.Engine.Now = clk.now
 		c.Engine.NoAutoCreateStreams = true
 		c.Engine.NoAutoCreateCaches = true
+		c.Tokens = map[string]server.Identity{server.DemoToken: {Tenant: server.DemoTenant, Principal: server.DemoTenant},
+			"ops": {Tenant: server.DemoTenant, Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView}}
 	})
 	sharded := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "sharded"}
 	require.NoError(t, srv.Engine().CreateStream(engine.Topic{Tenant: sharded.TenantID, Namespace: sharded.Namespace, Stream: sharded.Stream},
@@ -71,9 +73,35 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	// What a standalone reference broker does not advertise is not sent.
 	_, err = c.Topology(ctx)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+
+	// Inspection needs a token granted node.view:cluster:*.
+	_, err = c.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, shard)
+	var be *conn.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeForbidden, be.Code)
 	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeForbidden, be.Code)
+	ops := dialRef(t, srv, func(cfg *conn.Config) { cfg.Token = "ops" })
+	view, err := ops.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, shard)
+	require.NoError(t, err)
+	require.Equal(t, felix.ShardInspection{Shards: 3, Role: "leader", Phase: "active", Serving: true,
+		Tail: felix.Some(uint64(3)), Committed: felix.Some(uint64(3))}, view)
+	sub, err := c.Subscribe(ctx, sharded, conn.SubscribeOptions{Shard: felix.Some(shard)})
+	require.NoError(t, err)
+	defer sub.Close()
+	p, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("sharded")}, 0, nil)
+	require.NoError(t, err)
+	require.Len(t, p.Subscriptions, 1)
+	require.Equal(t, shard, p.Subscriptions[0].Shard)
+	require.Equal(t, uint64(3), p.Subscriptions[0].Tail)
+	require.Nil(t, p.Next)
+
+	// A client that offered nothing has nothing advertised: not sent.
+	legacy := dialRef(t, srv, func(cfg *conn.Config) { cfg.Legacy = true; cfg.Token = "ops" })
+	_, err = legacy.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, 0)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = legacy.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 }
 
@@ -190,4 +218,32 @@ func TestRawRequestsAndStreams(t *testing.T) {
 	cancel()
 	_, err = c.RawRequest(cctx, &felix.StreamShards{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s", RequestID: 6})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestInspectionNotAdvertised: against a broker that advertises none of
+// the inspection features, no inspection call is sent.
+func TestInspectionNotAdvertised(t *testing.T) {
+	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes})
+	c := b.dial(t, nil)
+	ctx := testCtx(t)
+	tp := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+	_, err := c.StreamShards(ctx, tp)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.CacheShards(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.ShardOwners(ctx, "t1", "ns", "s", felix.ShardKindStream)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.Topology(ctx)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, _, err = c.OffsetForTime(ctx, tp, 0, time.Now())
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.StreamRead(ctx, tp, 0, conn.ReadOptions{})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 0)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	_, err = c.RawRequest(ctx, &felix.StreamRead{TenantID: "t1", Namespace: "ns", Stream: "s"})
+	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.Empty(t, b.received(), "nothing was sent")
 }

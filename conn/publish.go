@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/flxproto/felix"
 )
@@ -24,6 +25,8 @@ type PublishOptions struct {
 	// (shard 0). An empty non-nil key is a real key. Keyed publishes need
 	// flag 0x0040 for the binary form and fall back to JSON otherwise.
 	Key []byte
+
+	src *payloadSource // payloads of PublishSeq / PublishView (batch.go)
 }
 
 // PublishResult is the broker's answer to an acked publish.
@@ -224,6 +227,8 @@ type pendingAnswer struct {
 	rid     uint64
 	slot    bool // holds a publish window slot
 	release chan struct{}
+	sent    time.Time // when the publish was written (only with a PublishAcked hook)
+	records int       // records in the batch (only with a PublishAcked hook)
 }
 
 // send hands a to the waiter.
@@ -300,13 +305,16 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 	if enc == felix.PublishUnavailable {
 		return nil, 0, notAdvertised("idempotent publish (flag 0x0100 or FEATURE_IDEMPOTENT_PRODUCER)")
 	}
+	if o.src != nil && enc != felix.PublishBinary {
+		payloads = o.src.collect()
+	}
 	b := felix.PublishBatch{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads,
 		HasKey: keyed, Key: o.Key}
 	if !acked {
 		var err error
 		if enc == felix.PublishBinary {
 			err = writeCtx(ctx, func(ctx context.Context) error {
-				return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+				return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return appendBatch(dst, &b, o.src) })
 			})
 		} else {
 			m := jsonPublish(t, payloads, o.Key, felix.AckNone, 0)
@@ -314,6 +322,9 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		}
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err) // the stream's send side was reset
+		}
+		if err == nil && ps.cs.hk != nil {
+			ps.sent(0, records(payloads, o.src), false)
 		}
 		return nil, 0, err
 	}
@@ -329,6 +340,9 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 	pa := &pendingAnswer{cb: cb, rid: rid, slot: true, release: ps.window}
 	if cb == nil {
 		pa.ch = make(chan answer, 1)
+	}
+	if ps.cs.hk.wantsAckTime() {
+		pa.sent, pa.records = time.Now(), records(payloads, o.src)
 	}
 	if err := ps.register(rid, pa); err != nil {
 		<-ps.window
@@ -347,7 +361,7 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			b.AckMode = felix.AckPerBatch
 		}
 		werr = writeCtx(ctx, func(ctx context.Context) error {
-			return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishBatch(dst, &b) })
+			return ps.cs.w.encode(ctx, func(dst []byte) ([]byte, error) { return appendBatch(dst, &b, o.src) })
 		})
 	case felix.PublishJSONIdempotent:
 		m := jsonPublishIdempotent(t, payloads, o.Key, rid, id.producer, id.seq)
@@ -366,6 +380,9 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 			ps.fail(werr) // the stream's send side was reset
 		}
 		return nil, 0, werr
+	}
+	if ps.cs.hk != nil {
+		ps.sent(rid, records(payloads, o.src), true)
 	}
 	return pa, rid, nil
 }
@@ -440,6 +457,7 @@ func (ps *pubStream) deliver(rid uint64, a answer) bool {
 	}
 	if pa.slot {
 		<-pa.release
+		ps.acked(pa, a)
 	}
 	pa.send(a)
 	return true
@@ -458,6 +476,7 @@ func (ps *pubStream) fail(err error) {
 	for _, pa := range pend {
 		if pa.slot {
 			<-pa.release
+			ps.acked(pa, answer{err: err})
 		}
 		pa.send(answer{err: err})
 	}
@@ -471,6 +490,7 @@ func (ps *pubStream) readLoop() {
 	defer close(ps.done)
 	for {
 		f, err := ps.cs.r.ReadFrame()
+		ps.cs.seen(f, err)
 		if err != nil {
 			if err == io.EOF {
 				ps.finish(ErrClosed)
@@ -498,10 +518,12 @@ func (ps *pubStream) finish(err error) {
 	ps.pending = make(map[uint64]*pendingAnswer)
 	ps.mu.Unlock()
 	for _, pa := range pend {
+		a := answer{err: protocolErr("publish stream ended before the answer")}
 		if pa.slot {
 			<-pa.release
+			ps.acked(pa, a)
 		}
-		pa.send(answer{err: protocolErr("publish stream ended before the answer")})
+		pa.send(a)
 	}
 	ps.cs.s.Close()
 }

@@ -69,6 +69,7 @@ func checkRaw(caps felix.Capabilities, typ string) error {
 // be closed.
 func (r *RawStream) ReadFrame(ctx context.Context) (felix.Frame, error) {
 	f, _, err := readFrameCtx(ctx, r.cs.r, r.cs.s)
+	r.cs.seen(f, err)
 	if err != nil {
 		if err == io.EOF || ctx.Err() != nil {
 			return felix.Frame{}, err

@@ -75,6 +75,9 @@ func (er *eventRouter) hello(rs *quic.ReceiveStream) {
 		rs.CancelRead(0)
 		return
 	}
+	if er.c.cfg.Hooks != nil {
+		er.c.cfg.Hooks.frameRead(SideClient, int64(rs.StreamID()), er.c.qc.RemoteAddr(), f)
+	}
 	m, err := felix.DecodeMessage(f.Payload)
 	h, ok := m.(*felix.EventStreamHello)
 	if err != nil || !ok {

@@ -19,8 +19,10 @@ import (
 // error is answered as "auth failed" with code unauthenticated. A
 // *BrokerError with code draining is answered only to clients that offered
 // FeatureErrorCodes; older clients get no answer until the connection
-// closes (docs/negotiation.md §1). The context is the connection's; ConnFromContext
-// returns the connection itself.
+// closes (docs/negotiation.md §1). The context is the connection's;
+// AuthPeerFromContext returns the client's address and TLS state (its
+// certificate under mTLS), ConnFromContext the connection itself. Read the
+// identity back with IdentityOf (typed) or Stream.Identity.
 type Authenticator func(ctx context.Context, a *felix.Auth) (identity any, err error)
 
 // Listener accepts Felix client connections (see Listen).
@@ -49,7 +51,7 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 		return nil, errNoTLS
 	}
 	c := *cfg
-	tc, err := serverTLS(c.TLS, c.RequireALPN)
+	tc, err := serverTLS(withKeyLog(c.TLS, c.KeyLogWriter), c.RequireALPN)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +121,7 @@ func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
 	}
 	l.conns[sc] = struct{}{}
 	l.mu.Unlock()
+	l.cfg.Hooks.connOpened(sc.hookInfo())
 	sc.start()
 	return sc, nil
 }
@@ -196,6 +199,11 @@ func (c *ServerConn) start() {
 		go c.acceptLoop(false)
 		go c.acceptLoop(true)
 		<-c.qc.Context().Done()
+		if h := c.l.cfg.Hooks; h != nil && h.ConnClosed != nil {
+			ev := c.hookInfo()
+			ev.Err = context.Cause(c.qc.Context())
+			h.ConnClosed(ev)
+		}
 		if c.timer != nil {
 			c.timer.Stop()
 		}

@@ -77,6 +77,7 @@ func (c *ServerConn) admit(st *Stream) {
 		c.mu.Unlock()
 		c.l.st.refusedStreams.Add(1)
 		c.log.Debug("stream refused", "reason", "unauthenticated stream budget", "limit", cfg.MaxUnauthStreams)
+		c.hookRefused(st, errPreAuthBudget)
 		resetStream(st.recv, st.send, ResetPreAuthBudget)
 		return
 	}
@@ -150,6 +151,7 @@ func (c *ServerConn) expire(sts []*Stream) {
 	for _, st := range sts {
 		c.l.st.expiredStreams.Add(1)
 		resetStream(st.recv, st.send, ResetAuthTimeout)
+		c.hookRefused(st, errAuthTimeout)
 	}
 	if len(sts) > 0 {
 		c.log.Debug("unauthenticated streams expired", "n", len(sts))
@@ -169,6 +171,7 @@ func (c *ServerConn) work(st *Stream) {
 	defer c.wg.Done()
 	for st != nil {
 		res := c.handshake(st)
+		c.hookHandshake(st, res)
 		if res == hsOK {
 			c.deliver(st)
 		}

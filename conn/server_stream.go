@@ -42,6 +42,8 @@ type sender interface {
 // stop-sending) and the returned error matches the context's error; every
 // later write fails.
 type Stream struct {
+	ans answerQueue // reserved publish answers, in request order (answer.go)
+
 	c        *ServerConn
 	recv     receiver
 	send     sender // nil on a uni stream
@@ -58,7 +60,8 @@ type Stream struct {
 	resMu        sync.Mutex
 	reserved     int64 // bytes of the connection's budget held by the last frame read
 	peek         [felix.HeaderLen]byte
-	ended        bool // Close or Abort ran: reservations are returned at once
+	ended        bool  // Close or Abort ran: reservations are returned at once
+	refusal      error // the answer that refused the stream's auth (hooks)
 }
 
 // keepReadBuf is the largest read buffer a server stream keeps between
@@ -71,6 +74,9 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 		st.send = send
 		st.w = newFrameWriter(send)
 		st.w.interruptible(send, st.Abort, send.Context(), c.qc.Context())
+		if c.l.cfg.Hooks != nil {
+			st.w.observe(c.l.cfg.Hooks, SideServer, streamID(recv), c.qc.RemoteAddr())
+		}
 	}
 	return st
 }
@@ -98,7 +104,8 @@ func (s *Stream) Peer() felix.PeerCapabilities { return s.peer }
 // Auth returns the auth message the stream authenticated with.
 func (s *Stream) Auth() *felix.Auth { return s.auth }
 
-// Identity returns what the Authenticator returned for the stream.
+// Identity returns what the Authenticator returned for the stream; see
+// IdentityOf for the typed form.
 func (s *Stream) Identity() any { return s.identity }
 
 // Conn returns the connection the stream belongs to.
@@ -192,6 +199,9 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 				return Request{}, err
 			}
 			continue
+		}
+		if h := s.c.l.cfg.Hooks; h != nil {
+			h.frameRead(SideServer, streamID(s.recv), s.c.qc.RemoteAddr(), f)
 		}
 		req := Request{Flags: f.Flags, Payload: f.Payload}
 		s.bigBuf = len(f.Payload) > keepReadBuf
@@ -295,6 +305,9 @@ func (s *Stream) Abort() {
 // refuse answers an error (bidi streams) and ends the stream. An answer
 // that ctx interrupts aborts the stream.
 func (s *Stream) refuse(ctx context.Context, e *BrokerError) {
+	if s.auth == nil {
+		s.refusal = e
+	}
 	if s.w != nil {
 		m, err := shapeMessage(errorMessage(e), s.peer)
 		if err == nil {
@@ -350,6 +363,12 @@ func checkEncoded(frame []byte, peer felix.PeerCapabilities) error {
 // before answering subscribed / cache_watch_started on s (the client
 // accepts either order) and write history only after that answer. ctx
 // bounds opening the stream and writing the hello.
+//
+// The event stream, not s, governs the subscription from then on: write
+// its events under the EventStream's Context and never under s.Context(),
+// which ends as soon as the client stops reading s, typically right after
+// it read subscribed (see the package doc, and StartSubscription, which
+// also answers and closes s).
 func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*EventStream, error) {
 	ss, err := s.c.qc.OpenUniStreamSync(ctx)
 	if err != nil {
@@ -360,6 +379,9 @@ func (s *Stream) OpenEventStream(ctx context.Context, subscriptionID uint64) (*E
 	}
 	es := &EventStream{s: ss, w: newFrameWriter(ss), peer: s.peer, id: subscriptionID}
 	es.w.interruptible(ss, es.Abort, ss.Context(), s.c.qc.Context())
+	if h := s.c.l.cfg.Hooks; h != nil {
+		es.w.observe(h, SideServer, int64(ss.StreamID()), s.c.qc.RemoteAddr())
+	}
 	if err := es.w.writeMessage(ctx, &felix.EventStreamHello{SubscriptionID: subscriptionID}); err != nil {
 		ss.CancelWrite(0)
 		return nil, writeErr("write event_stream_hello", err)
@@ -387,8 +409,11 @@ func (e *EventStream) SubscriptionID() uint64 { return e.id }
 // Peer returns the offer of the client the stream goes to.
 func (e *EventStream) Peer() felix.PeerCapabilities { return e.peer }
 
-// Context is cancelled when the stream's write side ends: after Close or
-// Abort, or when the client stops reading (it unsubscribed).
+// Context governs the subscription or watch: it is cancelled when the
+// stream's write side ends (after Close, End or Abort), when the client
+// stops reading it (it unsubscribed), or when the connection closes. Write
+// the events under it (or a context derived from it), not under the
+// control stream's context, which a client may end right after subscribed.
 func (e *EventStream) Context() context.Context { return e.s.Context() }
 
 // WriteFrame writes an event batch frame; flag bits the client did not

@@ -58,6 +58,7 @@ type Event struct {
 type Subscription struct {
 	es   *eventSub
 	info *felix.Subscribed
+	view felix.EventBatchView // NextBatch's (batch.go)
 }
 
 // ID returns the broker-assigned subscription id.
@@ -162,6 +163,7 @@ func (cs *clientStream) oneShot(ctx context.Context, req felix.Message) (felix.M
 	}
 	cs.s.Close()
 	f, _, err := readFrameCtx(ctx, cs.r, cs.s)
+	cs.seen(f, err)
 	if err != nil {
 		cs.s.CancelRead(0)
 		if err == io.EOF {
@@ -242,6 +244,9 @@ func (s *eventSub) fill(ctx context.Context) error {
 	}
 	s.arm(ctx)
 	f, err := s.fr.next()
+	if err == nil && s.c.cfg.Hooks != nil {
+		s.c.cfg.Hooks.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
+	}
 	if err != nil {
 		if s.closed.Load() {
 			s.err = ErrClosed
@@ -336,6 +341,7 @@ func (s *eventSub) end(err error) {
 		err = clientErr("read event stream", err)
 	}
 	s.err = err
+	s.c.cfg.Hooks.lagged(err)
 	s.closeStream()
 }
 

@@ -170,104 +170,101 @@ func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writ
 	if *o.shard > 1<<32-1 {
 		return usagef("-shard %d is out of range", *o.shard)
 	}
-	c, err := cf.dial(ctx, 0)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rctx, cancel := context.WithTimeout(ctx, cf.timeout+pollWait(o))
-	defer cancel()
-	g := c.Group(conn.GroupRef{Topic: conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: fs.Arg(0)},
-		Shard: uint32(*o.shard), Group: fs.Arg(1)})
-	what := op + " " + fs.Arg(1)
-	done := func(err error, text string) error {
-		if err != nil {
-			return cf.explain(what, err)
-		}
-		rec := groupRecord{Op: op}
-		if hasOffset {
-			rec.Offset = &offset
-		}
-		return cf.emit(stdout, rec, text)
-	}
-	switch op {
-	case "poll":
-		recs, err := g.Poll(rctx, conn.PollOptions{Max: uint32(min(*o.max, 1<<32-1)), Wait: *o.wait, Visibility: *o.vis})
-		if err != nil {
-			return cf.explain(what, err)
-		}
-		for _, r := range recs {
-			off := r.Offset
-			rec := groupRecord{Op: "record", Offset: &off, Attempts: r.Attempts}
-			rec.Value, rec.ValueB64 = payloadFields(r.Payload)
-			text := fmt.Sprintf("%d\t%d\t%s", r.Offset, r.Attempts, printable(r.Payload))
-			if err := cf.emit(stdout, rec, text); err != nil {
-				return err
+	return cf.onLeader(ctx, 0, func(c *conn.Client) error {
+		rctx, cancel := context.WithTimeout(ctx, cf.timeout+pollWait(o))
+		defer cancel()
+		g := c.Group(conn.GroupRef{Topic: conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: fs.Arg(0)},
+			Shard: uint32(*o.shard), Group: fs.Arg(1)})
+		what := op + " " + fs.Arg(1)
+		done := func(err error, text string) error {
+			if err != nil {
+				return cf.explain(what, err)
 			}
+			rec := groupRecord{Op: op}
+			if hasOffset {
+				rec.Offset = &offset
+			}
+			return cf.emit(stdout, rec, text)
 		}
-		return nil
-	case "ack":
-		return done(g.Ack(rctx, offset), fmt.Sprintf("acked %d", offset))
-	case "nack":
-		return done(g.Nack(rctx, offset, conn.NackOptions{Delay: *o.delay, Attempts: uint32(min(*o.attempts, 1<<32-1))}),
-			fmt.Sprintf("nacked %d", offset))
-	case "extend":
-		d, err := g.Extend(rctx, offset, uint32(min(*o.attempts, 1<<32-1)), *o.by)
+		switch op {
+		case "poll":
+			recs, err := g.Poll(rctx, conn.PollOptions{Max: uint32(min(*o.max, 1<<32-1)), Wait: *o.wait, Visibility: *o.vis})
+			if err != nil {
+				return cf.explain(what, err)
+			}
+			for _, r := range recs {
+				off := r.Offset
+				rec := groupRecord{Op: "record", Offset: &off, Attempts: r.Attempts}
+				rec.Value, rec.ValueB64 = payloadFields(r.Payload)
+				text := fmt.Sprintf("%d\t%d\t%s", r.Offset, r.Attempts, printable(r.Payload))
+				if err := cf.emit(stdout, rec, text); err != nil {
+					return err
+				}
+			}
+			return nil
+		case "ack":
+			return done(g.Ack(rctx, offset), fmt.Sprintf("acked %d", offset))
+		case "nack":
+			return done(g.Nack(rctx, offset, conn.NackOptions{Delay: *o.delay, Attempts: uint32(min(*o.attempts, 1<<32-1))}),
+				fmt.Sprintf("nacked %d", offset))
+		case "extend":
+			d, err := g.Extend(rctx, offset, uint32(min(*o.attempts, 1<<32-1)), *o.by)
+			if err != nil {
+				return cf.explain(what, err)
+			}
+			ms := d.Milliseconds()
+			return cf.emit(stdout, groupRecord{Op: op, Offset: &offset, VisibleMs: &ms}, fmt.Sprintf("claim on %d extended by %s", offset, d))
+		case "dead":
+			if hasOffset {
+				return done(g.DeadLetter(rctx, offset), fmt.Sprintf("dead-lettered %d", offset))
+			}
+			offs, err := g.DeadLetters(rctx)
+			if err != nil {
+				return cf.explain(what, err)
+			}
+			text := make([]string, len(offs))
+			for i, o := range offs {
+				text[i] = strconv.FormatUint(o, 10)
+			}
+			return cf.emit(stdout, groupRecord{Op: op, Offsets: append([]uint64{}, offs...)}, strings.Join(text, "\n"))
+		case "redrive":
+			return done(g.Redrive(rctx, offset), fmt.Sprintf("redriven %d", offset))
+		case "discard":
+			return done(g.Discard(rctx, offset), fmt.Sprintf("discarded %d", offset))
+		case "seek":
+			p, err := g.Seek(rctx, start, *o.ifNew)
+			if err != nil {
+				return cf.explain(what, err)
+			}
+			text := fmt.Sprintf("group %s at %d", fs.Arg(1), p.Offset)
+			if !p.Moved {
+				text += " (exists; not moved)"
+			}
+			return cf.emit(stdout, groupRecord{Op: op, Offset: &p.Offset, Moved: &p.Moved}, text)
+		case "describe":
+			info, err := g.Describe(rctx)
+			if err != nil {
+				return cf.explain(what, err)
+			}
+			rec := groupRecord{Op: op, Tail: &info.Tail, InFlight: &info.InFlight, Owed: &info.Owed, DeadLetters: &info.DeadLetters}
+			committed := "none"
+			if info.HasCommitted {
+				rec.Committed = &info.Committed
+				committed = strconv.FormatUint(info.Committed, 10)
+			}
+			return cf.emit(stdout, rec, fmt.Sprintf("committed %s tail %d in_flight %d owed %d dead_letters %d",
+				committed, info.Tail, info.InFlight, info.Owed, info.DeadLetters))
+		}
+		existed, err := g.Delete(rctx)
 		if err != nil {
 			return cf.explain(what, err)
 		}
-		ms := d.Milliseconds()
-		return cf.emit(stdout, groupRecord{Op: op, Offset: &offset, VisibleMs: &ms}, fmt.Sprintf("claim on %d extended by %s", offset, d))
-	case "dead":
-		if hasOffset {
-			return done(g.DeadLetter(rctx, offset), fmt.Sprintf("dead-lettered %d", offset))
+		text := "deleted group " + fs.Arg(1)
+		if !existed {
+			text = "group " + fs.Arg(1) + " did not exist"
 		}
-		offs, err := g.DeadLetters(rctx)
-		if err != nil {
-			return cf.explain(what, err)
-		}
-		text := make([]string, len(offs))
-		for i, o := range offs {
-			text[i] = strconv.FormatUint(o, 10)
-		}
-		return cf.emit(stdout, groupRecord{Op: op, Offsets: append([]uint64{}, offs...)}, strings.Join(text, "\n"))
-	case "redrive":
-		return done(g.Redrive(rctx, offset), fmt.Sprintf("redriven %d", offset))
-	case "discard":
-		return done(g.Discard(rctx, offset), fmt.Sprintf("discarded %d", offset))
-	case "seek":
-		p, err := g.Seek(rctx, start, *o.ifNew)
-		if err != nil {
-			return cf.explain(what, err)
-		}
-		text := fmt.Sprintf("group %s at %d", fs.Arg(1), p.Offset)
-		if !p.Moved {
-			text += " (exists; not moved)"
-		}
-		return cf.emit(stdout, groupRecord{Op: op, Offset: &p.Offset, Moved: &p.Moved}, text)
-	case "describe":
-		info, err := g.Describe(rctx)
-		if err != nil {
-			return cf.explain(what, err)
-		}
-		rec := groupRecord{Op: op, Tail: &info.Tail, InFlight: &info.InFlight, Owed: &info.Owed, DeadLetters: &info.DeadLetters}
-		committed := "none"
-		if info.HasCommitted {
-			rec.Committed = &info.Committed
-			committed = strconv.FormatUint(info.Committed, 10)
-		}
-		return cf.emit(stdout, rec, fmt.Sprintf("committed %s tail %d in_flight %d owed %d dead_letters %d",
-			committed, info.Tail, info.InFlight, info.Owed, info.DeadLetters))
-	}
-	existed, err := g.Delete(rctx)
-	if err != nil {
-		return cf.explain(what, err)
-	}
-	text := "deleted group " + fs.Arg(1)
-	if !existed {
-		text = "group " + fs.Arg(1) + " did not exist"
-	}
-	return cf.emit(stdout, groupRecord{Op: op, Existed: &existed}, text)
+		return cf.emit(stdout, groupRecord{Op: op, Existed: &existed}, text)
+	})
 }
 
 // pollWait is the extra time a poll may take on the broker.

@@ -14,12 +14,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// opsToken is granted node.view:cluster:* (and nothing else) by
+// startRefBroker.
+const opsToken = "ops-token"
+
 // startRefBroker is startTestBroker returning the server too, with streams
-// of shards shards.
+// of shards shards and the operator token opsToken.
 func startRefBroker(t *testing.T, shards uint32) (*server.Server, []string) {
 	t.Helper()
 	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0",
-		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true, Shards: shards}}})
+		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true, Shards: shards}},
+		Tokens: map[string]server.Identity{server.DemoToken: {Tenant: server.DemoTenant, Principal: server.DemoTenant},
+			opsToken: {Tenant: server.DemoTenant, Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView}}})
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
@@ -117,12 +123,24 @@ func TestInspectCLI(t *testing.T) {
 	require.Equal(t, "no record that recent\n", ok(t, i("time", "orders", "2999-01-01T00:00:00Z")...))
 
 	// What a standalone broker does not advertise: one line, exit 1.
-	for _, args := range [][]string{i("topology"), i("owners", "orders"), i("shard", "orders", "0"), i("subs")} {
+	for _, args := range [][]string{i("topology"), i("owners", "orders")} {
 		code, _, errb := felixRun(t, "", args...)
 		require.Equal(t, 1, code, "%v", args)
 		oneErrLine(t, errb)
 		require.True(t, strings.Contains(errb, "not advertised"), errb)
 	}
+	// Shard inspection and subscription listing: the operator token only.
+	for _, args := range [][]string{i("shard", "orders", "0"), i("subs")} {
+		code, _, errb := felixRun(t, "", args...)
+		require.Equal(t, 1, code, "%v", args)
+		oneErrLine(t, errb)
+		require.Contains(t, errb, "forbidden")
+	}
+	ops := func(op string, rest ...string) []string {
+		return cmd([]string{"inspect", op, "-token", opsToken}, b, rest...)
+	}
+	require.Equal(t, "node \"\" shards 3 role leader phase active serving true\n", ok(t, ops("shard", "orders", "0")...))
+	require.Equal(t, "", ok(t, ops("subs")...), "nobody subscribes")
 	for _, args := range [][]string{{"inspect"}, {"inspect", "frob"}, i("time", "orders", "yesterday"), i("shard", "orders", "x"), i("shards")} {
 		code, _, errb := felixRun(t, "", args...)
 		require.Equal(t, 2, code, "%v", args)

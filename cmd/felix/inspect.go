@@ -129,106 +129,103 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 	if o.shard != nil && *o.shard > 1<<32-1 {
 		return usagef("-shard %d is out of range", *o.shard)
 	}
-	c, err := cf.dial(ctx, 0)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rctx, cancel := cf.timeoutCtx(ctx)
-	defer cancel()
-	switch op {
-	case "shards":
-		s, err := c.StreamShards(rctx, topicOf(cf, fs.Arg(0)))
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": s.Shards, "routing": s.Routing.V.String()},
-			fmt.Sprintf("%d\t%s", s.Shards, s.Routing.V))
-	case "cache-shards":
-		n, err := c.CacheShards(rctx, conn.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)})
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		return cf.emit(stdout, map[string]any{"cache": fs.Arg(0), "shards": n}, strconv.FormatUint(uint64(n), 10))
-	case "owners":
-		owners, err := c.ShardOwners(rctx, cf.tenant, cf.namespace, fs.Arg(0), kind)
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		var lines []string
-		for _, ow := range owners {
-			text := fmt.Sprintf("%d\t%s\t%s\tgeneration %d", ow.Shard, ow.NodeID.V, ow.Addr.V, ow.Generation)
-			if ow.Unavailable.Set {
-				text += "\tunavailable: " + ow.Unavailable.V
+	return cf.onLeader(ctx, 0, func(c *conn.Client) error {
+		rctx, cancel := cf.timeoutCtx(ctx)
+		defer cancel()
+		switch op {
+		case "shards":
+			s, err := c.StreamShards(rctx, topicOf(cf, fs.Arg(0)))
+			if err != nil {
+				return cf.explain(op, err)
 			}
-			lines = append(lines, text)
+			return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": s.Shards, "routing": s.Routing.V.String()},
+				fmt.Sprintf("%d\t%s", s.Shards, s.Routing.V))
+		case "cache-shards":
+			n, err := c.CacheShards(rctx, conn.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)})
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			return cf.emit(stdout, map[string]any{"cache": fs.Arg(0), "shards": n}, strconv.FormatUint(uint64(n), 10))
+		case "owners":
+			owners, err := c.ShardOwners(rctx, cf.tenant, cf.namespace, fs.Arg(0), kind)
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			var lines []string
+			for _, ow := range owners {
+				text := fmt.Sprintf("%d\t%s\t%s\tgeneration %d", ow.Shard, ow.NodeID.V, ow.Addr.V, ow.Generation)
+				if ow.Unavailable.Set {
+					text += "\tunavailable: " + ow.Unavailable.V
+				}
+				lines = append(lines, text)
+			}
+			return emitWire(cf, stdout, &felix.ShardOwnersView{Owners: owners}, lines)
+		case "topology":
+			brokers, err := c.Topology(rctx)
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			var lines []string
+			for _, b := range brokers {
+				lines = append(lines, b.NodeID+"\t"+b.Addr)
+			}
+			return emitWire(cf, stdout, &felix.TopologyView{Brokers: brokers}, lines)
+		case "time":
+			off, found, err := c.OffsetForTime(rctx, topicOf(cf, fs.Arg(0)), uint32(*o.shard), at)
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			if !found {
+				return cf.emit(stdout, map[string]any{"found": false}, "no record that recent")
+			}
+			return cf.emit(stdout, map[string]any{"found": true, "offset": off}, strconv.FormatUint(off, 10))
+		case "read":
+			page, err := c.StreamRead(rctx, topicOf(cf, fs.Arg(0)), uint32(*o.shard),
+				conn.ReadOptions{From: *o.from, MaxRecords: uint32(min(*o.n, 1<<32-1))})
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			for _, r := range page.Records {
+				off := r.Offset
+				rec := groupRecord{Op: "record", Offset: &off}
+				rec.Value, rec.ValueB64 = payloadFields(r.Payload)
+				if err := cf.emit(stdout, rec, fmt.Sprintf("%d\t%s", r.Offset, printable(r.Payload))); err != nil {
+					return err
+				}
+			}
+			return nil
+		case "shard":
+			v, err := c.ShardInspect(rctx, cf.tenant, cf.namespace, fs.Arg(0), kind, shardArg)
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			return emitWire(cf, stdout, &felix.ShardInspectInfo{View: v},
+				[]string{fmt.Sprintf("node %q shards %d role %s phase %s serving %v", v.NodeID, v.Shards, v.Role, v.Phase, v.Serving)})
 		}
-		return emitWire(cf, stdout, &felix.ShardOwnersView{Owners: owners}, lines)
-	case "topology":
-		brokers, err := c.Topology(rctx)
-		if err != nil {
-			return cf.explain(op, err)
+		// subs
+		filter := felix.SubscriptionsFilter{}
+		if *o.stream != "" {
+			filter.Stream = felix.Some(*o.stream)
 		}
-		var lines []string
-		for _, b := range brokers {
-			lines = append(lines, b.NodeID+"\t"+b.Addr)
-		}
-		return emitWire(cf, stdout, &felix.TopologyView{Brokers: brokers}, lines)
-	case "time":
-		off, found, err := c.OffsetForTime(rctx, topicOf(cf, fs.Arg(0)), uint32(*o.shard), at)
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		if !found {
-			return cf.emit(stdout, map[string]any{"found": false}, "no record that recent")
-		}
-		return cf.emit(stdout, map[string]any{"found": true, "offset": off}, strconv.FormatUint(off, 10))
-	case "read":
-		page, err := c.StreamRead(rctx, topicOf(cf, fs.Arg(0)), uint32(*o.shard),
-			conn.ReadOptions{From: *o.from, MaxRecords: uint32(min(*o.n, 1<<32-1))})
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		for _, r := range page.Records {
-			off := r.Offset
-			rec := groupRecord{Op: "record", Offset: &off}
-			rec.Value, rec.ValueB64 = payloadFields(r.Payload)
-			if err := cf.emit(stdout, rec, fmt.Sprintf("%d\t%s", r.Offset, printable(r.Payload))); err != nil {
+		var cursor *felix.SubscriptionsCursor
+		for {
+			page, err := c.Subscriptions(rctx, filter, uint32(min(*o.n, 1<<32-1)), cursor)
+			if err != nil {
+				return cf.explain(op, err)
+			}
+			var lines []string
+			for _, s := range page.Subscriptions {
+				lines = append(lines, fmt.Sprintf("%s/%s/%s\tshard %d\tsubscriber %d\tdepth %d/%d\tdropped %d", s.TenantID, s.Namespace,
+					s.Stream, s.Shard, s.SubscriberID, s.Depth, s.Capacity, s.Dropped))
+			}
+			if err := emitWire(cf, stdout, &felix.SubscriptionsListInfo{NodeID: page.NodeID, Subscriptions: page.Subscriptions}, lines); err != nil {
 				return err
 			}
+			if cursor = page.Next; cursor == nil {
+				return nil
+			}
 		}
-		return nil
-	case "shard":
-		v, err := c.ShardInspect(rctx, cf.tenant, cf.namespace, fs.Arg(0), kind, shardArg)
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		return emitWire(cf, stdout, &felix.ShardInspectInfo{View: v},
-			[]string{fmt.Sprintf("node %q shards %d role %s phase %s serving %v", v.NodeID, v.Shards, v.Role, v.Phase, v.Serving)})
-	}
-	// subs
-	filter := felix.SubscriptionsFilter{}
-	if *o.stream != "" {
-		filter.Stream = felix.Some(*o.stream)
-	}
-	var cursor *felix.SubscriptionsCursor
-	for {
-		page, err := c.Subscriptions(rctx, filter, uint32(min(*o.n, 1<<32-1)), cursor)
-		if err != nil {
-			return cf.explain(op, err)
-		}
-		var lines []string
-		for _, s := range page.Subscriptions {
-			lines = append(lines, fmt.Sprintf("%s/%s/%s\tshard %d\tsubscriber %d\tdepth %d/%d\tdropped %d", s.TenantID, s.Namespace,
-				s.Stream, s.Shard, s.SubscriberID, s.Depth, s.Capacity, s.Dropped))
-		}
-		if err := emitWire(cf, stdout, &felix.SubscriptionsListInfo{NodeID: page.NodeID, Subscriptions: page.Subscriptions}, lines); err != nil {
-			return err
-		}
-		if cursor = page.Next; cursor == nil {
-			return nil
-		}
-	}
+	})
 }
 
 // emitWire prints the broker's answer m as its wire JSON on one line

@@ -154,6 +154,7 @@ var envVars = [][2]string{
 	{"FELIX_TENANT", "default of -tenant"},
 	{"FELIX_TOKEN", "default of -token"},
 	{"FELIX_NAMESPACE", "default of -namespace"},
+	{"SSLKEYLOGFILE", "append TLS secrets (NSS key log format) to this file, to decrypt captures; off when unset (warns)"},
 }
 
 // printFlags writes fs's flags with their defaults, and the environment

@@ -35,6 +35,7 @@ type clientFlags struct {
 	addr, cert, serverName, tenant, token, namespace string
 	insecure, alpn, jsonOut                          bool
 	timeout                                          time.Duration
+	stderr                                           io.Writer // warnings (nil: os.Stderr)
 }
 
 func envOr(k, def string) string {
@@ -74,10 +75,14 @@ func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client
 		}
 		tc.RootCAs = pool
 	}
+	kl, err := keyLogWriter(c.stderr)
+	if err != nil {
+		return nil, err
+	}
 	dctx, cancel := c.timeoutCtx(ctx)
 	defer cancel()
 	cl, err := conn.Dial(dctx, c.addr, &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
-		TenantID: c.tenant, Token: c.token, Flags: flags})
+		TenantID: c.tenant, Token: c.token, Flags: flags, KeyLogWriter: kl})
 	if err != nil && ctx.Err() == nil {
 		return nil, c.explain("connect", err)
 	}
@@ -98,9 +103,9 @@ func (c *clientFlags) emit(w io.Writer, v any, text string) error {
 	return err
 }
 
-func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, _ io.Writer) error {
+func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("pub")
-	var cf clientFlags
+	cf := clientFlags{stderr: stderr}
 	cf.register(fs)
 	ackName := fs.String("ack", "per_batch", "acknowledgement: none, per_message or per_batch")
 	key := fs.String("key", "", "routing key (UTF-8); empty means unkeyed")

@@ -52,32 +52,29 @@ func runState(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := checkName("STREAM", stream); err != nil {
 		return err
 	}
-	c, err := cf.dial(ctx, 0)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rctx, cancel := cf.timeoutCtx(ctx)
-	defer cancel()
-	v, err := c.StateGet(rctx, topicOf(&cf, stream), []byte(entity), key)
-	if err != nil {
-		return cf.explain("state get "+key, err)
-	}
-	if !v.Found {
-		fmt.Fprintf(stderr, "felix state get: key %q of entity %q is absent from stream %s\n", key, entity, stream)
-		return exitCode(exitAbsent)
-	}
-	rec := stateRecord{Entity: entity, Key: key, Found: true}
-	rec.Value, rec.ValueB64 = payloadFields(v.Value)
-	text := printable(v.Value) + "\t(version " + strconv.FormatUint(v.Version, 10)
-	if v.HasVersion {
-		rec.Version = &v.Version
-	}
-	if v.HasAsOf {
-		rec.AsOf = &v.AsOf
-		text += ", as of " + strconv.FormatUint(v.AsOf, 10)
-	}
-	return cf.emit(stdout, rec, text+")")
+	return cf.onLeader(ctx, 0, func(c *conn.Client) error {
+		rctx, cancel := cf.timeoutCtx(ctx)
+		defer cancel()
+		v, err := c.StateGet(rctx, topicOf(&cf, stream), []byte(entity), key)
+		if err != nil {
+			return cf.explain("state get "+key, err)
+		}
+		if !v.Found {
+			fmt.Fprintf(stderr, "felix state get: key %q of entity %q is absent from stream %s\n", key, entity, stream)
+			return exitCode(exitAbsent)
+		}
+		rec := stateRecord{Entity: entity, Key: key, Found: true}
+		rec.Value, rec.ValueB64 = payloadFields(v.Value)
+		text := printable(v.Value) + "\t(version " + strconv.FormatUint(v.Version, 10)
+		if v.HasVersion {
+			rec.Version = &v.Version
+		}
+		if v.HasAsOf {
+			rec.AsOf = &v.AsOf
+			text += ", as of " + strconv.FormatUint(v.AsOf, 10)
+		}
+		return cf.emit(stdout, rec, text+")")
+	})
 }
 
 // topicOf names stream in the flags' tenant and namespace.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os/signal"
@@ -19,6 +20,7 @@ type clusterOptions struct {
 	streams                               []string
 	certOut, addrOut, fixtureOut, control string
 	log                                   *slog.Logger
+	keyLog                                io.Writer // SSLKEYLOGFILE, nil when off
 }
 
 // runCluster serves a reference cluster until SIGINT or SIGTERM. The
@@ -31,7 +33,7 @@ func runCluster(o clusterOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := cluster.Start(ctx, cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Logger: o.log})
+	c, err := cluster.Start(ctx, cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Logger: o.log, KeyLogWriter: o.keyLog})
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func startStats(ctx context.Context, srv *server.Server, log *slog.Logger, addr 
 		if err != nil {
 			return fmt.Errorf("-stats: %w", err)
 		}
-		log.Info("stats endpoint", "url", "http://"+ss.Addr().String()+"/stats")
+		log.Info("stats endpoint", "url", "http://"+ss.Addr().String()+"/stats", "metrics", "http://"+ss.Addr().String()+"/metrics")
 		context.AfterFunc(ctx, func() { _ = ss.Close() })
 	}
 	if every > 0 {

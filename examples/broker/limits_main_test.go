@@ -78,6 +78,23 @@ func TestBrokerCommandTokensFileAndStats(t *testing.T) {
 	require.Positive(t, snap.Goroutines)
 	require.Equal(t, uint64(1), snap.AuthFailures)
 
+	// /metrics beside /stats: the Prometheus text format, fed by conn's
+	// hooks (examples/metrics).
+	mresp, err := http.Get(strings.TrimSuffix(url, "/stats") + "/metrics")
+	require.NoError(t, err)
+	defer mresp.Body.Close()
+	require.Equal(t, http.StatusOK, mresp.StatusCode)
+	mb, err := io.ReadAll(mresp.Body)
+	require.NoError(t, err)
+	for _, want := range []string{
+		`felix_connections_opened_total{side="server"} 2`,
+		`felix_streams_authenticated_total{side="server"} 1`,
+		`felix_streams_refused_total{reason="unauthenticated",side="server"} 1`,
+		`felix_frames_total{direction="read",layout="binary_acked_publish_batch",side="server"} 1`,
+	} {
+		require.Contains(t, string(mb), want)
+	}
+
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	logs := <-rest
 	require.NoError(t, <-exited, logs)

@@ -18,6 +18,12 @@
 // -control:
 //
 //	go run ./examples/broker -nodes 3 -fixture-out f.json -control 127.0.0.1:0
+//
+// Shard inspection and subscription listing (felix inspect shard, felix
+// inspect subs) need a token granted node.view:cluster:*: a token entry
+// whose permissions include node.view, e.g. t1:ops-token:ops:node.view
+// (that token may then inspect and nothing else). The cluster's fixture
+// accepts cluster.InspectToken for it.
 package main
 
 import (
@@ -38,6 +44,9 @@ import (
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/examples/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -66,10 +75,10 @@ func run(args []string) error {
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
 		"comma-separated tenant:token[:principal[:perms]] list (env FELIX_TOKENS; visible in the process list: prefer -tokens-file)")
 	tokensFile := fs.String("tokens-file", os.Getenv("FELIX_TOKENS_FILE"),
-		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|none (env FELIX_TOKENS_FILE; overrides -tokens)")
+		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|node.view|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
-	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback); the bound address is logged")
+	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged")
 	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
 	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
@@ -133,9 +142,19 @@ func run(args []string) error {
 	if len(toks) == 0 {
 		return errors.New("no tokens configured")
 	}
+	// SSLKEYLOGFILE: off unless set, and loud when on.
+	kl, klPath, err := conn.KeyLogFromEnv()
+	if err != nil {
+		return err
+	}
+	if kl != nil {
+		defer kl.Close()
+		log.Warn("TLS key log on: the secrets of every connection are appended to the file; anyone with it can decrypt the traffic (debugging only)",
+			"env", conn.KeyLogEnv, "file", klPath)
+	}
 	if *nodes > 0 {
 		return runCluster(clusterOptions{nodes: *nodes, host: *addr, tokens: toks, streams: streams,
-			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log})
+			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl})
 	}
 	if *fixtureOut != "" || *control != "" {
 		return errors.New("-fixture-out and -control need -nodes")
@@ -161,6 +180,14 @@ func run(args []string) error {
 			c.MaxConnections, c.MaxStreams, c.MaxUnauthStreams, c.MaxConnInFlightBytes = *maxConns, *maxStreams, *maxUnauth, *connInflight
 		},
 	}
+	if *statsAddr != "" {
+		// Prometheus metrics from conn's hooks, at /metrics beside /stats.
+		col := metrics.New("")
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(col)
+		cfg.Hooks = col.Hooks()
+		cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
 	if err := lims.apply(&cfg); err != nil {
 		return err
 	}
@@ -182,6 +209,9 @@ func run(args []string) error {
 			return err
 		}
 		decls = append(decls, declared{t, sc})
+	}
+	if kl != nil {
+		cfg.KeyLogWriter = kl
 	}
 	srv, err := server.Listen(cfg)
 	if err != nil {

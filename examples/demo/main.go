@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,10 +33,19 @@ func main() {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	n := fs.Int("n", 50_000, "records to publish")
 	batch := fs.Int("batch", 100, "records per acknowledged batch")
+	var o options
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "UDP address of the in-process broker")
+	fs.StringVar(&o.certOut, "cert-out", "", "write the broker's certificate (PEM) to this file, e.g. for felix tap -cert")
+	fs.StringVar(&o.via, "via", "", "connect the clients to this address instead of the broker's, e.g. a felix tap in front of -addr")
+	fs.StringVar(&o.viaCert, "via-cert", "", "PEM certificate the clients trust at -via (e.g. felix tap -cert-out)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	if err := run(context.Background(), os.Stdout, *n, *batch); err != nil {
+	if (o.via == "") != (o.viaCert == "") {
+		fmt.Fprintln(os.Stderr, "demo: -via and -via-cert go together")
+		os.Exit(2)
+	}
+	if err := runWith(context.Background(), os.Stdout, *n, *batch, o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo: FAILED:", err)
 		os.Exit(1)
 	}
@@ -57,7 +67,18 @@ func (c *checker) check(ok bool, format string, args ...any) {
 	fmt.Fprintf(c.out, "  [%s] %s\n", mark, msg)
 }
 
+// options routes the demo through a relay (felix tap): the broker listens
+// on addr and writes its certificate to certOut; the clients dial via and
+// trust viaCert.
+type options struct {
+	addr, certOut, via, viaCert string
+}
+
 func run(ctx context.Context, out io.Writer, n, batch int) error {
+	return runWith(ctx, out, n, batch, options{addr: "127.0.0.1:0"})
+}
+
+func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error {
 	if n <= 0 || batch <= 0 {
 		return errors.New("-n and -batch must be positive")
 	}
@@ -66,7 +87,7 @@ func run(ctx context.Context, out io.Writer, n, batch int) error {
 	chk := &checker{out: out}
 
 	srv, err := server.Listen(server.Config{
-		Addr:   "127.0.0.1:0",
+		Addr:   o.addr,
 		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}, DefaultQueueCapacity: n/batch + 16, MaxQueueCapacity: n/batch + 16},
 	})
 	if err != nil {
@@ -82,10 +103,28 @@ func run(ctx context.Context, out io.Writer, n, batch int) error {
 		}
 	}()
 	fmt.Fprintf(out, "broker: listening on %s (QUIC, self-signed certificate for localhost)\n", srv.Addr())
+	if o.certOut != "" {
+		if err := srv.WriteCertificate(o.certOut); err != nil {
+			return err
+		}
+	}
+	dialAddr, roots := srv.Addr().String(), srv.CertPool()
+	if o.via != "" {
+		pem, err := os.ReadFile(o.viaCert)
+		if err != nil {
+			return err
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-via-cert %s: no PEM certificate", o.viaCert)
+		}
+		dialAddr = o.via
+		fmt.Fprintf(out, "clients: connecting via %s\n", dialAddr)
+	}
 
 	dial := func() (*conn.Client, error) {
-		return conn.Dial(ctx, srv.Addr().String(), &conn.Config{
-			TLS:      &tls.Config{RootCAs: srv.CertPool()},
+		return conn.Dial(ctx, dialAddr, &conn.Config{
+			TLS:      &tls.Config{RootCAs: roots},
 			TenantID: server.DemoTenant, Token: server.DemoToken,
 			Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher,
 		})
@@ -96,7 +135,7 @@ func run(ctx context.Context, out io.Writer, n, batch int) error {
 	}
 	defer pubC.Close()
 	caps := pubC.Capabilities()
-	fmt.Fprintf(out, "client: broker advertises flags %s, %d features, publish window %d\n", caps.Flags, popcount(caps.Features), caps.PublishWindow)
+	fmt.Fprintf(out, "client: broker advertises flags %s, %d features, publish window %d\n", caps.Flags.SetString(), popcount(caps.Features), caps.PublishWindow)
 
 	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "demo", Stream: "orders"}
 

@@ -24,6 +24,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -47,9 +48,14 @@ const (
 	// DefaultUnauthorizedToken is the fixture's unauthorized_token: it
 	// authenticates for DefaultTenant and may do nothing else.
 	DefaultUnauthorizedToken = "no-permission-token"
-	DefaultNamespace         = "conformance"
-	DefaultQuorumTimeout     = 500 * time.Millisecond
-	DefaultFenceHold         = time.Second
+	// InspectToken authenticates for the cluster's tenant (Config.Tenant) with
+	// exactly node.view:cluster:* (server.PermNodeView) and no data
+	// permission: the operator token of shard_inspect and
+	// subscriptions_list. Config.Tokens may override its entry.
+	InspectToken         = "node-view-token"
+	DefaultNamespace     = "conformance"
+	DefaultQuorumTimeout = 500 * time.Millisecond
+	DefaultFenceHold     = time.Second
 	// DefaultDurableShards is the shard count of the fixture's durable
 	// stream.
 	DefaultDurableShards = 4
@@ -103,6 +109,9 @@ type Config struct {
 	Dir string
 	// Logger receives the cluster's logs (nil discards them).
 	Logger *slog.Logger
+	// KeyLogWriter receives the TLS secrets of every client connection of
+	// every node (server.Config.KeyLogWriter): for debugging only.
+	KeyLogWriter io.Writer
 }
 
 // Cluster is a running cluster. Create it with Start, stop it with Close.
@@ -260,6 +269,7 @@ func (c *Cluster) startNode(i int) error {
 	n := c.nodes[i]
 	toks := map[string]server.Identity{c.cfg.Token: {Tenant: c.cfg.Tenant, Principal: c.cfg.Tenant}}
 	toks[c.cfg.UnauthorizedToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "unauthorized", Deny: server.PermAll}
+	toks[InspectToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "operator", Deny: server.PermAll, Grant: server.PermNodeView}
 	for k, v := range c.cfg.Tokens {
 		toks[k] = v
 	}
@@ -271,6 +281,7 @@ func (c *Cluster) startNode(i int) error {
 		Router:       &router{c: c, i: i},
 		DrainTimeout: 100 * time.Millisecond,
 		Logger:       c.log.With("node", n.id),
+		KeyLogWriter: c.cfg.KeyLogWriter,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: node %d: %w", i, err)

@@ -53,6 +53,11 @@ func (ct *control) close() error {
 //	POST /kill       {"node": N}                              kill node N
 //	POST /restart    {"node": N}                              restart node N
 //
+// and two GETs: /fixture (the fixture description) and /link/stats (the
+// interposer's datagram counters: forwarded, dropped, stalled, sessions,
+// dead_discarded), which lets a suite order a fault after a datagram it
+// caused.
+//
 // Answers are JSON ({"ok":true,...}); bad input gets a 4xx with a
 // one-line reason. Close stops it.
 func (c *Cluster) ServeControl(addr string) (string, error) {
@@ -70,6 +75,16 @@ func (c *Cluster) ServeControl(addr string) (string, error) {
 	mux.HandleFunc("/link", c.post(c.ctlLink))
 	mux.HandleFunc("/kill", c.post(c.ctlNode(c.Kill)))
 	mux.HandleFunc("/restart", c.post(c.ctlNode(c.Restart)))
+	mux.HandleFunc("/link/stats", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			httpError(w, http.StatusMethodNotAllowed, "use GET")
+			return
+		}
+		st := c.link.Stats()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]uint64{"forwarded": st.Forwarded, "dropped": st.Dropped,
+			"stalled": st.Stalled, "sessions": st.Sessions, "dead_discarded": st.DeadDiscarded})
+	})
 	mux.HandleFunc("/fixture", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			httpError(w, http.StatusMethodNotAllowed, "use GET")

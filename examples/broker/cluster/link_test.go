@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -141,6 +142,21 @@ func TestControlEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+
+	// The interposer's counters.
+	_, err = publish(t, dial(t, c, c.Fixture().LinkAddr, nil), topic(c, cluster.LinkStream), "counted")
+	require.NoError(t, err)
+	req, err = http.NewRequestWithContext(ctxT(t), http.MethodGet, url+"/link/stats", nil)
+	require.NoError(t, err)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var stats map[string]uint64
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, c.Link().Stats().Sessions, stats["sessions"])
+	require.Positive(t, stats["forwarded"])
+	require.Contains(t, stats, "stalled")
 
 	f := c.Fixture()
 	// fence (default: the movable stream) → publishes refused as moving.

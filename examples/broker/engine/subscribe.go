@@ -92,7 +92,8 @@ type Subscription struct {
 	lagReport bool
 
 	q        chan *Batch
-	queued   atomic.Int64 // bytes of the batches in q (queue_bytes.go)
+	queued   atomic.Int64  // bytes of the batches in q (queue_bytes.go)
+	dropped  atomic.Uint64 // records dropped from this subscription's queue
 	maxBytes int64
 	lagged   chan struct{}
 	done     chan struct{}
@@ -191,6 +192,7 @@ func (s *Subscription) offer(b *Batch) {
 	}
 	s.e.st.droppedBatches.Add(1)
 	s.e.st.droppedRecords.Add(uint64(len(b.Payloads)))
+	s.dropped.Add(uint64(len(b.Payloads)))
 	if s.lagReport && b.HasOffsets {
 		s.stopLocked(b.BaseOffset)
 	}
@@ -336,6 +338,21 @@ func (s *Subscription) Close() {
 			}
 		}
 	})
+}
+
+// QueueStats is a snapshot of a subscription's live queue.
+type QueueStats struct {
+	// Depth is the number of batches queued, Capacity the queue's bound
+	// (both in published batches).
+	Depth, Capacity int
+	// Dropped counts the records this subscription lost to a full queue.
+	Dropped uint64
+}
+
+// QueueStats returns a snapshot of the subscription's live queue; it may be
+// called from any goroutine.
+func (s *Subscription) QueueStats() QueueStats {
+	return QueueStats{Depth: len(s.q), Capacity: cap(s.q), Dropped: s.dropped.Load()}
 }
 
 // Done is closed when the subscription has been closed.

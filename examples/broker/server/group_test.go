@@ -30,7 +30,7 @@ func TestBrokerAdvertisesGroupsAndCommits(t *testing.T) {
 	require.True(t, f.Has(server.GroupFeatures|server.CommitFeatures))
 	require.False(t, f.Has(felix.FeatureGroupConsumer), "named consumers are not served")
 	require.False(t, f.Has(felix.FeatureGroupSkipped), "skipped_before is never produced")
-	require.False(t, f.Has(felix.FeatureInspect), "inspection is not served")
+	require.True(t, f.Has(felix.FeatureInspect), "shard_inspect and subscriptions_list are served")
 }
 
 func TestGroupsOverQUIC(t *testing.T) {

@@ -140,6 +140,9 @@ func (h *handler) handle(req conn.Request) bool {
 	case *felix.Topology, *felix.ShardOwners:
 		more, _ := h.clusterRequest(m)
 		return more
+	case *felix.ShardInspect, *felix.SubscriptionsList:
+		more, _ := h.inspectRequest(m)
+		return more
 	case *felix.GroupPoll, *felix.GroupAck, *felix.GroupNack, *felix.GroupExtend, *felix.GroupDeadLetter,
 		*felix.GroupDeadLetters, *felix.GroupDiscard, *felix.GroupRedrive, *felix.GroupSeek,
 		*felix.GroupDescribe, *felix.GroupDelete:

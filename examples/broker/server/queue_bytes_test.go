@@ -41,6 +41,10 @@ func TestStalledSubscriberBoundedInBytes(t *testing.T) {
 	cfg.Engine.DefaultStream.RetainBytes = 4 << 20
 	cfg.Engine.SubscriberQueueBytes = 4 << 20
 	cfg.Engine.MaxQueuedBytes = 16 << 20
+	// The stalled subscriber reads again only at the end, however long the
+	// flow takes on a loaded machine: the write watchdog must not reset
+	// its event stream first (TestStalledEventWriteTimesOut covers the watchdog).
+	cfg.EventWriteTimeout = time.Hour
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
 	pub := dial(t, srv, nil)

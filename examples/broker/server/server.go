@@ -14,8 +14,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,7 +60,7 @@ const Features = felix.FeatureCacheDelete | felix.FeatureStreamShards | felix.Fe
 	felix.FeatureCacheShards | felix.FeatureErrorCodes | felix.FeatureUnsupported |
 	felix.FeatureSequenceReused | felix.FeaturePublishPipeline | felix.FeatureStreamPublishWindow |
 	felix.FeatureAckOnCommit | felix.FeatureSubscriptionLagged | felix.FeatureCacheConditional |
-	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | GroupFeatures | CommitFeatures
+	felix.FeatureStreamRead | felix.FeatureSubscribeQueue | felix.FeatureInspect | GroupFeatures | CommitFeatures
 
 // Config configures a Server.
 type Config struct {
@@ -101,6 +103,15 @@ type Config struct {
 	// MaxStreams, MaxUnauthStreams, MaxConnInFlightBytes, ...; zero fields
 	// keep conn's defaults) before the listener starts.
 	ConnLimits func(*conn.ServerConfig)
+	// Hooks observes the listener (conn.ServerConfig.Hooks), e.g. the
+	// Prometheus adapter of examples/metrics.
+	Hooks *conn.Hooks
+	// KeyLogWriter receives the TLS secrets of every connection in NSS key
+	// log format (conn.ServerConfig.KeyLogWriter): for debugging only.
+	KeyLogWriter io.Writer
+	// Metrics, when set, is served at /metrics beside /stats by ServeStats
+	// (e.g. a promhttp handler).
+	Metrics http.Handler
 
 	// SharedEngine, when set, is used instead of a new engine built from
 	// Engine: several servers (the nodes of a cluster) then serve one log.
@@ -136,6 +147,7 @@ type Server struct {
 
 	auth    *throttle
 	authLog logLimiter
+	subReg  subRegistry // subscriptions served, for subscriptions_list
 
 	st stats
 }
@@ -216,6 +228,8 @@ func Listen(cfg Config) (*Server, error) {
 		AuthTimeout:   cfg.AuthTimeout,
 		MaxFrameBytes: cfg.MaxFrameBytes,
 		Logger:        cfg.ConnLogger,
+		Hooks:         cfg.Hooks,
+		KeyLogWriter:  cfg.KeyLogWriter,
 	}
 	if cfg.ConnLimits != nil {
 		cfg.ConnLimits(scfg)
@@ -230,7 +244,7 @@ func Listen(cfg Config) (*Server, error) {
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.ending, s.endSubs = context.WithCancel(context.Background())
-	log.Info("broker listening", "addr", ln.Addr().String(), "flags", flags.String(), "features", feats.String(),
+	log.Info("broker listening", "addr", ln.Addr().String(), "flags", flags.SetString(), "features", feats.String(),
 		"publish_window", window)
 	return s, nil
 }

@@ -66,7 +66,8 @@ type StatsServer struct {
 	err chan error
 }
 
-// ServeStats serves the stats endpoint (GET /stats, also at /) on addr,
+// ServeStats serves the stats endpoint (GET /stats, also at /, and
+// Config.Metrics at /metrics when set) on addr,
 // for example "127.0.0.1:0". Keep it on loopback: it tells anyone who can
 // reach it what the broker holds.
 func (s *Server) ServeStats(addr string) (*StatsServer, error) {
@@ -77,6 +78,9 @@ func (s *Server) ServeStats(addr string) (*StatsServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/stats", s.StatsHandler())
 	mux.Handle("/{$}", s.StatsHandler())
+	if s.cfg.Metrics != nil {
+		mux.Handle("/metrics", s.cfg.Metrics)
+	}
 	ss := &StatsServer{ln: ln, err: make(chan error, 1),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 8 << 10}}
 	go func() {

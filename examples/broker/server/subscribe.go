@@ -59,6 +59,9 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 		h.refuse(felix.CodeInternal, "cannot open the event stream")
 		return
 	}
+	// Listed (subscriptions_list) from here until the pump ends; the pump
+	// is the only path that does not end the subscription below.
+	unlist := h.registerSub(req.Topic, req.Shard, sub)
 	ans := &felix.Subscribed{SubscriptionID: info.ID}
 	if info.Durable {
 		ans.StartOffset, ans.LiveOffset = felix.Some(info.StartOffset), felix.Some(info.LiveOffset)
@@ -67,6 +70,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 		ans.QueueCapacity = felix.Some(uint32(info.QueueCapacity))
 	}
 	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
+		unlist()
 		h.subs.Add(-1)
 		sub.Close()
 		es.Abort()
@@ -77,7 +81,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: req.Topic, shard: req.Shard,
+	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: req.Topic, shard: req.Shard, unlist: unlist,
 		notify: h.peer.Features.Has(felix.FeatureShardMoved)})
 }
 
@@ -86,7 +90,8 @@ type subMove struct {
 	place  Placement
 	topic  engine.Topic
 	shard  uint32
-	notify bool // the client offered FeatureShardMoved
+	notify bool   // the client offered FeatureShardMoved
+	unlist func() // removes the subscription from subscriptions_list
 }
 
 // moved ends an event stream whose shard left this node: shard_moved
@@ -125,6 +130,7 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 	defer s.pumps.Add(-1)
 	defer slots.Add(-1)
 	defer sub.Close()
+	defer mv.unlist()
 	// Writes run under wctx: the watchdog bounds each one. Next runs under
 	// ctx, which also ends when the shard moves away or the server stops
 	// serving subscriptions.

@@ -20,6 +20,13 @@ const (
 	PermCacheRead
 	PermCacheWrite
 
+	// PermNodeView is node.view:cluster:*, the operator permission of
+	// shard_inspect and subscriptions_list (docs/messages.md §4). It is
+	// not a data permission: PermAll does not include it and a token holds
+	// it only when granted explicitly (Identity.Grant; the token list's
+	// "node.view" word).
+	PermNodeView
+
 	PermCache = PermCacheRead | PermCacheWrite
 	PermAll   = PermPublish | PermSubscribe | PermCache
 )
@@ -27,15 +34,16 @@ const (
 var permWords = map[string]Perm{
 	"publish": PermPublish, "subscribe": PermSubscribe, "cache.read": PermCacheRead,
 	"cache.write": PermCacheWrite, "cache": PermCache, "all": PermAll, "none": 0,
+	"node.view": PermNodeView,
 }
 
 // String lists the permissions joined by '|' ("none" for the empty set).
 func (p Perm) String() string {
-	if p&PermAll == 0 {
+	if p&(PermAll|PermNodeView) == 0 {
 		return "none"
 	}
 	var out []string
-	for _, w := range []string{"publish", "subscribe", "cache.read", "cache.write"} {
+	for _, w := range []string{"publish", "subscribe", "cache.read", "cache.write", "node.view"} {
 		if p&permWords[w] != 0 {
 			out = append(out, w)
 		}
@@ -44,14 +52,14 @@ func (p Perm) String() string {
 }
 
 // ParsePerm parses a '|'-separated list of permission words: publish,
-// subscribe, cache.read, cache.write, cache (both cache words), all and
-// none.
+// subscribe, cache.read, cache.write, cache (both cache words), all (the
+// four data permissions), node.view (PermNodeView) and none.
 func ParsePerm(s string) (Perm, error) {
 	var p Perm
 	for _, w := range strings.Split(s, "|") {
 		v, ok := permWords[strings.TrimSpace(w)]
 		if !ok {
-			return 0, fmt.Errorf("unknown permission %q (want publish, subscribe, cache.read, cache.write, cache, all or none)", w)
+			return 0, fmt.Errorf("unknown permission %q (want publish, subscribe, cache.read, cache.write, cache, all, node.view or none)", w)
 		}
 		p |= v
 	}
@@ -69,10 +77,16 @@ type Identity struct {
 	// neither publish, subscribe nor use caches (a fixture's
 	// unauthorized_token): such requests are refused with forbidden.
 	Deny Perm
+	// Grant lists the permissions outside PermAll the token holds
+	// (PermNodeView); the zero value grants none of them.
+	Grant Perm
 }
 
-// Allows reports whether the identity holds every permission in p.
-func (id Identity) Allows(p Perm) bool { return id.Deny&p == 0 }
+// Allows reports whether the identity holds every permission in p: the
+// data permissions unless denied, PermNodeView only when granted.
+func (id Identity) Allows(p Perm) bool {
+	return id.Deny&p == 0 && p&PermNodeView&^id.Grant == 0
+}
 
 // ParseTokens parses a list of tenant:token[:principal[:perms]] entries
 // separated by commas or newlines. The principal defaults to the tenant and
@@ -119,6 +133,7 @@ func parseTokenEntry(item string) (string, Identity, error) {
 			return "", Identity{}, fmt.Errorf("token entry for tenant %q: %w", id.Tenant, err)
 		}
 		id.Deny = PermAll &^ p
+		id.Grant = p & PermNodeView
 	}
 	return parts[1], id, nil
 }

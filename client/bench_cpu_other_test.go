@@ -1,0 +1,8 @@
+//go:build !unix
+
+package client_test
+
+import "time"
+
+// processCPU is not measured on this platform (see the unix version).
+func processCPU() (time.Duration, bool) { return 0, false }

@@ -1,0 +1,100 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/stretchr/testify/require"
+)
+
+// countingHooks counts every event with atomics, as a metrics adapter
+// would (without a metrics library).
+func countingHooks(n *atomic.Int64) *Hooks {
+	f := func(FrameInfo) { n.Add(1) }
+	p := func(PublishInfo) { n.Add(1) }
+	return &Hooks{FrameRead: f, FrameWritten: f, PublishSent: p, PublishAcked: p,
+		ConnOpened: func(ConnInfo) { n.Add(1) }, StreamAuthenticated: func(StreamInfo) { n.Add(1) }}
+}
+
+// BenchmarkPublishHooks compares acked and fire-and-forget publishes of
+// one 64 × 100 B batch with nil Hooks and with counting hooks on the
+// client and the server (allocations reported).
+func BenchmarkPublishHooks(b *testing.B) {
+	for _, hooked := range []bool{false, true} {
+		name := "nil"
+		if hooked {
+			name = "counting"
+		}
+		for _, ack := range []felix.AckMode{felix.AckPerBatch, felix.AckNone} {
+			sub := name + "/acked"
+			if ack == felix.AckNone {
+				sub = name + "/fire_and_forget"
+			}
+			b.Run(sub, func(b *testing.B) {
+				var count atomic.Int64
+				var h *Hooks
+				if hooked {
+					h = countingHooks(&count)
+				}
+				ln, tc := startHookedBenchServer(b, h)
+				c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x", Hooks: h})
+				require.NoError(b, err)
+				defer c.Close()
+				ps := benchPayloads()
+				t := Topic{"t1", "ns", "s"}
+				ctx := context.Background()
+				b.SetBytes(benchRecords * benchRecSize)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := c.PublishBatch(ctx, t, ps, PublishOptions{Ack: ack}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				if hooked && count.Load() == 0 {
+					b.Fatal("hooks never fired")
+				}
+			})
+		}
+	}
+}
+
+// startHookedBenchServer is startBenchServer with server hooks.
+func startHookedBenchServer(b *testing.B, h *Hooks) (*Listener, *tls.Config) {
+	srvTLS, pool, err := SelfSigned()
+	require.NoError(b, err)
+	offer := fullOffer()
+	offer.PublishWindow = benchInflight
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: offer, Hooks: h})
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			sc, err := ln.Accept(ctx)
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				for {
+					st, err := sc.AcceptStream(ctx)
+					if err != nil {
+						return
+					}
+					wg.Go(func() { benchServe(ctx, st, nil, 0, nil) })
+				}
+			})
+		}
+	})
+	b.Cleanup(func() {
+		cancel()
+		ln.Close()
+		wg.Wait()
+	})
+	return ln, &tls.Config{RootCAs: pool}
+}

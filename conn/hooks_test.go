@@ -1,0 +1,209 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/stretchr/testify/require"
+)
+
+// hookLog records every hook call of one side.
+type hookLog struct {
+	mu       sync.Mutex
+	opened   []ConnInfo
+	closed   []ConnInfo
+	authed   []StreamInfo
+	refused  []StreamInfo
+	read     []FrameInfo
+	written  []FrameInfo
+	sent     []PublishInfo
+	acked    []PublishInfo
+	lagged   []LagInfo
+	closedCh chan ConnInfo
+}
+
+func newHookLog() *hookLog { return &hookLog{closedCh: make(chan ConnInfo, 16)} }
+
+func (l *hookLog) hooks() *Hooks {
+	add := func(f func()) { l.mu.Lock(); f(); l.mu.Unlock() }
+	return &Hooks{
+		ConnOpened: func(e ConnInfo) { add(func() { l.opened = append(l.opened, e) }) },
+		ConnClosed: func(e ConnInfo) {
+			add(func() { l.closed = append(l.closed, e) })
+			l.closedCh <- e
+		},
+		StreamAuthenticated: func(e StreamInfo) { add(func() { l.authed = append(l.authed, e) }) },
+		StreamRefused:       func(e StreamInfo) { add(func() { l.refused = append(l.refused, e) }) },
+		FrameRead:           func(e FrameInfo) { add(func() { l.read = append(l.read, e) }) },
+		FrameWritten:        func(e FrameInfo) { add(func() { l.written = append(l.written, e) }) },
+		PublishSent:         func(e PublishInfo) { add(func() { l.sent = append(l.sent, e) }) },
+		PublishAcked:        func(e PublishInfo) { add(func() { l.acked = append(l.acked, e) }) },
+		SubscriptionLagged:  func(e LagInfo) { add(func() { l.lagged = append(l.lagged, e) }) },
+	}
+}
+
+// frames sums the bytes of the frames of each stream with the given layout.
+func sumFrames(evs []FrameInfo, layout felix.Layout) map[int64]int {
+	out := map[int64]int{}
+	for _, e := range evs {
+		if e.Layout == layout {
+			out[e.StreamID] += e.Bytes
+		}
+	}
+	return out
+}
+
+func TestHooksFireOverQUIC(t *testing.T) {
+	leakCheck(t)
+	srv, cli := newHookLog(), newHookLog()
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) { c.Hooks = srv.hooks() }})
+	c := b.dial(t, func(c *Config) { c.Hooks = cli.hooks(); c.OfferALPN = true })
+	ctx := testCtx(t)
+
+	// Binary acked, binary fire-and-forget and JSON acked publishes.
+	res, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	_ = res
+	_, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{})
+	require.NoError(t, err)
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(0)})
+	require.NoError(t, err)
+	evs := nextN(t, ctx, sub, 3)
+	require.Len(t, evs, 3)
+	_, err = c.Publish(ctx, Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}, []byte("x"), PublishOptions{Ack: felix.AckPerBatch})
+	require.Error(t, err)
+	sub.Close()
+	require.NoError(t, c.Close())
+
+	cl := <-cli.closedCh
+	require.Equal(t, SideClient, cl.Side)
+	require.ErrorContains(t, cl.Err, "client closing")
+	sc := <-srv.closedCh
+	require.Equal(t, SideServer, sc.Side)
+	require.Error(t, sc.Err)
+
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+
+	// Connections: one each, the same addresses seen from both ends.
+	require.Len(t, cli.opened, 1)
+	require.Len(t, srv.opened, 1)
+	require.Equal(t, ALPN, cli.opened[0].ALPN)
+	require.Equal(t, ALPN, srv.opened[0].ALPN)
+	require.Equal(t, cli.opened[0].Local.(*net.UDPAddr).Port, srv.opened[0].Remote.(*net.UDPAddr).Port)
+	require.Equal(t, srv.opened[0].Local.(*net.UDPAddr).Port, cli.opened[0].Remote.(*net.UDPAddr).Port)
+
+	// Streams: every stream the client authenticated, the server did too.
+	require.NotEmpty(t, cli.authed)
+	var cids, sids []int64
+	for _, e := range cli.authed {
+		require.Equal(t, "t1", e.TenantID)
+		cids = append(cids, e.StreamID)
+	}
+	for _, e := range srv.authed {
+		require.Equal(t, "t1", e.TenantID)
+		sids = append(sids, e.StreamID)
+	}
+	require.ElementsMatch(t, cids, sids)
+	require.Empty(t, cli.refused)
+
+	// Frames: what the client wrote the server read, stream by stream and
+	// byte for byte, and the other way round for the answers.
+	require.Equal(t, sumFrames(cli.written, felix.LayoutAckedPublishBatch), sumFrames(srv.read, felix.LayoutAckedPublishBatch))
+	require.Equal(t, sumFrames(cli.written, felix.LayoutPublishBatch), sumFrames(srv.read, felix.LayoutPublishBatch))
+	require.NotEmpty(t, sumFrames(cli.written, felix.LayoutPublishBatch))
+	require.Equal(t, sumFrames(srv.written, felix.LayoutPublishAck), sumFrames(cli.read, felix.LayoutPublishAck))
+	require.Equal(t, sumFrames(srv.written, felix.LayoutEventBatch), sumFrames(cli.read, felix.LayoutEventBatch))
+	require.NotEmpty(t, sumFrames(cli.read, felix.LayoutEventBatch))
+	require.NotEmpty(t, sumFrames(cli.read, felix.LayoutJSON)) // auth answers, subscribed, hello
+
+	// Publishes: three sent (two acked), two answers, one ok, one error.
+	require.Len(t, cli.sent, 3)
+	require.Equal(t, 2, cli.sent[0].Records)
+	require.True(t, cli.sent[0].Acked)
+	require.False(t, cli.sent[1].Acked)
+	require.Zero(t, cli.sent[1].RequestID)
+	require.Len(t, cli.acked, 2)
+	require.Equal(t, cli.sent[0].RequestID, cli.acked[0].RequestID)
+	require.Equal(t, "ok", cli.acked[0].Outcome)
+	require.NoError(t, cli.acked[0].Err)
+	require.Positive(t, cli.acked[0].Latency)
+	require.Equal(t, cli.sent[2].RequestID, cli.acked[1].RequestID)
+	require.NotEqual(t, "ok", cli.acked[1].Outcome)
+	require.Error(t, cli.acked[1].Err)
+	require.Empty(t, srv.sent) // client-only hooks
+}
+
+func TestHooksRefusedAndLagged(t *testing.T) {
+	leakCheck(t)
+	srv, cli := newHookLog(), newHookLog()
+	auth := func(_ context.Context, a *felix.Auth) (any, error) {
+		if a.Token != "tok" {
+			return nil, errors.New("bad token")
+		}
+		return nil, nil
+	}
+	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: auth, server: func(c *ServerConfig) { c.Hooks = srv.hooks() }})
+	_, err := Dial(testCtx(t), b.addr(), &Config{TLS: b.clientConfig().TLS, TenantID: "t1", Token: "wrong", Hooks: cli.hooks()})
+	require.ErrorIs(t, err, ErrAuthRejected)
+	<-cli.closedCh
+	cli.mu.Lock()
+	require.Len(t, cli.refused, 1)
+	require.ErrorIs(t, cli.refused[0].Err, ErrAuthRejected)
+	cli.mu.Unlock()
+	waitFor(t, func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return len(srv.refused) == 1 })
+	srv.mu.Lock()
+	var be *BrokerError
+	require.ErrorAs(t, srv.refused[0].Err, &be)
+	require.Equal(t, felix.CodeUnauthenticated, be.Code)
+	srv.mu.Unlock()
+
+	lag := newHookLog()
+	c := b.dial(t, func(c *Config) { c.Hooks = lag.hooks() })
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
+	require.NoError(t, err)
+	waitFor(t, func() bool { return b.subscribers(topicKey("t1", "ns", "s")) == 1 })
+	b.terminate(topicKey("t1", "ns", "s"), func(id uint64) felix.Message {
+		return &felix.SubscriptionLagged{SubscriptionID: id, ResumeFrom: 9}
+	})
+	_, err = sub.Next(ctx)
+	require.ErrorAs(t, err, new(*LaggedError))
+	lag.mu.Lock()
+	defer lag.mu.Unlock()
+	require.Equal(t, []LagInfo{{SubscriptionID: sub.ID(), ResumeFrom: 9}}, lag.lagged)
+}
+
+// Publishes whose payloads are a sequence or a parsed batch are counted
+// by records too.
+func TestHooksCountSeqAndViewPublishes(t *testing.T) {
+	leakCheck(t)
+	cli := newHookLog()
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, func(c *Config) { c.Hooks = cli.hooks() })
+	ctx := testCtx(t)
+	_, err := c.PublishSeq(ctx, topic, slices.Values([][]byte{[]byte("a"), []byte("b"), []byte("c")}), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	frame, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: [][]byte{[]byte("d"), []byte("e")}})
+	require.NoError(t, err)
+	f, err := felix.DecodeFrame(frame, felix.DefaultMaxFrameBytes)
+	require.NoError(t, err)
+	v, err := felix.ParsePublishBatch(f.Flags, f.Payload)
+	require.NoError(t, err)
+	_, err = c.PublishView(ctx, topic, &v, PublishOptions{})
+	require.NoError(t, err)
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	require.Len(t, cli.sent, 2)
+	require.Equal(t, 3, cli.sent[0].Records)
+	require.Equal(t, 2, cli.sent[1].Records)
+	require.Len(t, cli.acked, 1)
+	require.Equal(t, 3, cli.acked[0].Records)
+}

@@ -1,0 +1,112 @@
+package metrics_test
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/examples/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/require"
+)
+
+// startBroker starts the reference broker with the server collector's
+// hooks; it is shut down when the test ends.
+func startBroker(t *testing.T, hooks *conn.Hooks) *server.Server {
+	t.Helper()
+	cfg := server.Config{Addr: "127.0.0.1:0", Hooks: hooks}
+	cfg.Engine.DefaultStream.Durable = true
+	srv, err := server.Listen(cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		require.NoError(t, <-done)
+	})
+	return srv
+}
+
+func TestCollectorOverQUIC(t *testing.T) {
+	srvCol, cliCol := metrics.New(""), metrics.New("")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srvCol)
+	cliReg := prometheus.NewRegistry()
+	cliReg.MustRegister(cliCol)
+	srv := startBroker(t, srvCol.Hooks())
+	ctx := t.Context()
+	cfg := &conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool()}, TenantID: server.DemoTenant, Token: server.DemoToken, Hooks: cliCol.Hooks()}
+	c, err := conn.Dial(ctx, srv.Addr().String(), cfg)
+	require.NoError(t, err)
+	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
+	for range 3 {
+		_, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch})
+		require.NoError(t, err)
+	}
+	_, err = c.Publish(ctx, topic, []byte("c"), conn.PublishOptions{})
+	require.NoError(t, err)
+	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(0)})
+	require.NoError(t, err)
+	for range 7 {
+		_, err := sub.Next(ctx)
+		require.NoError(t, err)
+	}
+	sub.Close()
+	bad := *cfg
+	bad.Token, bad.Hooks = "wrong", cliCol.Hooks()
+	_, err = conn.Dial(ctx, srv.Addr().String(), &bad)
+	require.ErrorIs(t, err, conn.ErrAuthRejected)
+	require.NoError(t, c.Close())
+
+	// Client side: every publish and answer counted.
+	cli := gather(t, cliReg)
+	require.Contains(t, cli, `felix_publishes_sent_total{acked="true"} 3`)
+	require.Contains(t, cli, `felix_publishes_sent_total{acked="false"} 1`)
+	require.Contains(t, cli, `felix_publish_acks_total{outcome="ok"} 3`)
+	require.Contains(t, cli, `felix_publish_ack_latency_seconds_count 3`)
+	require.Contains(t, cli, `felix_frames_total{direction="written",layout="binary_acked_publish_batch",side="client"} 3`)
+	require.Contains(t, cli, `felix_frames_total{direction="read",layout="binary_publish_ack",side="client"} 3`)
+	require.Contains(t, cli, `felix_streams_refused_total{reason="unauthenticated",side="client"} 1`)
+	require.Contains(t, cli, `felix_connections_opened_total{side="client"} 2`)
+	require.Contains(t, cli, `felix_connections_closed_total{reason="local",side="client"} 2`)
+	require.Contains(t, cli, `felix_connections_open{side="client"} 0`)
+
+	// Server side: the same frames seen from the broker.
+	s := gather(t, reg)
+	require.Contains(t, s, `felix_frames_total{direction="read",layout="binary_acked_publish_batch",side="server"} 3`)
+	require.Contains(t, s, `felix_frames_total{direction="written",layout="binary_publish_ack",side="server"} 3`)
+	require.Contains(t, s, `felix_streams_refused_total{reason="unauthenticated",side="server"} 1`)
+	require.Contains(t, s, `felix_connections_opened_total{side="server"} 2`)
+	require.Equal(t, 2.0, sum(t, reg, "felix_connections_opened_total"))
+}
+
+// gather returns the registry's text exposition, as /metrics serves it.
+func gather(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, err := io.ReadAll(rec.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// sum adds up the values of a counter or gauge family of reg.
+func sum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var total float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return total
+}
