@@ -79,7 +79,7 @@ func run(args []string) error {
 		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|node.view|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
-	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged")
+	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged (with -nodes: one entry per node, metrics labelled node)")
 	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
 	ring := fs.Int("ring-records", engine.DefaultRingRecords, "per-shard replay ring of ephemeral streams, in records (earliest/offset subscribes are served from it)")
@@ -178,7 +178,8 @@ func run(args []string) error {
 	}
 	if *nodes > 0 {
 		return runCluster(clusterOptions{nodes: *nodes, host: *addr, tokens: toks, streams: streams,
-			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl})
+			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl,
+			stats: *statsAddr, statsLog: *statsLog})
 	}
 	if *fixtureOut != "" || *control != "" {
 		return errors.New("-fixture-out and -control need -nodes")
@@ -358,7 +359,7 @@ func checkAddrFlags(stats, control string) error {
 // clusterFlags are the flags a cluster (-nodes) uses; the cluster runs with
 // its own defaults for every other setting.
 var clusterFlags = map[string]bool{"nodes": true, "addr": true, "tokens": true, "tokens-file": true,
-	"cert-out": true, "addr-out": true, "fixture-out": true, "control": true, "stream": true, "log-level": true}
+	"cert-out": true, "addr-out": true, "fixture-out": true, "control": true, "stream": true, "log-level": true, "stats": true, "stats-log": true}
 
 // checkClusterFlags refuses a flag set on the command line that -nodes
 // would ignore.
@@ -370,7 +371,7 @@ func checkClusterFlags(fs *flag.FlagSet) error {
 		}
 	})
 	if len(ignored) > 0 {
-		return fmt.Errorf("%s: not supported with -nodes (a cluster takes -addr's host, -tokens or -tokens-file, -stream, -cert-out, -addr-out, -fixture-out, -control and -log-level)",
+		return fmt.Errorf("%s: not supported with -nodes (a cluster takes -addr's host, -tokens or -tokens-file, -stream, -cert-out, -addr-out, -fixture-out, -control, -stats, -stats-log and -log-level)",
 			strings.Join(ignored, ", "))
 	}
 	return nil
