@@ -281,6 +281,10 @@ func TestProxyReferenceBrokerLag(t *testing.T) {
 	leakCheck(t)
 	cfg := server.Config{Addr: "127.0.0.1:0"}
 	cfg.Engine.DefaultStream.Durable = true
+	// The subscriber reads nothing while the publishes run, which on a
+	// loaded machine under -race outlasts the default 30 s event-write
+	// bound: its reset (code 0) must not be what this test sees.
+	cfg.EventWriteTimeout = time.Hour
 	srv, err := server.Listen(cfg)
 	require.NoError(t, err)
 	served := make(chan error, 1)

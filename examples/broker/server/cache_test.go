@@ -148,6 +148,10 @@ func TestWatchLaggedResume(t *testing.T) {
 	cfg := server.Config{}
 	cfg.Engine.WatchQueueCapacity = 4
 	cfg.Engine.CacheLogRetainBytes = 64 << 20 // the whole history stays resumable
+	// The watcher reads nothing while the puts run, which on a loaded
+	// machine under -race outlasts the default 30 s write bound: the reset
+	// it causes must not be what this test sees.
+	cfg.EventWriteTimeout = time.Hour
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
 	slowC := dial(t, srv, nil)
