@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -152,6 +153,21 @@ func TestDecodeRawStopsAtFirstBadFrame(t *testing.T) {
 	code, _, errb = felixRun(t, "", "decode", "-raw")
 	require.Equal(t, 1, code)
 	require.Contains(t, errb, "empty")
+}
+
+// A frame whose header is valid but whose 1 MiB payload does not decode
+// is shown by its head: the view does not echo megabytes of hex.
+func TestDecodeRawTruncatesABadLargeFrame(t *testing.T) {
+	payload := bytes.Repeat([]byte{0xAB}, 1<<20)
+	hdr := felix.AppendHeader(nil, felix.Header{Flags: 0, Length: uint32(len(payload))})
+	code, out, errb := felixRun(t, string(append(hdr, payload...)), "decode", "-raw")
+	require.Equal(t, 1, code)
+	oneErrLine(t, errb)
+	require.Contains(t, out, `"kind": "invalid"`)
+	require.Contains(t, out, `"frame_bytes": 1048588`)
+	require.Contains(t, out, `"frame_hex_truncated": true`)
+	require.NotContains(t, out, "payload_hex")
+	require.Less(t, len(out), 4096, "the payload is not echoed")
 }
 
 // Input limits are stated: a stdin line larger than a frame, a name longer

@@ -19,7 +19,7 @@ func init() {
 	register(command{
 		name:    "decode",
 		usage:   "decode [-raw] [-max N] [HEX]",
-		summary: "describe a frame (hex argument or stdin) as a vector JSON object; -raw: every frame of a raw byte stream",
+		summary: "describe a frame (hex argument or stdin) as a vector JSON object; -raw: every frame of a raw byte stream, stopping at the first bad one (shown by its first 256 bytes)",
 		run:     runDecode,
 	})
 }
@@ -220,6 +220,16 @@ func invalid(frame, payload []byte, layout string, maxPayload uint32, showMax bo
 	if showMax {
 		out = append(out, vectors.Member{Name: "max_frame_bytes", Value: maxPayload})
 	}
+	if len(frame) > maxInvalidEcho {
+		// A bad frame is shown by its head: echoing megabytes of hex
+		// helps nobody (frame_bytes says how long it was).
+		out = append(out,
+			vectors.Member{Name: "frame_hex", Value: hex.EncodeToString(frame[:maxInvalidEcho])},
+			vectors.Member{Name: "frame_bytes", Value: len(frame)},
+			vectors.Member{Name: "frame_hex_truncated", Value: true},
+		)
+		return append(out, vectors.Member{Name: "note", Value: err.Error()})
+	}
 	out = append(out,
 		vectors.Member{Name: "frame_hex", Value: hex.EncodeToString(frame)},
 	)
@@ -228,6 +238,10 @@ func invalid(frame, payload []byte, layout string, maxPayload uint32, showMax bo
 	}
 	return append(out, vectors.Member{Name: "note", Value: err.Error()})
 }
+
+// maxInvalidEcho is how many bytes of a frame that does not decode the
+// view echoes as hex; the rest is cut (frame_hex_truncated).
+const maxInvalidEcho = 256
 
 // decodeSafely runs a codec's Decode, turning a panic into an error.
 func decodeSafely(c vectors.Codec, frame []byte, maxPayload uint32) (members []vectors.Member, reenc []byte, err error) {
