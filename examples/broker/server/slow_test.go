@@ -8,6 +8,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestSlowSubscriberLagged(t *testing.T) {
 	const n = 3000
 	payload := bytes.Repeat([]byte("x"), 4096) // 12 MiB in all: far more than the QUIC windows
-	srv := startBroker(t, durableCfg())
+	srv := startBroker(t, slowCfg())
 	ctx := ctxT(t)
 
 	slowC := dial(t, srv, nil)
@@ -88,7 +89,7 @@ func TestSlowSubscriberLagged(t *testing.T) {
 func TestSlowSubscriberGapWithoutLagFeature(t *testing.T) {
 	const n = 2000
 	payload := bytes.Repeat([]byte("y"), 8192)
-	srv := startBroker(t, durableCfg())
+	srv := startBroker(t, slowCfg())
 	ctx := ctxT(t)
 	slowC := dial(t, srv, func(c *conn.Config) {
 		c.Features = felix.DefaultClientFeatures() &^ felix.FeatureSubscriptionLagged
@@ -133,4 +134,14 @@ func TestSlowSubscriberGapWithoutLagFeature(t *testing.T) {
 	}
 	require.Positive(t, gaps, "the dropped batches show as an offset gap")
 	require.Zero(t, srv.Stats().Engine.LaggedSubscriptions)
+}
+
+// slowCfg is durableCfg for tests whose slow subscriber reads nothing while
+// the publishes run: on a loaded machine under -race that outlasts the
+// default 30 s event-write bound, and the reset it causes must not be what
+// these tests see (they assert the lag).
+func slowCfg() server.Config {
+	cfg := durableCfg()
+	cfg.EventWriteTimeout = time.Hour
+	return cfg
 }
