@@ -1,12 +1,14 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/internal/grouploop"
 )
 
 // GroupRef names a consumer group on one shard of a stream.
@@ -220,71 +222,19 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 //		}
 //	}
 func (g *Group) Records(ctx context.Context, opts ...PollOptions) iter.Seq2[*Delivery, error] {
-	var o PollOptions
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	if o.Max == 0 {
-		o.Max = 16
-	}
-	if o.Wait == 0 {
-		o.Wait = time.Second
-	}
-	return func(yield func(*Delivery, error) bool) {
-		for {
-			recs, err := g.Poll(ctx, o)
-			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				yield(nil, err)
-				return
+	o := grouploop.Options(opts)
+	o.Max = cmp.Or(o.Max, grouploop.DefaultMax)
+	o.Wait = cmp.Or(o.Wait, grouploop.DefaultWait)
+	l := grouploop.Loop[GroupRecord, *Delivery]{
+		Poll:    func(ctx context.Context) ([]GroupRecord, error) { return g.Poll(ctx, o) },
+		Deliver: func(r GroupRecord) *Delivery { return &Delivery{GroupRecord: r, g: g} },
+		Settled: func(d *Delivery) bool { return d.settled },
+		Idle: func(ctx context.Context) error {
+			if sleep(ctx, g.c.ctx, grouploop.EmptyPollPause) {
+				return nil
 			}
-			if len(recs) == 0 && !sleep(ctx, g.c.ctx, emptyPollPause) {
-				if ctx.Err() != nil {
-					yield(nil, ctx.Err())
-				} else {
-					yield(nil, ErrClosed)
-				}
-				return
-			}
-			for i, r := range recs {
-				if ctx.Err() != nil {
-					g.giveBack(ctx, nil, recs[i:])
-					yield(nil, ctx.Err())
-					return
-				}
-				d := &Delivery{GroupRecord: r, g: g}
-				if !yield(d, nil) {
-					g.giveBack(ctx, d, recs[i+1:])
-					return
-				}
-				if d.settled {
-					continue
-				}
-				if err := d.Ack(ctx); err != nil && !yield(nil, err) {
-					g.giveBack(ctx, nil, recs[i+1:])
-					return
-				}
-			}
-		}
+			return cmp.Or(ctx.Err(), ErrClosed)
+		},
 	}
-}
-
-// emptyPollPause is how long Records waits after an empty poll, so that
-// a broker that answers at once (no long poll) is not polled in a tight
-// loop.
-const emptyPollPause = 50 * time.Millisecond
-
-// giveBack nacks an unsettled delivery and the records not yet yielded, on
-// a context that outlives ctx's cancellation (bounded to a few seconds).
-func (g *Group) giveBack(ctx context.Context, d *Delivery, rest []GroupRecord) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if d != nil && !d.settled {
-		_ = d.Nack(ctx, 0)
-	}
-	for _, r := range rest {
-		_ = (&Delivery{GroupRecord: r, g: g}).Nack(ctx, 0)
-	}
+	return l.Seq(ctx)
 }

@@ -109,41 +109,18 @@ func (p *PendingAnswer) Post(res PublishResult, err error) {
 // are not safe for concurrent use.
 func (s *Subscription) NextFrame(ctx context.Context) (felix.Frame, error) {
 	es := s.es
-	if len(es.events) > 0 {
-		evs := es.events
-		es.events = nil
-		return s.encodeEvents(evs)
-	}
-	f, err := es.readFrame(ctx)
-	if err != nil {
-		return felix.Frame{}, err
-	}
-	if f.Flags == 0 {
-		it, last := es.decode(f)
-		if it.err != nil || last {
-			if it.err == nil {
-				it.err = protocolErr("terminal frame without error")
-			}
-			es.end(it.err)
-			return felix.Frame{}, es.err
+	if len(es.events) == 0 {
+		f, batch, err := es.read(ctx)
+		if err != nil {
+			return felix.Frame{}, err
 		}
-		return s.encodeEvents(it.events)
+		if batch {
+			return f, nil
+		}
 	}
-	if f.Flags.Layout() != felix.LayoutEventBatch {
-		es.end(protocolErr("unexpected frame %s on an event stream", f.Flags))
-		return felix.Frame{}, es.err
-	}
-	v, err := felix.ParseEventBatch(f.Flags, f.Payload)
-	if err != nil {
-		es.end(err)
-		return felix.Frame{}, es.err
-	}
-	if v.Legacy() && v.SubscriptionID != es.es.id {
-		es.end(protocolErr("legacy batch for subscription %d on the stream of %d", v.SubscriptionID, es.es.id))
-		return felix.Frame{}, es.err
-	}
-	s.view = v
-	return f, nil
+	evs := es.events
+	es.events = nil
+	return s.encodeEvents(evs)
 }
 
 // NextBatch returns the next event batch as a zero-copy view: its payloads,
@@ -154,11 +131,11 @@ func (s *Subscription) NextBatch(ctx context.Context) (*felix.EventBatchView, er
 	if _, err := s.NextFrame(ctx); err != nil {
 		return nil, err
 	}
-	return &s.view, nil
+	return &s.es.view, nil
 }
 
 // encodeEvents encodes evs (the events of one frame) as a shared batch
-// and parses it into s.view.
+// and parses it into the view NextBatch returns.
 func (s *Subscription) encodeEvents(evs []Event) (felix.Frame, error) {
 	var b felix.EventBatch
 	if len(evs) > 0 {
@@ -181,41 +158,8 @@ func (s *Subscription) encodeEvents(evs []Event) (felix.Frame, error) {
 		return felix.Frame{}, err
 	}
 	f := felix.Frame{Header: h, Payload: fr[felix.HeaderLen:]}
-	if s.view, err = felix.ParseEventBatch(f.Flags, f.Payload); err != nil {
+	if s.es.view, err = felix.ParseEventBatch(f.Flags, f.Payload); err != nil {
 		return felix.Frame{}, err
-	}
-	return f, nil
-}
-
-// readFrame reads the next frame of the event stream (fill's read: the
-// sticky end, Close, and ctx honoured with the read's progress kept).
-func (s *eventSub) readFrame(ctx context.Context) (felix.Frame, error) {
-	if s.err != nil {
-		return felix.Frame{}, s.err
-	}
-	if s.closed.Load() {
-		s.err = ErrClosed
-		return felix.Frame{}, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return felix.Frame{}, err
-	}
-	s.arm(ctx)
-	f, err := s.fr.next()
-	if err == nil && s.c.cfg.Hooks != nil {
-		s.c.cfg.Hooks.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
-	}
-	if err != nil {
-		if s.closed.Load() {
-			s.err = ErrClosed
-			return felix.Frame{}, ErrClosed
-		}
-		if ctx.Err() != nil && isTimeout(err) {
-			s.disarm()
-			return felix.Frame{}, ctx.Err()
-		}
-		s.end(err)
-		return felix.Frame{}, s.err
 	}
 	return f, nil
 }

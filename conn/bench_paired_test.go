@@ -129,75 +129,110 @@ func BenchmarkPublishAckedPaired(b *testing.B) {
 	s.Close()
 }
 
-// BenchmarkSubscribeDeliveryPaired: SubscribeDelivery in the default mode
-// (felix) and with ReuseBuffers (felix-reuse), each against the raw uni
-// stream read with felix.Reader (raw-quic-uni), 64 event batches of
-// 64 x 100 B per chunk. Both servers are gated: a chunk tells its server
-// to write the chunk's frames and reads them, so each side's sender works
-// only during its own chunk (with a 64 MiB receive window an ungated
-// sender would run ahead during the other side's chunk).
+// BenchmarkSubscribeDeliveryPaired: event delivery of 64 x 100 B batches,
+// 64 batches per chunk, side against anchor:
+//
+//   - felix/vs-raw-uni: the default mode (Subscription.Next, each frame in
+//     fresh memory so events may be kept) against the raw uni stream read
+//     with felix.Reader into one reused buffer;
+//   - felix-reuse/vs-raw-uni: SubscribeOptions.ReuseBuffers against the same;
+//   - felix/vs-raw-uni-fresh: the default mode against the raw uni stream
+//     reading every frame into a fresh buffer (what keeping events costs
+//     without any of conn);
+//   - raw-uni-fresh/vs-raw-uni: fresh buffers against a reused one, no conn
+//     at all (the price of fresh memory alone).
+//
+// Every sender is gated: a chunk tells its server to write the chunk's
+// frames and then reads them, so each side's sender works only during its
+// own chunk (with a 64 MiB receive window an ungated sender would run
+// ahead during the other side's chunk).
 func BenchmarkSubscribeDeliveryPaired(b *testing.B) {
 	ev, err := felix.AppendEventBatch(nil, &felix.EventBatch{HasBaseOffset: true, Payloads: benchPayloads()}, felix.FlagEventBatchOffsets)
 	require.NoError(b, err)
-	for _, reuse := range []bool{false, true} {
-		name := "felix"
-		if reuse {
-			name = "felix-reuse"
+	// felixSide returns the chunk function of a conn subscription.
+	felixSide := func(b *testing.B, reuse bool) func(int) {
+		n := 0
+		gate := make(chan int, 1)
+		ln, tc := startBenchServer(b, ev, &n, gate)
+		b.Cleanup(func() { close(gate) }) // before the server's cleanup waits
+		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+		require.NoError(b, err)
+		ctx := context.Background()
+		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: reuse})
+		require.NoError(b, err)
+		b.Cleanup(func() { sub.Close(); c.Close() })
+		return func(n int) {
+			gate <- n
+			for range n * benchRecords {
+				if _, err := sub.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
 		}
-		b.Run(name, func(b *testing.B) {
-			n := 0
-			fgate := make(chan int, 1)
-			defer close(fgate)
-			ln, tc := startBenchServer(b, ev, &n, fgate)
-			c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
-			require.NoError(b, err)
-			defer c.Close()
-			ctx := context.Background()
-			sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: reuse})
-			require.NoError(b, err)
-			defer sub.Close()
-			felixChunk := func(n int) {
-				fgate <- n
-				for range n * benchRecords {
-					if _, err := sub.Next(ctx); err != nil {
-						b.Fatal(err)
+	}
+	// rawSide returns the chunk function of a raw uni stream read into one
+	// reused buffer (felix.Reader) or into a fresh buffer per frame.
+	rawSide := func(b *testing.B, fresh bool) func(int) {
+		gate := make(chan int, 1)
+		s := rawUniPair(b, func(s *quic.SendStream) {
+			// One frame first: the client sees the uni stream only
+			// once data arrives on it.
+			if _, err := s.Write(ev); err != nil {
+				return
+			}
+			for k := range gate {
+				for range k {
+					if _, err := s.Write(ev); err != nil {
+						return
 					}
 				}
 			}
-			rgate := make(chan int, 1)
-			defer close(rgate)
-			s := rawUniPair(b, func(s *quic.SendStream) {
-				// One frame first: the client sees the uni stream only
-				// once data arrives on it.
-				if _, err := s.Write(ev); err != nil {
-					return
-				}
-				for k := range rgate {
-					for range k {
-						if _, err := s.Write(ev); err != nil {
-							return
-						}
-					}
-				}
-				s.Close()
-			})
-			r := felix.NewReader(s)
-			_, err = r.ReadFrame()
-			require.NoError(b, err)
-			rawChunk := func(n int) {
-				rgate <- n
-				for range n {
+			s.Close()
+		})
+		b.Cleanup(func() { close(gate); s.CancelRead(0) })
+		r := felix.NewReader(s)
+		_, err := r.ReadFrame()
+		require.NoError(b, err)
+		var hdr [felix.HeaderLen]byte
+		return func(n int) {
+			gate <- n
+			for range n {
+				if !fresh {
 					if _, err := r.ReadFrame(); err != nil {
 						b.Fatal(err)
 					}
+					continue
+				}
+				if _, err := io.ReadFull(s, hdr[:]); err != nil {
+					b.Fatal(err)
+				}
+				h, err := felix.ParseHeader(hdr[:])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(s, make([]byte, h.Length)); err != nil {
+					b.Fatal(err)
 				}
 			}
+		}
+	}
+	for _, c := range []struct {
+		name        string
+		side        func(b *testing.B) func(int)
+		anchorFresh bool
+	}{
+		{"felix/vs-raw-uni", func(b *testing.B) func(int) { return felixSide(b, false) }, false},
+		{"felix-reuse/vs-raw-uni", func(b *testing.B) func(int) { return felixSide(b, true) }, false},
+		{"felix/vs-raw-uni-fresh", func(b *testing.B) func(int) { return felixSide(b, false) }, true},
+		{"raw-uni-fresh/vs-raw-uni", func(b *testing.B) func(int) { return rawSide(b, true) }, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			side, anchor := c.side(b), rawSide(b, c.anchorFresh)
 			b.SetBytes(benchRecords * benchRecSize)
 			b.ReportAllocs()
 			b.ResetTimer()
-			benchPairedChunks(b, 64, felixChunk, rawChunk)
+			benchPairedChunks(b, 64, side, anchor)
 			b.StopTimer()
-			s.CancelRead(0)
 		})
 	}
 }

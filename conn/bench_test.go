@@ -243,50 +243,48 @@ func BenchmarkPublishAcked(b *testing.B) {
 func BenchmarkSubscribeDelivery(b *testing.B) {
 	ev, err := felix.AppendEventBatch(nil, &felix.EventBatch{HasBaseOffset: true, Payloads: benchPayloads()}, felix.FlagEventBatchOffsets)
 	require.NoError(b, err)
-	b.Run("felix", func(b *testing.B) {
-		n := b.N
-		ln, tc := startBenchServer(b, ev, &n)
-		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
-		require.NoError(b, err)
-		defer c.Close()
-		b.SetBytes(benchRecords * benchRecSize)
-		b.ReportAllocs()
-		b.ResetTimer()
-		stopCPU := cpuMeter(b)
-		ctx := context.Background()
-		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{})
-		require.NoError(b, err)
-		for range b.N * benchRecords {
-			if _, err := sub.Next(ctx); err != nil {
-				b.Fatal(err)
+	// felix reads event by event with Next, each frame into a buffer of
+	// its own; -reuse with SubscribeOptions.ReuseBuffers. felix-batch reads
+	// whole batches with NextBatch (the zero-copy view a proxy forwards).
+	for _, mode := range []struct {
+		name         string
+		reuse, batch bool
+	}{{"felix", false, false}, {"felix-reuse", true, false}, {"felix-batch", false, true}, {"felix-batch-reuse", true, true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			n := b.N
+			ln, tc := startBenchServer(b, ev, &n)
+			c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
+			require.NoError(b, err)
+			defer c.Close()
+			b.SetBytes(benchRecords * benchRecSize)
+			b.ReportAllocs()
+			b.ResetTimer()
+			stopCPU := cpuMeter(b)
+			ctx := context.Background()
+			sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: mode.reuse})
+			require.NoError(b, err)
+			if mode.batch {
+				for range b.N {
+					v, err := sub.NextBatch(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if v.Len() != benchRecords {
+						b.Fatalf("batch of %d records", v.Len())
+					}
+				}
+			} else {
+				for range b.N * benchRecords {
+					if _, err := sub.Next(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-		}
-		stopCPU()
-		b.StopTimer()
-		sub.Close()
-	})
-	b.Run("felix-reuse", func(b *testing.B) {
-		n := b.N
-		ln, tc := startBenchServer(b, ev, &n)
-		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
-		require.NoError(b, err)
-		defer c.Close()
-		b.SetBytes(benchRecords * benchRecSize)
-		b.ReportAllocs()
-		b.ResetTimer()
-		stopCPU := cpuMeter(b)
-		ctx := context.Background()
-		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: true})
-		require.NoError(b, err)
-		for range b.N * benchRecords {
-			if _, err := sub.Next(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-		stopCPU()
-		b.StopTimer()
-		sub.Close()
-	})
+			stopCPU()
+			b.StopTimer()
+			sub.Close()
+		})
+	}
 	b.Run("raw-quic-uni", func(b *testing.B) {
 		s := rawUniPair(b, func(s *quic.SendStream) {
 			for range b.N {

@@ -1,11 +1,13 @@
 package conn
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/internal/grouploop"
 )
 
 // GroupRef names a consumer group on one shard of a stream. Group requests
@@ -343,81 +345,23 @@ func (d *Delivery) DeadLetter(ctx context.Context) error {
 //		}
 //	}
 func (g *Group) Records(ctx context.Context, opts ...PollOptions) iter.Seq2[*Delivery, error] {
-	var o PollOptions
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	if o.Max == 0 {
-		o.Max = 16
-	}
-	if o.Wait == 0 {
-		o.Wait = time.Second
-	}
-	return func(yield func(*Delivery, error) bool) {
-		for {
-			recs, err := g.Poll(ctx, o)
-			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				yield(nil, err)
-				return
+	o := grouploop.Options(opts)
+	o.Max = cmp.Or(o.Max, grouploop.DefaultMax)
+	o.Wait = cmp.Or(o.Wait, grouploop.DefaultWait)
+	l := grouploop.Loop[GroupRecord, *Delivery]{
+		Poll:    func(ctx context.Context) ([]GroupRecord, error) { return g.Poll(ctx, o) },
+		Deliver: func(r GroupRecord) *Delivery { return &Delivery{GroupRecord: r, g: g} },
+		Settled: func(d *Delivery) bool { return d.settled },
+		Idle: func(ctx context.Context) error {
+			t := time.NewTimer(grouploop.EmptyPollPause)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			if len(recs) == 0 {
-				pause(ctx, emptyPollPause)
-			}
-			for i, r := range recs {
-				if ctx.Err() != nil {
-					g.giveBack(ctx, nil, recs[i:])
-					yield(nil, ctx.Err())
-					return
-				}
-				d := &Delivery{GroupRecord: r, g: g}
-				if !yield(d, nil) {
-					g.giveBack(ctx, d, recs[i+1:])
-					return
-				}
-				if d.settled {
-					continue
-				}
-				if err := d.Ack(ctx); err != nil && !yield(nil, err) {
-					g.giveBack(ctx, nil, recs[i+1:])
-					return
-				}
-			}
-			if ctx.Err() != nil {
-				yield(nil, ctx.Err())
-				return
-			}
-		}
+		},
 	}
-}
-
-// emptyPollPause is how long Records waits after an empty poll before the
-// next one, so that a broker that answers at once (no long poll) is not
-// polled in a tight loop.
-const emptyPollPause = 50 * time.Millisecond
-
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// giveBack nacks an unsettled delivery and the records not yet yielded,
-// on a context that outlives ctx's cancellation (bounded to a few
-// seconds): records the loop will not process are redelivered at once.
-func (g *Group) giveBack(ctx context.Context, d *Delivery, rest []GroupRecord) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if d != nil && !d.settled {
-		_ = d.Nack(ctx, 0)
-	}
-	for _, r := range rest {
-		_ = (&Delivery{GroupRecord: r, g: g}).Nack(ctx, 0)
-	}
+	return l.Seq(ctx)
 }

@@ -207,3 +207,54 @@ func TestHooksCountSeqAndViewPublishes(t *testing.T) {
 	require.Len(t, cli.acked, 1)
 	require.Equal(t, 3, cli.acked[0].Records)
 }
+
+// TestHooksSeeNextFrameAndBatch: the frames NextBatch and NextFrame read
+// reach FrameRead as Next's do (they share one read path), and the events
+// of a frame Next had partly returned, encoded anew by NextFrame, are not
+// reported as a second read.
+func TestHooksSeeNextFrameAndBatch(t *testing.T) {
+	leakCheck(t)
+	cli := newHookLog()
+	b := startBroker(t, brokerOpts{offer: fullOffer()})
+	c := b.dial(t, func(c *Config) { c.Hooks = cli.hooks(); c.Flags = felix.KnownFlags })
+	ctx := testCtx(t)
+	key := topicKey("t1", "ns", "s")
+	b.append(key, [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	require.NoError(t, err)
+	defer sub.Close()
+
+	v, err := sub.NextBatch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, v.Len())
+	b.append(key, [][]byte{[]byte("d"), []byte("e")})
+	f, err := sub.NextFrame(ctx)
+	require.NoError(t, err)
+	require.Equal(t, felix.LayoutEventBatch, f.Flags.Layout())
+	b.append(key, [][]byte{[]byte("g"), []byte("h")})
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "g", string(ev.Payload))
+	_, err = sub.NextFrame(ctx) // "h", encoded anew: no read
+	require.NoError(t, err)
+
+	cli.mu.Lock()
+	defer cli.mu.Unlock()
+	// The event stream is the one server-initiated unidirectional stream
+	// (QUIC stream id ≡ 3 mod 4): its hello, then three event batches.
+	var onEvents []FrameInfo
+	for _, e := range cli.read {
+		if e.StreamID%4 == 3 {
+			onEvents = append(onEvents, e)
+		}
+	}
+	require.Len(t, onEvents, 4)
+	require.Equal(t, felix.LayoutJSON, onEvents[0].Layout)
+	for _, e := range onEvents[1:] {
+		require.Equal(t, SideClient, e.Side)
+		require.Equal(t, felix.LayoutEventBatch, e.Layout)
+		require.Equal(t, onEvents[0].StreamID, e.StreamID)
+	}
+	require.Equal(t, felix.HeaderLen+len(f.Payload), onEvents[2].Bytes)
+	require.Equal(t, f.Flags, onEvents[2].Flags)
+}

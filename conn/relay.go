@@ -241,36 +241,28 @@ func (r *Relay) relayConn(id uint64, down *quic.Conn) {
 			wg.Go(func() { r.pump(id, sid, false, BrokerToClient, us, ds) })
 		}
 	})
-	wg.Go(func() { // client uni → broker uni
+	// uni pairs each unidirectional stream from opens with one opened on
+	// to; the relay names it by its id on the client's connection.
+	uni := func(from, to *quic.Conn, dir RelayDirection) {
 		for {
-			ds, err := down.AcceptUniStream(r.ctx)
+			src, err := from.AcceptUniStream(r.ctx)
 			if err != nil {
 				return
 			}
-			us, err := up.OpenUniStreamSync(r.ctx)
+			dst, err := to.OpenUniStreamSync(r.ctx)
 			if err != nil {
-				ds.CancelRead(0)
+				src.CancelRead(0)
 				return
 			}
-			sid := int64(ds.StreamID())
-			wg.Go(func() { r.pump(id, sid, true, ClientToBroker, ds, us) })
+			sid := int64(src.StreamID())
+			if from != down {
+				sid = int64(dst.StreamID())
+			}
+			wg.Go(func() { r.pump(id, sid, true, dir, src, dst) })
 		}
-	})
-	wg.Go(func() { // broker uni (event streams) → client uni
-		for {
-			us, err := up.AcceptUniStream(r.ctx)
-			if err != nil {
-				return
-			}
-			ds, err := down.OpenUniStreamSync(r.ctx)
-			if err != nil {
-				us.CancelRead(0)
-				return
-			}
-			sid := int64(ds.StreamID())
-			wg.Go(func() { r.pump(id, sid, true, BrokerToClient, us, ds) })
-		}
-	})
+	}
+	wg.Go(func() { uni(down, up, ClientToBroker) }) // client uni → broker uni
+	wg.Go(func() { uni(up, down, BrokerToClient) }) // broker uni (event streams) → client uni
 	<-down.Context().Done()
 	<-up.Context().Done()
 	wg.Wait()

@@ -58,7 +58,6 @@ type Event struct {
 type Subscription struct {
 	es   *eventSub
 	info *felix.Subscribed
-	view felix.EventBatchView // NextBatch's (batch.go)
 }
 
 // ID returns the broker-assigned subscription id.
@@ -215,6 +214,8 @@ type eventSub struct {
 	evbuf   []Event // backing array of events, reused across frames
 	cevents []CacheEvent
 	err     error
+	// view is the last binary event batch read (read), NextBatch's.
+	view felix.EventBatchView
 }
 
 func (c *Client) startEventSub(es *eventStream, watch bool) *eventSub {
@@ -230,45 +231,114 @@ func (c *Client) startEventSub(es *eventStream, watch bool) *eventSub {
 	return s
 }
 
-// fill reads the next frame (or the terminal error) into the buffers.
+// fill reads the next frame (or the terminal error) into the buffers:
+// Next's and Watch.Next's way to read, through read.
 func (s *eventSub) fill(ctx context.Context) error {
+	_, batch, err := s.read(ctx)
+	if err != nil {
+		return err
+	}
+	if batch {
+		s.events = s.expand(&s.view)
+	}
+	return nil
+}
+
+// read is the one read path of an event stream (fill for Next and
+// Watch.Next; NextFrame and NextBatch). It reads the next frame f, honouring
+// the sticky end, Close and ctx (an interrupted read keeps its progress),
+// and reports it to the hooks. A binary event batch is parsed into s.view
+// and left whole (batch true); the events of a JSON frame go to s.events or
+// s.cevents. A failed read, an invalid frame or a terminal frame ends the
+// subscription: the error is returned, and sticky.
+func (s *eventSub) read(ctx context.Context) (f felix.Frame, batch bool, err error) {
 	if s.err != nil {
-		return s.err
+		return f, false, s.err
 	}
 	if s.closed.Load() {
 		s.err = ErrClosed
-		return ErrClosed
+		return f, false, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return f, false, err
 	}
 	s.arm(ctx)
-	f, err := s.fr.next()
-	if err == nil && s.c.cfg.Hooks != nil {
-		s.c.cfg.Hooks.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
-	}
+	f, err = s.fr.next()
 	if err != nil {
 		if s.closed.Load() {
 			s.err = ErrClosed
-			return ErrClosed
+			return f, false, ErrClosed
 		}
 		if ctx.Err() != nil && isTimeout(err) {
-			s.disarm()       // waits for the interrupt, clears the deadline
-			return ctx.Err() // progress is kept; the next call resumes
+			s.disarm()                 // waits for the interrupt, clears the deadline
+			return f, false, ctx.Err() // progress is kept; the next call resumes
 		}
 		s.end(err)
-		return s.err
+		return f, false, s.err
 	}
-	it, last := s.decode(f)
+	if h := s.c.cfg.Hooks; h != nil {
+		h.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
+	}
+	if f.Flags != 0 {
+		if err := s.parseBatch(f); err != nil {
+			s.end(err)
+			return f, false, s.err
+		}
+		return f, true, nil
+	}
+	m, err := felix.DecodeMessage(f.Payload)
+	if err != nil {
+		s.end(err)
+		return f, false, s.err
+	}
+	it, last := s.jsonItem(m)
 	if it.err != nil || last {
 		if it.err == nil {
 			it.err = protocolErr("terminal frame without error")
 		}
 		s.end(it.err)
-		return s.err
+		return f, false, s.err
 	}
 	s.events, s.cevents = it.events, it.cevents
+	return f, false, nil
+}
+
+// parseBatch validates the binary frame f of the event stream and parses it
+// into s.view: an event batch (no other binary frame is sent on an event
+// stream, none on a cache watch's), whose legacy layout names this stream's
+// subscription.
+func (s *eventSub) parseBatch(f felix.Frame) error {
+	if s.watch || f.Flags.Layout() != felix.LayoutEventBatch {
+		return protocolErr("unexpected frame %s on an event stream", f.Flags)
+	}
+	v, err := felix.ParseEventBatch(f.Flags, f.Payload)
+	if err != nil {
+		return err
+	}
+	if v.Legacy() && v.SubscriptionID != s.es.id {
+		return protocolErr("legacy batch for subscription %d on the stream of %d", v.SubscriptionID, s.es.id)
+	}
+	s.view = v
 	return nil
+}
+
+// expand takes the batch v apart into events, in a slice reused across
+// frames. The events alias the frame's buffer: fresh for every frame unless
+// SubscribeOptions.ReuseBuffers is set.
+func (s *eventSub) expand(v *felix.EventBatchView) []Event {
+	evs := s.evbuf[:0]
+	if cap(evs) < v.Len() {
+		evs = make([]Event, 0, v.Len())
+	}
+	for e := range v.Events() {
+		evs = append(evs, Event{Payload: e.Payload, Offset: e.Offset, HasOffset: v.HasBaseOffset(),
+			Publisher: v.Publisher, TimestampMicros: e.TimestampMicros, HasTimestamp: v.HasTimestamps()})
+	}
+	if len(evs) > 0 {
+		evs[0].SkippedBefore = v.SkippedBefore
+	}
+	s.evbuf = evs
+	return evs
 }
 
 // arm makes reads honour ctx: when ctx ends, the stream's read deadline
@@ -361,44 +431,9 @@ func (s *eventSub) closeStream() {
 	})
 }
 
+// item is what one JSON frame of an event stream carries (jsonItem).
 type item struct {
 	events  []Event
 	cevents []CacheEvent
 	err     error
-}
-
-// decode converts one frame. last reports a terminal frame.
-func (s *eventSub) decode(f felix.Frame) (it item, last bool) {
-	if f.Flags != 0 {
-		if s.watch || f.Flags.Layout() != felix.LayoutEventBatch {
-			return item{err: protocolErr("unexpected frame %s on an event stream", f.Flags)}, true
-		}
-		// The payload buffer is fresh for every frame, so the events may
-		// alias it and outlive the next read.
-		v, err := felix.ParseEventBatch(f.Flags, f.Payload)
-		if err != nil {
-			return item{err: err}, true
-		}
-		if v.Legacy() && v.SubscriptionID != s.es.id {
-			return item{err: protocolErr("legacy batch for subscription %d on the stream of %d", v.SubscriptionID, s.es.id)}, true
-		}
-		evs := s.evbuf[:0]
-		if cap(evs) < v.Len() {
-			evs = make([]Event, 0, v.Len())
-		}
-		for e := range v.Events() {
-			evs = append(evs, Event{Payload: e.Payload, Offset: e.Offset, HasOffset: v.HasBaseOffset(),
-				Publisher: v.Publisher, TimestampMicros: e.TimestampMicros, HasTimestamp: v.HasTimestamps()})
-		}
-		if len(evs) > 0 {
-			evs[0].SkippedBefore = v.SkippedBefore
-		}
-		s.evbuf = evs
-		return item{events: evs}, false
-	}
-	m, err := felix.DecodeMessage(f.Payload)
-	if err != nil {
-		return item{err: err}, true
-	}
-	return s.jsonItem(m)
 }

@@ -8,9 +8,14 @@ import (
 	"net"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/examples/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 type clusterOptions struct {
@@ -21,6 +26,8 @@ type clusterOptions struct {
 	certOut, addrOut, fixtureOut, control string
 	log                                   *slog.Logger
 	keyLog                                io.Writer // SSLKEYLOGFILE, nil when off
+	stats                                 string    // -stats address ("" = none)
+	statsLog                              time.Duration
 }
 
 // runCluster serves a reference cluster until SIGINT or SIGTERM. The
@@ -33,11 +40,35 @@ func runCluster(o clusterOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := cluster.Start(ctx, cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Logger: o.log, KeyLogWriter: o.keyLog})
+	cfg := cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Logger: o.log, KeyLogWriter: o.keyLog}
+	var reg *prometheus.Registry
+	if o.stats != "" {
+		// Prometheus metrics from each node's conn hooks, every series
+		// labelled with the node id (node="broker-0", ...): per node, not
+		// aggregated, as the /stats document.
+		reg = prometheus.NewRegistry()
+		cfg.Hooks = func(_ int, id string) *conn.Hooks {
+			col := metrics.New("")
+			prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg).MustRegister(col)
+			return col.Hooks()
+		}
+	}
+	c, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if o.stats != "" {
+		ss, err := server.ServeStatsHandler(o.stats, c.StatsHandler(), promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if err != nil {
+			return fmt.Errorf("-stats: %w", err)
+		}
+		defer ss.Close()
+		o.log.Info("stats endpoint", "url", "http://"+ss.Addr().String()+"/stats", "metrics", "http://"+ss.Addr().String()+"/metrics")
+	}
+	if o.statsLog > 0 {
+		go c.LogStats(ctx, o.statsLog)
+	}
 	for _, spec := range o.streams {
 		t, sc, err := ParseStreamSpec(spec, c.Engine().Config().DefaultStream)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -80,19 +81,34 @@ func TestBrokerCommandTokensFileAndStats(t *testing.T) {
 
 	// /metrics beside /stats: the Prometheus text format, fed by conn's
 	// hooks (examples/metrics).
-	mresp, err := http.Get(strings.TrimSuffix(url, "/stats") + "/metrics")
-	require.NoError(t, err)
-	defer mresp.Body.Close()
-	require.Equal(t, http.StatusOK, mresp.StatusCode)
-	mb, err := io.ReadAll(mresp.Body)
-	require.NoError(t, err)
+	// The refusal's hook runs after the refusal is written: wait for it.
+	metricsText := func() string {
+		mresp, err := http.Get(strings.TrimSuffix(url, "/stats") + "/metrics")
+		require.NoError(t, err)
+		defer mresp.Body.Close()
+		require.Equal(t, http.StatusOK, mresp.StatusCode)
+		mb, err := io.ReadAll(mresp.Body)
+		require.NoError(t, err)
+		return string(mb)
+	}
+	refused := `felix_streams_refused_total{reason="unauthenticated",side="server"} 1`
+	mt := metricsText()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(mt, refused) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no %s in\n%s", refused, mt)
+		case <-tick.C:
+		}
+		mt = metricsText()
+	}
 	for _, want := range []string{
 		`felix_connections_opened_total{side="server"} 2`,
 		`felix_streams_authenticated_total{side="server"} 1`,
-		`felix_streams_refused_total{reason="unauthenticated",side="server"} 1`,
 		`felix_frames_total{direction="read",layout="binary_acked_publish_batch",side="server"} 1`,
 	} {
-		require.Contains(t, string(mb), want)
+		require.Contains(t, mt, want)
 	}
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))

@@ -5,15 +5,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,4 +60,102 @@ func TestBrokerCommandCluster(t *testing.T) {
 func TestClusterFlagsNeedNodes(t *testing.T) {
 	require.Error(t, run([]string{"-fixture-out", "x.json"}))
 	require.Error(t, run([]string{"-control", "127.0.0.1:0"}))
+}
+
+// -stats with -nodes serves the cluster's figures per node: /stats has one
+// entry per node (its own server counters), /metrics labels every series
+// with the node, and -stats-log logs one line per node.
+func TestBrokerCommandClusterStats(t *testing.T) {
+	b := startBroker(t, nil, "-nodes", "2", "-stream", "t1/ns/s", "-stats", "127.0.0.1:0", "-stats-log", "20ms")
+	var url string
+	for l := range b.lines {
+		if _, after, ok := strings.Cut(l, "msg=\"stats endpoint\" url="); ok {
+			url = strings.Fields(after)[0]
+			break
+		}
+	}
+	require.NotEmpty(t, url, "stats endpoint logged")
+	getStats := func() cluster.Snapshot {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var snap cluster.Snapshot
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&snap))
+		return snap
+	}
+	snap := getStats()
+	require.Len(t, snap.Nodes, 2)
+	require.Equal(t, b.addr, snap.Nodes[0].Addr)
+
+	// Node 0: one connection, one acknowledged publish. Node 1: one
+	// refused auth (counted before the refusal is answered).
+	require.NoError(t, b.publish(t, "demo-token"))
+	_, err := conn.Dial(t.Context(), snap.Nodes[1].Addr, &conn.Config{TLS: &tls.Config{RootCAs: b.pool}, TenantID: "t1", Token: "guess"})
+	require.Error(t, err)
+
+	snap = getStats()
+	for i, n := range snap.Nodes {
+		require.Equal(t, "broker-"+strconv.Itoa(i), n.Node)
+		require.True(t, n.Alive)
+		require.NotNil(t, n.Stats)
+		require.Equal(t, uint64(1), n.Stats.Connections, n.Node)
+		require.Positive(t, n.Stats.Goroutines)
+		require.Equal(t, snap.Nodes[0].Stats.Streams, n.Stats.Streams, "the shared engine's streams, in every entry")
+	}
+	require.Zero(t, snap.Nodes[0].Stats.AuthFailures)
+	require.Positive(t, snap.Nodes[0].Stats.Requests)
+	require.Equal(t, uint64(1), snap.Nodes[1].Stats.AuthFailures)
+	require.Zero(t, snap.Nodes[1].Stats.Requests)
+
+	// /metrics: the hooks of each node, labelled with its id. The refusal's
+	// hook runs after the refusal is written: wait for it.
+	metricsText := func() string {
+		resp, err := http.Get(strings.TrimSuffix(url, "/stats") + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		mb, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(mb)
+	}
+	refused := `felix_streams_refused_total{node="broker-1",reason="unauthenticated",side="server"} 1`
+	mt := metricsText()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(mt, refused) {
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("no %s in\n%s", refused, mt)
+		case <-tick.C:
+		}
+		mt = metricsText()
+	}
+	for _, want := range []string{
+		`felix_connections_opened_total{node="broker-0",side="server"} 1`,
+		`felix_connections_opened_total{node="broker-1",side="server"} 1`,
+		`felix_streams_authenticated_total{node="broker-0",side="server"} 1`,
+		`felix_frames_total{direction="read",layout="binary_acked_publish_batch",node="broker-0",side="server"} 1`,
+	} {
+		require.Contains(t, mt, want)
+	}
+	require.NotContains(t, mt, `felix_streams_authenticated_total{node="broker-1"`)
+	require.NotContains(t, mt, `felix_streams_refused_total{node="broker-0"`)
+
+	// -stats-log: a line per node, naming it.
+	seen := map[string]bool{}
+	for l := range b.lines {
+		if strings.Contains(l, `msg="broker stats"`) {
+			for _, id := range []string{"broker-0", "broker-1"} {
+				if strings.Contains(l, "node="+id+" ") {
+					seen[id] = true
+				}
+			}
+		}
+		if len(seen) == 2 {
+			break
+		}
+	}
+	require.Len(t, seen, 2, "a stats line for each node")
+	b.stop(t)
 }

@@ -112,6 +112,11 @@ type Config struct {
 	// KeyLogWriter receives the TLS secrets of every client connection of
 	// every node (server.Config.KeyLogWriter): for debugging only.
 	KeyLogWriter io.Writer
+	// Hooks, when set, returns the conn hooks of node i, whose node id is
+	// id (server.Config.Hooks): for example a metrics collector labelled
+	// by node. It is called once per node by Start; a restarted node keeps
+	// its hooks, so its counters run on.
+	Hooks func(i int, id string) *conn.Hooks
 }
 
 // Cluster is a running cluster. Create it with Start, stop it with Close.
@@ -142,6 +147,7 @@ type Cluster struct {
 type node struct {
 	id    string
 	addr  string
+	hooks *conn.Hooks
 	srv   *server.Server
 	done  chan error
 	alive bool
@@ -213,6 +219,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	for i := range cfg.Nodes {
 		n := &node{id: "broker-" + strconv.Itoa(i), addr: net.JoinHostPort(cfg.Host, "0")}
+		if cfg.Hooks != nil {
+			n.hooks = cfg.Hooks(i, n.id)
+		}
 		c.nodes = append(c.nodes, n)
 		if err := c.startNode(i); err != nil {
 			c.Close()
@@ -282,6 +291,7 @@ func (c *Cluster) startNode(i int) error {
 		DrainTimeout: 100 * time.Millisecond,
 		Logger:       c.log.With("node", n.id),
 		KeyLogWriter: c.cfg.KeyLogWriter,
+		Hooks:        n.hooks,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: node %d: %w", i, err)

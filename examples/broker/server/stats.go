@@ -49,13 +49,20 @@ func (s *Server) Snapshot() Snapshot {
 
 // StatsHandler serves Snapshot as JSON (GET only).
 func (s *Server) StatsHandler() http.Handler {
+	return JSONHandler(func() any { return s.Snapshot() })
+}
+
+// JSONHandler serves what f returns, as JSON, to GET and HEAD requests
+// (others get 405): the stats endpoint's handler, for a snapshot of any
+// shape (a cluster's, per node).
+func JSONHandler(f func() any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "GET only", http.StatusMethodNotAllowed)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s.Snapshot())
+		_ = json.NewEncoder(w).Encode(f())
 	})
 }
 
@@ -71,15 +78,22 @@ type StatsServer struct {
 // for example "127.0.0.1:0". Keep it on loopback: it tells anyone who can
 // reach it what the broker holds.
 func (s *Server) ServeStats(addr string) (*StatsServer, error) {
+	return ServeStatsHandler(addr, s.StatsHandler(), s.cfg.Metrics)
+}
+
+// ServeStatsHandler serves a stats endpoint on addr as ServeStats does:
+// stats at /stats and /, metrics (when not nil) at /metrics. A cluster
+// serves its per-node figures with it.
+func ServeStatsHandler(addr string, stats, metrics http.Handler) (*StatsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/stats", s.StatsHandler())
-	mux.Handle("/{$}", s.StatsHandler())
-	if s.cfg.Metrics != nil {
-		mux.Handle("/metrics", s.cfg.Metrics)
+	mux.Handle("/stats", stats)
+	mux.Handle("/{$}", stats)
+	if metrics != nil {
+		mux.Handle("/metrics", metrics)
 	}
 	ss := &StatsServer{ln: ln, err: make(chan error, 1),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 8 << 10}}
@@ -115,13 +129,19 @@ func (s *Server) LogStats(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		n := s.Snapshot()
-		s.log.LogAttrs(ctx, slog.LevelInfo, "broker stats",
-			slog.Int64("open_connections", n.OpenConnections), slog.Int("streams", n.Streams), slog.Int("caches", n.Caches),
-			slog.Uint64("subscriptions", n.Engine.ActiveSubscriptions), slog.Int64("queued_bytes", n.QueuedBytes),
-			slog.Int64("log_bytes", n.LogBytes), slog.Int64("cache_log_bytes", n.CacheLogBytes),
-			slog.Int64("cache_live_bytes", n.CacheLiveBytes), slog.Uint64("producer_states", n.Engine.ProducerStates),
-			slog.Uint64("auth_failures", n.AuthFailures), slog.Uint64("auth_throttled", n.AuthThrottled),
-			slog.Int("goroutines", n.Goroutines), slog.Uint64("heap_alloc", n.HeapAlloc), slog.Uint64("sys", n.Sys))
+		s.LogSnapshot(ctx)
 	}
+}
+
+// LogSnapshot logs one line of the broker's figures ("broker stats") at
+// info level, with the server's logger (a cluster node's names the node).
+func (s *Server) LogSnapshot(ctx context.Context) {
+	n := s.Snapshot()
+	s.log.LogAttrs(ctx, slog.LevelInfo, "broker stats",
+		slog.Int64("open_connections", n.OpenConnections), slog.Int("streams", n.Streams), slog.Int("caches", n.Caches),
+		slog.Uint64("subscriptions", n.Engine.ActiveSubscriptions), slog.Int64("queued_bytes", n.QueuedBytes),
+		slog.Int64("log_bytes", n.LogBytes), slog.Int64("cache_log_bytes", n.CacheLogBytes),
+		slog.Int64("cache_live_bytes", n.CacheLiveBytes), slog.Uint64("producer_states", n.Engine.ProducerStates),
+		slog.Uint64("auth_failures", n.AuthFailures), slog.Uint64("auth_throttled", n.AuthThrottled),
+		slog.Int("goroutines", n.Goroutines), slog.Uint64("heap_alloc", n.HeapAlloc), slog.Uint64("sys", n.Sys))
 }
