@@ -147,7 +147,7 @@ func TestPublisherAndTimestampsWhenOffered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "pub", string(ev.Publisher))
 	require.True(t, ev.HasTimestamp)
-	require.EqualValues(t, 1_700_000_000_000_000, ev.TimestampMicros)
+	require.Equal(t, uint64(1_700_000_000_000_000), ev.TimestampMicros)
 }
 
 func TestSubscribeHelloEitherOrder(t *testing.T) {
