@@ -94,7 +94,7 @@ func run(args []string) error {
 		return err
 	}
 	defer p.Close()
-	slog.Info("proxy listening", "addr", p.Addr(), "upstream", *upstream, "flags", up.Capabilities().Flags.SetString())
+	slog.Info("proxy listening", "addr", p.Addr(), "upstream", *upstream, "upstream_flags", up.Capabilities().Flags.SetString())
 	err = p.Serve(ctx)
 	if ctx.Err() != nil {
 		return nil
