@@ -10,7 +10,6 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,7 +108,9 @@ func Test_watch_lag_is_reported_rather_than_silent(t *testing.T) {
 		// nothing until the writes are done: the broker's queue for the
 		// watch overflows and it must end the watch with a lag signal.
 		small, _ := fx.scClient(fx.Addrs, func(cfg *client.Config) {
-			cfg.Conn.QUIC = &quic.Config{InitialStreamReceiveWindow: 8 << 10, MaxStreamReceiveWindow: 8 << 10}
+			q := conn.DefaultQUICConfig()
+			q.InitialStreamReceiveWindow, q.MaxStreamReceiveWindow = 8<<10, 8<<10
+			cfg.Conn.QUIC = q
 		})
 		ref, prefix := fx.cache(fx.SingleShardCache), fx.key("wl")+"/"
 		w := fx.scWatch(small, ref, conn.WatchOptions{Prefix: felix.Some(prefix)})

@@ -182,6 +182,12 @@ type ServerConfig struct {
 // 16 MiB frames and accepts DefaultMaxEventStreams uni streams (and no
 // bidi streams); a server gets the bounded windows and stream limits of
 // server_limits.go, which Listen then adjusts to its ServerConfig.
+// DefaultQUICConfig returns a fresh copy of the QUIC settings a client
+// uses when Config.QUIC is nil (idle timeout, keep-alive, receive windows,
+// stream limits): adjust it and set it as Config.QUIC to change one setting
+// without losing the others.
+func DefaultQUICConfig() *quic.Config { return quicConfig(nil, false) }
+
 func quicConfig(base *quic.Config, server bool) *quic.Config {
 	var q *quic.Config
 	switch {

@@ -182,3 +182,13 @@ func ExampleClient_CacheGet() {
 	fmt.Println(v, found, err)
 	// Output: [] false <nil>
 }
+
+// DefaultQUICConfig gives the client's QUIC defaults to adjust: here a
+// smaller stream receive window, keeping the idle timeout and keep-alive.
+func ExampleDefaultQUICConfig() {
+	q := conn.DefaultQUICConfig()
+	q.InitialStreamReceiveWindow, q.MaxStreamReceiveWindow = 64<<10, 64<<10
+	cfg := conn.Config{QUIC: q}
+	fmt.Println(cfg.QUIC.MaxIdleTimeout, cfg.QUIC.KeepAlivePeriod, cfg.QUIC.MaxStreamReceiveWindow)
+	// Output: 6s 2s 65536
+}
