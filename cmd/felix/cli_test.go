@@ -198,7 +198,12 @@ func TestNetworkErrorsAreActionable(t *testing.T) {
 	require.Equal(t, 1, code)
 	oneErrLine(t, errb)
 	require.Contains(t, errb, "no answer from "+addr+" within 300ms")
+	require.Contains(t, errb, "raise -timeout", "a deadline shorter than a handshake is named first")
 	require.Contains(t, errb, "go run ./examples/broker")
+	code, _, errb = felixRun(t, "", "pub", "-addr", addr, "-insecure", "-timeout", "1s", "orders", "hi")
+	require.Equal(t, 1, code)
+	oneErrLine(t, errb)
+	require.Contains(t, errb, "no answer from "+addr+" within 1s: is a broker listening on that UDP address?")
 
 	// A broker whose certificate the client was not told to trust.
 	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0", Engine: engine.Config{}})

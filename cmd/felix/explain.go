@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/flxproto/felix"
 )
@@ -40,6 +41,11 @@ func (c *clientFlags) explain(op string, err error) error {
 		return fmt.Errorf("%s: the broker's certificate at %s is not usable: %v", op, c.addr, invalid)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		if op == "connect" {
+			if c.timeout < time.Second {
+				// A handshake needs a round trip or two: a broker may be
+				// there and simply not have been given the time.
+				return fmt.Errorf("no answer from %s within %s: raise -timeout (a QUIC handshake needs more), or check that a broker listens on that UDP address (%s; or set -addr / FELIX_ADDR)", c.addr, c.timeout, brokerHint)
+			}
 			return fmt.Errorf("no answer from %s within %s: is a broker listening on that UDP address? (%s; or set -addr / FELIX_ADDR)", c.addr, c.timeout, brokerHint)
 		}
 		return fmt.Errorf("%s: timed out after %s waiting for the broker at %s (raise -timeout)", op, c.timeout, c.addr)
