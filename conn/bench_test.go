@@ -43,11 +43,16 @@ func benchPayloads() [][]byte {
 // eventFrame *n times (or, given a gate, k times for each k received from
 // it until it is closed).
 func startBenchServer(b *testing.B, eventFrame []byte, n *int, gate ...<-chan int) (*Listener, *tls.Config) {
+	return startBenchServerHooks(b, nil, eventFrame, n, gate...)
+}
+
+// startBenchServerHooks is startBenchServer with server hooks h (nil: none).
+func startBenchServerHooks(b *testing.B, h *Hooks, eventFrame []byte, n *int, gate ...<-chan int) (*Listener, *tls.Config) {
 	srvTLS, pool, err := SelfSigned()
 	require.NoError(b, err)
 	offer := fullOffer()
 	offer.PublishWindow = benchInflight
-	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: offer})
+	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: offer, Hooks: h})
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -2,8 +2,6 @@ package conn
 
 import (
 	"context"
-	"crypto/tls"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -40,7 +38,7 @@ func BenchmarkPublishHooks(b *testing.B) {
 				if hooked {
 					h = countingHooks(&count)
 				}
-				ln, tc := startHookedBenchServer(b, h)
+				ln, tc := startBenchServerHooks(b, h, nil, new(int))
 				c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x", Hooks: h})
 				require.NoError(b, err)
 				defer c.Close()
@@ -62,39 +60,4 @@ func BenchmarkPublishHooks(b *testing.B) {
 			})
 		}
 	}
-}
-
-// startHookedBenchServer is startBenchServer with server hooks.
-func startHookedBenchServer(b *testing.B, h *Hooks) (*Listener, *tls.Config) {
-	srvTLS, pool, err := SelfSigned()
-	require.NoError(b, err)
-	offer := fullOffer()
-	offer.PublishWindow = benchInflight
-	ln, err := Listen("127.0.0.1:0", &ServerConfig{TLS: srvTLS, Offer: offer, Hooks: h})
-	require.NoError(b, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			sc, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				for {
-					st, err := sc.AcceptStream(ctx)
-					if err != nil {
-						return
-					}
-					wg.Go(func() { benchServe(ctx, st, nil, 0, nil) })
-				}
-			})
-		}
-	})
-	b.Cleanup(func() {
-		cancel()
-		ln.Close()
-		wg.Wait()
-	})
-	return ln, &tls.Config{RootCAs: pool}
 }
