@@ -82,51 +82,14 @@ func BenchmarkPublishAckedPaired(b *testing.B) {
 		wg.Wait()
 	}
 
-	fr, err := felix.AppendPublishBatch(nil, &felix.PublishBatch{AckMode: felix.AckPerBatch, RequestID: 1,
-		TenantID: "t1", Namespace: "ns", Stream: "s", Payloads: benchPayloads()})
-	require.NoError(b, err)
-	ack, err := felix.AppendPublishAck(nil, &felix.PublishAck{Status: felix.AckOK, RequestID: 1})
-	require.NoError(b, err)
-	s := rawPair(b, func(s *quic.Stream) {
-		r := felix.NewReader(s)
-		for {
-			if _, err := r.ReadFrame(); err != nil {
-				s.Close()
-				return
-			}
-			if _, err := s.Write(ack); err != nil {
-				return
-			}
-		}
-	})
-	window := make(chan struct{}, benchInflight)
-	rawChunk := func(n int) {
-		acks := make(chan error, 1)
-		go func() {
-			buf := make([]byte, len(ack))
-			for range n {
-				if _, err := io.ReadFull(s, buf); err != nil {
-					acks <- err
-					return
-				}
-				<-window
-			}
-			acks <- nil
-		}()
-		for range n {
-			window <- struct{}{}
-			if _, err := s.Write(fr); err != nil {
-				b.Fatal(err)
-			}
-		}
-		require.NoError(b, <-acks)
-	}
+	rp := newRawAckedPublisher(b)
+	rawChunk := func(n int) { rp.publish(b, n) }
 	b.SetBytes(benchRecords * benchRecSize)
 	b.ReportAllocs()
 	b.ResetTimer()
 	benchPairedChunks(b, 256, felixChunk, rawChunk)
 	b.StopTimer()
-	s.Close()
+	rp.s.Close()
 }
 
 // BenchmarkSubscribeDeliveryPaired: event delivery of 64 x 100 B batches,
