@@ -63,18 +63,11 @@ func (c *Cluster) StatsHandler() http.Handler {
 // LogStats logs one "broker stats" line per running node (with its node
 // id) at info level every interval until ctx ends.
 func (c *Cluster) LogStats(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	server.Every(ctx, every, func() {
 		for i := range c.nodes {
 			if srv := c.Server(i); srv != nil {
 				srv.LogSnapshot(ctx)
 			}
 		}
-	}
+	})
 }

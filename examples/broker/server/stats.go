@@ -121,6 +121,12 @@ func (ss *StatsServer) Close() error {
 // LogStats logs one line of the broker's figures at info level every
 // interval until ctx ends.
 func (s *Server) LogStats(ctx context.Context, every time.Duration) {
+	Every(ctx, every, func() { s.LogSnapshot(ctx) })
+}
+
+// Every calls f once every interval (the first time after one interval)
+// until ctx ends.
+func Every(ctx context.Context, every time.Duration, f func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -129,7 +135,7 @@ func (s *Server) LogStats(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		s.LogSnapshot(ctx)
+		f()
 	}
 }
 
