@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -22,6 +23,11 @@ type Scenario struct {
 	// Step is the fault to inject, for the connection-fault scenarios;
 	// nil for every other scenario.
 	Step *Step `json:"step,omitempty"`
+	// Evidence names the observations a pass of the scenario must carry,
+	// each with its kind (see CheckEvidence). It is this repository's
+	// grading rule, not upstream's catalogue: upstream's results documents
+	// carry no evidence.
+	Evidence map[string]Kind `json:"evidence"`
 }
 
 // Step is a connection-fault step: what the suite does while the link
@@ -76,6 +82,14 @@ func init() {
 			panic("conformance: embedded catalogue repeats id " + s.ID)
 		}
 		byID[s.ID] = i
+		if len(s.Evidence) == 0 {
+			panic("conformance: embedded catalogue: " + s.ID + " names no evidence")
+		}
+		for name, k := range s.Evidence {
+			if err := validKind(k, s.Evidence); err != nil {
+				panic(fmt.Sprintf("conformance: embedded catalogue: %s: evidence %q: %v", s.ID, name, err))
+			}
+		}
 	}
 }
 
@@ -85,6 +99,7 @@ func Scenarios() []Scenario {
 	out := slices.Clone(catalogue)
 	for i := range out {
 		out[i].Step = cloneStep(out[i].Step)
+		out[i].Evidence = maps.Clone(out[i].Evidence)
 	}
 	return out
 }
@@ -97,6 +112,7 @@ func Lookup(id string) (Scenario, bool) {
 	}
 	s := catalogue[i]
 	s.Step = cloneStep(s.Step)
+	s.Evidence = maps.Clone(s.Evidence)
 	return s, true
 }
 

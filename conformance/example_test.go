@@ -14,30 +14,42 @@ func ExampleVerify() {
 		{ID: "queue.dead_letters_are_listable_and_redrivable", Status: conformance.StatusSkip, Detail: "not exposed yet"},
 	}}
 	rep := conformance.Verify(res)
-	fmt.Println(rep.Passed, rep.Failed, rep.RequiredMissing, rep.OptionalNotRun)
+	fmt.Println(rep.Passed, rep.Failed, rep.Unproven, rep.RequiredMissing, rep.OptionalNotRun)
 	fmt.Println(rep.Lines[0])
+	fmt.Println(rep.Lines[1])
 	fmt.Println(rep.Verdict())
 	// Output:
-	// 1 1 48 13
+	// 0 1 1 48 13
 	// FAIL [optional] ack.offset_negotiated ack offsets only when offered
+	// UNPROVEN [required] pubsub.roundtrip a published record comes back unchanged: pubsub.roundtrip records no observation (wants offset, payload_bytes)
 	// NOT CONFORMANT
 }
 
 func ExampleRecorder() {
 	rec := conformance.NewRecorder("felix-go", "dev")
-	rec.Pass("pubsub.roundtrip")
+	if err := rec.Pass("pubsub.roundtrip", conformance.Evidence{"offset": 41, "payload_bytes": 263}); err != nil {
+		panic(err)
+	}
+	// A pass without the observations its scenario names is refused.
+	fmt.Println(rec.Pass("pubsub.order", nil))
 	rec.Skip("sharded.resumes_per_shard", "no per-shard resume yet")
 	if err := rec.Results().Write(os.Stdout); err != nil {
 		panic(err)
 	}
 	// Output:
+	// conformance: record "pubsub.order": a pass without its evidence: pubsub.order records no observation (wants delivered, records)
 	// {
+	//   "format": 2,
 	//   "client": "felix-go",
 	//   "version": "dev",
 	//   "outcomes": [
 	//     {
 	//       "id": "pubsub.roundtrip",
-	//       "status": "pass"
+	//       "status": "pass",
+	//       "evidence": {
+	//         "offset": 41,
+	//         "payload_bytes": 263
+	//       }
 	//     },
 	//     {
 	//       "id": "sharded.resumes_per_shard",

@@ -16,9 +16,20 @@ const (
 	StatusSkip = "skip"
 )
 
+// ResultsFormat is the version of the results document this package
+// writes and the newest it grades. Format 1 (the member absent) is
+// upstream's document: ids and statuses only, so its passes carry no
+// evidence and grade as unproven. Format 2 adds each pass's evidence
+// (Outcome.Evidence).
+const ResultsFormat = 2
+
 // Results is the results document a suite writes: the client, its version,
 // and one outcome per scenario it ran.
 type Results struct {
+	// Format is the document's format (ResultsFormat when written by a
+	// Recorder; 0 or 1 for upstream's document, which has no such
+	// member).
+	Format int `json:"format,omitempty"`
 	// Client names the client binding, e.g. "felix-go".
 	Client string `json:"client"`
 	// Version is the client's version.
@@ -35,6 +46,10 @@ type Outcome struct {
 	Status string `json:"status"`
 	// Detail says why a scenario failed or was skipped; a skip needs one.
 	Detail string `json:"detail,omitempty"`
+	// Evidence is what the test observed, for a pass: the observations
+	// its scenario names (Scenario.Evidence), checked by CheckEvidence. A
+	// pass without it is graded unproven, not passed.
+	Evidence Evidence `json:"evidence,omitempty"`
 }
 
 // ReadResults decodes a results document from r.
@@ -119,50 +134,63 @@ func NewRecorder(client, version string) *Recorder {
 	return &Recorder{client: client, version: version, outcomes: make(map[string]Outcome)}
 }
 
-// Record stores the outcome of scenario id. A second outcome for the same
-// id replaces the first, except that a failure is never replaced by a
-// pass or a skip. It refuses an id the catalogue lacks, a status other
-// than pass, fail or skip, and a skip without a detail.
-func (r *Recorder) Record(id, status, detail string) error {
-	if _, ok := Lookup(id); !ok {
-		return fmt.Errorf("conformance: record %q: not a scenario of the catalogue", id)
+// Record stores outcome o. A second outcome for the same id replaces the
+// first, except that a failure is never replaced by a pass or a skip. It
+// refuses an id the catalogue lacks, a status other than pass, fail or
+// skip, a skip without a detail, and a pass without the evidence its
+// scenario asks for (CheckEvidence; the error wraps ErrNoEvidence).
+func (r *Recorder) Record(o Outcome) error {
+	if _, ok := Lookup(o.ID); !ok {
+		return fmt.Errorf("conformance: record %q: not a scenario of the catalogue", o.ID)
 	}
-	switch status {
-	case StatusPass, StatusFail:
+	switch o.Status {
+	case StatusPass:
+		if err := CheckEvidence(o.ID, o.Evidence); err != nil {
+			return fmt.Errorf("conformance: record %q: %w", o.ID, err)
+		}
+	case StatusFail:
 	case StatusSkip:
-		if detail == "" {
-			return fmt.Errorf("conformance: record %q: a skip needs a detail", id)
+		if o.Detail == "" {
+			return fmt.Errorf("conformance: record %q: a skip needs a detail", o.ID)
 		}
 	default:
-		return fmt.Errorf("conformance: record %q: status %q is not pass, fail or skip", id, status)
+		return fmt.Errorf("conformance: record %q: status %q is not pass, fail or skip", o.ID, o.Status)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	prev, seen := r.outcomes[id]
+	prev, seen := r.outcomes[o.ID]
 	if !seen {
-		r.order = append(r.order, id)
-	} else if prev.Status == StatusFail && status != StatusFail {
+		r.order = append(r.order, o.ID)
+	} else if prev.Status == StatusFail && o.Status != StatusFail {
 		return nil
 	}
-	r.outcomes[id] = Outcome{ID: id, Status: status, Detail: detail}
+	r.outcomes[o.ID] = o
 	return nil
 }
 
-// Pass records that scenario id passed.
-func (r *Recorder) Pass(id string) error { return r.Record(id, StatusPass, "") }
+// Pass records that scenario id passed, with what its test observed. It
+// refuses evidence that lacks an observation the scenario names, or has
+// one of the wrong kind.
+func (r *Recorder) Pass(id string, ev Evidence) error {
+	return r.Record(Outcome{ID: id, Status: StatusPass, Evidence: ev})
+}
 
 // Fail records that scenario id failed, with why.
-func (r *Recorder) Fail(id, detail string) error { return r.Record(id, StatusFail, detail) }
+func (r *Recorder) Fail(id, detail string) error {
+	return r.Record(Outcome{ID: id, Status: StatusFail, Detail: detail})
+}
 
 // Skip records that scenario id was not run, with the reason.
-func (r *Recorder) Skip(id, reason string) error { return r.Record(id, StatusSkip, reason) }
+func (r *Recorder) Skip(id, reason string) error {
+	return r.Record(Outcome{ID: id, Status: StatusSkip, Detail: reason})
+}
 
 // Results returns the document recorded so far, outcomes in the order
 // their ids were first recorded.
 func (r *Recorder) Results() Results {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := Results{Client: r.client, Version: r.version, Outcomes: make([]Outcome, 0, len(r.order))}
+	res := Results{Format: ResultsFormat, Client: r.client, Version: r.version, Outcomes: make([]Outcome, 0, len(r.order))}
 	for _, id := range r.order {
 		res.Outcomes = append(res.Outcomes, r.outcomes[id])
 	}
@@ -183,14 +211,16 @@ type TB interface {
 }
 
 // Track records the outcome of scenario id when test t ends: fail if t
-// failed, skip if t was skipped, pass otherwise. An outcome recorded
-// explicitly for id during the test (for example Skip with its reason)
-// is kept, unless t failed. Track reports an id the catalogue lacks at
-// once.
+// failed; otherwise the outcome recorded explicitly during the test (Pass
+// with its evidence, or Skip with its reason); skip if t was skipped
+// without one; and fail if t returned without recording anything — a
+// test that merely did not fail has proven nothing. Track reports an id
+// the catalogue lacks at once.
 //
 //	func TestPubsubOrder(t *testing.T) {
 //		rec.Track(t, "pubsub.order")
 //		...
+//		rec.Pass("pubsub.order", conformance.Evidence{"delivered": offsets, "records": n})
 //	}
 func (r *Recorder) Track(t TB, id string) error {
 	if _, ok := Lookup(id); !ok {
@@ -202,12 +232,12 @@ func (r *Recorder) Track(t TB, id string) error {
 		r.mu.Unlock()
 		switch {
 		case t.Failed():
-			_ = r.Record(id, StatusFail, "test "+t.Name()+" failed")
+			_ = r.Fail(id, "test "+t.Name()+" failed")
 		case explicit:
 		case t.Skipped():
-			_ = r.Record(id, StatusSkip, "test "+t.Name()+" was skipped")
+			_ = r.Skip(id, "test "+t.Name()+" was skipped")
 		default:
-			_ = r.Record(id, StatusPass, "")
+			_ = r.Fail(id, "test "+t.Name()+" returned without recording a pass and its evidence")
 		}
 	})
 	return nil

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -19,12 +20,29 @@ func TestResultsJSON(t *testing.T) {
 	if err := res.Write(&b); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), `"detail": ""`) {
-		t.Fatalf("empty detail must be omitted:\n%s", b.String())
+	if strings.Contains(b.String(), `"detail": ""`) || strings.Contains(b.String(), `"evidence"`) ||
+		strings.Contains(b.String(), `"format"`) {
+		t.Fatalf("empty detail, evidence and format must be omitted:\n%s", b.String())
 	}
 	got, err := ReadResults(&b)
 	if err != nil || !reflect.DeepEqual(got, res) {
 		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	// Format 2: a pass carries its evidence, which grades the same read
+	// back from the file as when it was recorded.
+	ev := Evidence{"before": []uint64{4, 5}, "after": []uint64{6}, "resumes": 1}
+	v2 := Results{Format: ResultsFormat, Client: "c", Version: "v", Outcomes: []Outcome{
+		{ID: "fault.subscription_through_a_dropped_link", Status: StatusPass, Evidence: ev}}}
+	b.Reset()
+	if err := v2.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"format": 2`) || !strings.Contains(b.String(), `"resumes": 1`) {
+		t.Fatalf("format 2 document:\n%s", b.String())
+	}
+	got, err = ReadResults(&b)
+	if err != nil || got.Format != 2 || CheckEvidence(got.Outcomes[0].ID, got.Outcomes[0].Evidence) != nil {
+		t.Fatalf("format 2 round trip: %+v, %v", got, err)
 	}
 	// The document of docs/client-scenarios.md §2 reads as written.
 	doc := `{"client": "felix-go", "version": "0.3.0",
@@ -47,11 +65,21 @@ func TestResultsJSON(t *testing.T) {
 
 func TestRecorder(t *testing.T) {
 	r := NewRecorder("felix-go", "dev")
-	if err := r.Record("no.such", StatusPass, ""); err == nil {
+	if err := r.Record(Outcome{ID: "no.such", Status: StatusSkip, Detail: "x"}); err == nil {
 		t.Fatal("unknown id recorded")
 	}
-	if err := r.Record("pubsub.order", "passed", ""); err == nil {
+	if err := r.Record(Outcome{ID: "pubsub.order", Status: "passed"}); err == nil {
 		t.Fatal("bad status recorded")
+	}
+	// A pass needs its evidence, complete and well-formed.
+	for _, ev := range []Evidence{nil, {}, {"delivered": []uint64{1, 2}}, {"delivered": []uint64{1, 3}, "records": 2},
+		{"delivered": []uint64{1, 2}, "records": 0}, {"delivered": "1,2", "records": 2}} {
+		if err := r.Pass("pubsub.order", ev); !errors.Is(err, ErrNoEvidence) {
+			t.Fatalf("pass with evidence %v: %v, want ErrNoEvidence", ev, err)
+		}
+	}
+	if len(r.Results().Outcomes) != 0 {
+		t.Fatalf("refused outcomes were recorded: %+v", r.Results().Outcomes)
 	}
 	if err := r.Skip("pubsub.order", ""); err == nil {
 		t.Fatal("skip without a reason recorded")
@@ -62,24 +90,36 @@ func TestRecorder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	order := Evidence{"delivered": []uint64{1, 2}, "records": 2}
 	must(r.Skip("pubsub.order", "later"))
-	must(r.Pass("pubsub.order"))       // replaces the skip
-	must(r.Fail("cache.put_get", "x")) // a failure sticks
-	must(r.Pass("cache.put_get"))
-	must(r.Pass("pubsub.roundtrip"))
+	must(r.Pass("pubsub.order", order)) // replaces the skip
+	must(r.Fail("cache.put_get", "x"))  // a failure sticks
+	must(r.Pass("cache.put_get", pass("cache.put_get").Evidence))
+	must(r.Pass("pubsub.roundtrip", pass("pubsub.roundtrip").Evidence))
 	want := []Outcome{
-		{ID: "pubsub.order", Status: StatusPass},
+		{ID: "pubsub.order", Status: StatusPass, Evidence: order},
 		{ID: "cache.put_get", Status: StatusFail, Detail: "x"},
-		{ID: "pubsub.roundtrip", Status: StatusPass},
+		pass("pubsub.roundtrip"),
 	}
-	if got := r.Results(); !reflect.DeepEqual(got.Outcomes, want) || got.Client != "felix-go" || got.Version != "dev" {
+	if got := r.Results(); !reflect.DeepEqual(got.Outcomes, want) || got.Client != "felix-go" || got.Version != "dev" ||
+		got.Format != ResultsFormat {
 		t.Fatalf("results %+v", got)
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
 	must(r.WriteFile(path))
 	got, err := LoadResults(path)
-	if err != nil || !reflect.DeepEqual(got.Outcomes, want) {
+	if err != nil || len(got.Outcomes) != len(want) {
 		t.Fatalf("file: %+v %v", got, err)
+	}
+	for i, o := range got.Outcomes {
+		w, _ := normalize(want[i].Evidence)
+		g, _ := normalize(o.Evidence)
+		if o.ID != want[i].ID || o.Status != want[i].Status || !reflect.DeepEqual(w, g) {
+			t.Fatalf("file outcome %d: %+v, want %+v", i, o, want[i])
+		}
+	}
+	if rep := Verify(got); rep.Passed != 2 || rep.Failed != 1 || rep.Unproven != 0 {
+		t.Fatalf("the recorded document grades %+v", rep)
 	}
 }
 
@@ -91,7 +131,7 @@ func TestRecorderConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.Record(s.ID, StatusSkip, fmt.Sprint("reason ", i)); err != nil {
+			if err := r.Skip(s.ID, fmt.Sprint("reason ", i)); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -108,7 +148,14 @@ func TestRecorderTrack(t *testing.T) {
 		t.Fatal("unknown id tracked")
 	}
 	// A real subtest runs its cleanups before t.Run returns.
-	t.Run("passes", func(t *testing.T) { r.Track(t, "pubsub.roundtrip") })
+	t.Run("passes", func(t *testing.T) {
+		r.Track(t, "pubsub.roundtrip")
+		if err := r.Pass("pubsub.roundtrip", pass("pubsub.roundtrip").Evidence); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Returning without a pass and its evidence proves nothing: a failure.
+	t.Run("returns", func(t *testing.T) { r.Track(t, "pubsub.order") })
 	// Skipped and failed tests are driven through a fake TB, so that this
 	// test neither skips nor fails.
 	end := func(f *fakeTB, id string, during func()) {
@@ -120,12 +167,17 @@ func TestRecorderTrack(t *testing.T) {
 		}
 		f.cleanup()
 	}
-	end(&fakeTB{name: "TestS", skipped: true}, "pubsub.order", nil)
+	end(&fakeTB{name: "TestS", skipped: true}, "pubsub.resume_from_offset", nil)
+	end(&fakeTB{name: "TestP", failed: true}, "pubsub.start_earliest", func() {
+		r.Pass("pubsub.start_earliest", pass("pubsub.start_earliest").Evidence)
+	})
 	end(&fakeTB{name: "TestE", skipped: true}, "cache.put_get", func() { r.Skip("cache.put_get", "client has no cache yet") })
 	end(&fakeTB{name: "TestX", failed: true}, "cache.ttl_expires", func() { r.Skip("cache.ttl_expires", "explicit") })
 	want := map[string]Outcome{
-		"pubsub.roundtrip":  {ID: "pubsub.roundtrip", Status: StatusPass},
-		"pubsub.order":      {ID: "pubsub.order", Status: StatusSkip, Detail: "test TestS was skipped"},
+		"pubsub.roundtrip":          pass("pubsub.roundtrip"),
+		"pubsub.order":              {ID: "pubsub.order", Status: StatusFail, Detail: "test TestRecorderTrack/returns returned without recording a pass and its evidence"},
+		"pubsub.resume_from_offset": {ID: "pubsub.resume_from_offset", Status: StatusSkip, Detail: "test TestS was skipped"},
+		"pubsub.start_earliest":     {ID: "pubsub.start_earliest", Status: StatusFail, Detail: "test TestP failed"},
 		"cache.put_get":     {ID: "cache.put_get", Status: StatusSkip, Detail: "client has no cache yet"},
 		"cache.ttl_expires": {ID: "cache.ttl_expires", Status: StatusFail, Detail: "test TestX failed"},
 	}
@@ -134,7 +186,7 @@ func TestRecorderTrack(t *testing.T) {
 		t.Fatalf("outcomes %+v", got)
 	}
 	for _, o := range got {
-		if want[o.ID] != o {
+		if !reflect.DeepEqual(want[o.ID], o) {
 			t.Errorf("%s: %+v, want %+v", o.ID, o, want[o.ID])
 		}
 	}

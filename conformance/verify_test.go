@@ -3,17 +3,53 @@ package conformance
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// outcomes builds a document: every required scenario passes, then edit
-// changes it.
+// sampleEvidence returns well-formed evidence for scenario s: one value of
+// each observation's kind.
+func sampleEvidence(s Scenario) Evidence {
+	ev := Evidence{}
+	for _, name := range s.evidenceNames() {
+		switch k := s.Evidence[name]; k {
+		case KindOffsets:
+			ev[name] = []uint64{10, 11, 12}
+		case KindOffset:
+			ev[name] = uint64(7)
+		case KindCount:
+			ev[name] = 2
+		case KindZero:
+			ev[name] = 0
+		case KindMS:
+			ev[name] = 12.5
+		case KindText:
+			ev[name] = "observed"
+		case KindList:
+			ev[name] = []string{"a"}
+		default: // offsets+NAME; NAME is 10, 11, 12
+			ev[name] = []uint64{13, 14}
+		}
+	}
+	return ev
+}
+
+// pass is a pass of id with sample evidence.
+func pass(id string) Outcome {
+	s, _ := Lookup(id)
+	return Outcome{ID: id, Status: StatusPass, Evidence: sampleEvidence(s)}
+}
+
+// requiredPassing builds a document: every required scenario passes, with
+// its evidence.
 func requiredPassing() []Outcome {
 	var out []Outcome
 	for _, s := range Scenarios() {
 		if s.Required {
-			out = append(out, Outcome{ID: s.ID, Status: StatusPass})
+			out = append(out, pass(s.ID))
 		}
 	}
 	return out
@@ -22,19 +58,45 @@ func requiredPassing() []Outcome {
 func allPassing() []Outcome {
 	var out []Outcome
 	for _, s := range Scenarios() {
-		out = append(out, Outcome{ID: s.ID, Status: StatusPass})
+		out = append(out, pass(s.ID))
 	}
 	return out
 }
 
+// set gives id the status and detail (a pass with sample evidence).
 func set(out []Outcome, id, status, detail string) []Outcome {
+	o := Outcome{ID: id, Status: status, Detail: detail}
+	if status == StatusPass {
+		o.Evidence = pass(id).Evidence
+	}
 	for i := range out {
 		if out[i].ID == id {
-			out[i].Status, out[i].Detail = status, detail
+			out[i] = o
 			return out
 		}
 	}
-	return append(out, Outcome{ID: id, Status: status, Detail: detail})
+	return append(out, o)
+}
+
+// withEvidence replaces the evidence of id's outcome.
+func withEvidence(out []Outcome, id string, ev Evidence) []Outcome {
+	for i := range out {
+		if out[i].ID == id {
+			out[i].Evidence = ev
+			return out
+		}
+	}
+	panic("withEvidence: no " + id)
+}
+
+// bare is every scenario marked pass without evidence: the hand-written
+// document that must not be conformant.
+func bare() []Outcome {
+	var out []Outcome
+	for _, s := range Scenarios() {
+		out = append(out, Outcome{ID: s.ID, Status: StatusPass})
+	}
+	return out
 }
 
 func drop(out []Outcome, id string) []Outcome {
@@ -47,7 +109,7 @@ func drop(out []Outcome, id string) []Outcome {
 }
 
 func TestVerifyRules(t *testing.T) {
-	type counts struct{ passed, failed, reqMissing, reqSkipped, optNotRun, unknown int }
+	type counts struct{ passed, failed, unproven, reqMissing, reqSkipped, optNotRun, unknown int }
 	cases := []struct {
 		name       string
 		outcomes   []Outcome
@@ -64,6 +126,36 @@ func TestVerifyRules(t *testing.T) {
 			refused: `status "ok"`},
 		{name: "an outcome needs an id", outcomes: append(requiredPassing(), Outcome{Status: StatusPass}),
 			refused: "no id"},
+		{name: "a newer format is refused", outcomes: allPassing(), refused: "results format 3"},
+		{name: "every scenario marked pass without evidence is not conformant", outcomes: bare(),
+			counts: counts{unproven: 63}, lines: unprovenLines(bare())},
+		{name: "a pass missing one observation is unproven",
+			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_dropped_link",
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{6, 7}}),
+			counts: counts{passed: 62, unproven: 1},
+			lines: []string{`UNPROVEN [required] fault.subscription_through_a_dropped_link a subscription through a dropped link: ` +
+				`fault.subscription_through_a_dropped_link lacks observation "resumes" (count)`}},
+		{name: "a resume with a gap is unproven",
+			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_reset_link",
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{7, 8}, "resumes": 1}),
+			counts: counts{passed: 62, unproven: 1},
+			lines: []string{`UNPROVEN [required] fault.subscription_through_a_reset_link a subscription through a reset link: ` +
+				`fault.subscription_through_a_reset_link: observation "after": starts at 7 after "before" ended at 5: a gap`}},
+		{name: "a resume with a repeat is unproven",
+			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_reset_link",
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{5, 6}, "resumes": 1}),
+			counts: counts{passed: 62, unproven: 1},
+			lines: []string{`UNPROVEN [required] fault.subscription_through_a_reset_link a subscription through a reset link: ` +
+				`fault.subscription_through_a_reset_link: observation "after": starts at 5 after "before" ended at 5: a repeat`}},
+		{name: "a retry that must not happen is unproven",
+			outcomes: withEvidence(allPassing(), "retry.terminal_failures_are_not_retried",
+				Evidence{"code": "forbidden", "retry_class": "fatal", "retries": 1}),
+			counts: counts{passed: 62, unproven: 1},
+			lines: []string{`UNPROVEN [required] retry.terminal_failures_are_not_retried terminal failures are reported at once: ` +
+				`retry.terminal_failures_are_not_retried: observation "retries": 1, want 0`}},
+		{name: "an unproven pass next to a proven one is a pass",
+			outcomes: append(allPassing(), Outcome{ID: "pubsub.order", Status: StatusPass}),
+			counts:   counts{passed: 63}, conformant: true},
 		{name: "every required passes, optional absent", outcomes: requiredPassing(),
 			counts: counts{passed: 49, optNotRun: 14}, conformant: true},
 		{name: "everything passes", outcomes: allPassing(),
@@ -119,7 +211,11 @@ func TestVerifyRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := Verify(Results{Client: "felix-go", Version: "t", Outcomes: c.outcomes})
+			res := Results{Client: "felix-go", Version: "t", Outcomes: c.outcomes}
+			if strings.Contains(c.refused, "format") {
+				res.Format = ResultsFormat + 1
+			}
+			rep := Verify(res)
 			var out bytes.Buffer
 			if err := rep.Write(&out); err != nil {
 				t.Fatal(err)
@@ -139,7 +235,7 @@ func TestVerifyRules(t *testing.T) {
 			if rep.Refused != nil {
 				t.Fatalf("refused: %v", rep.Refused)
 			}
-			got := counts{rep.Passed, rep.Failed, rep.RequiredMissing, rep.RequiredSkipped, rep.OptionalNotRun, rep.Unknown}
+			got := counts{rep.Passed, rep.Failed, rep.Unproven, rep.RequiredMissing, rep.RequiredSkipped, rep.OptionalNotRun, rep.Unknown}
 			if got != c.counts {
 				t.Errorf("counts %+v, want %+v", got, c.counts)
 			}
@@ -157,7 +253,7 @@ func TestVerifyRules(t *testing.T) {
 				t.Errorf("last line %q, want %q; report:\n%s", last, wantLast, text)
 			}
 			for _, want := range []string{
-				"passed: ", "failed: ", "required missing: ", "required skipped: ", "optional not run: ",
+				"passed: ", "failed: ", "passes without evidence: ", "required missing: ", "required skipped: ", "optional not run: ",
 			} {
 				if !strings.Contains(text, "\n"+want) {
 					t.Errorf("report lacks %q:\n%s", want, text)
@@ -181,6 +277,7 @@ func TestReportWriteExact(t *testing.T) {
 	want := `client felix-go 0.3.0 (catalogue version 1, 63 scenarios)
 passed: 47
 failed: 1
+passes without evidence: 0
 required missing: 1
 required skipped: 1
 optional not run: 13
@@ -193,18 +290,36 @@ NOT CONFORMANT
 	}
 }
 
+// unprovenLines are the UNPROVEN lines of a document of bare passes.
+func unprovenLines(out []Outcome) []string {
+	var lines []string
+	for _, o := range out {
+		s, _ := Lookup(o.ID)
+		kind := "optional"
+		if s.Required {
+			kind = "required"
+		}
+		lines = append(lines, "UNPROVEN ["+kind+"] "+s.ID+" "+s.Title+": "+s.ID+" records no observation (wants "+
+			strings.Join(s.evidenceNames(), ", ")+")")
+	}
+	return lines
+}
+
 func TestRegressions(t *testing.T) {
 	res := Results{Outcomes: []Outcome{
-		{ID: "pubsub.order", Status: StatusPass},
-		{ID: "cache.put_get", Status: StatusPass},
+		pass("pubsub.order"),
+		{ID: "pubsub.roundtrip", Status: StatusPass},
+		pass("cache.put_get"),
 		{ID: "cache.put_get", Status: StatusFail, Detail: "second run"},
 		{ID: "cache.ttl_expires", Status: StatusSkip, Detail: "no clock"},
 	}}
-	got := Regressions(res, []string{"pubsub.order", "cache.put_get", "cache.ttl_expires", "pubsub.roundtrip", "x.y"})
+	got := Regressions(res, []string{"pubsub.order", "cache.put_get", "cache.ttl_expires", "pubsub.roundtrip", "pubsub.start_earliest", "x.y"})
 	want := []string{
 		"REGRESSION cache.put_get a cache put reads back: fail second run",
 		"REGRESSION cache.ttl_expires a value expires after its TTL: skip no clock",
-		"REGRESSION pubsub.roundtrip a published record comes back unchanged: absent",
+		"REGRESSION pubsub.roundtrip a published record comes back unchanged: pass without evidence: " +
+			"pubsub.roundtrip records no observation (wants offset, payload_bytes)",
+		"REGRESSION pubsub.start_earliest earliest means the oldest retained record: absent",
 		"REGRESSION x.y: not a scenario of the catalogue",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -219,5 +334,33 @@ func TestRegressions(t *testing.T) {
 	}
 	if _, err := ReadIDList(strings.NewReader("a.b c.d\n")); err == nil {
 		t.Fatal("two ids on a line accepted")
+	}
+}
+
+// TestPassingResultsFile keeps testdata/passing-results.json, a document
+// in which every scenario passes with well-formed evidence (the CLI's
+// tests grade it), in step with the catalogue: regenerate it with
+// UPDATE_TESTDATA=1.
+func TestPassingResultsFile(t *testing.T) {
+	path := filepath.Join("testdata", "passing-results.json")
+	want := Results{Format: ResultsFormat, Client: "felix-go", Version: "example", Outcomes: allPassing()}
+	if os.Getenv("UPDATE_TESTDATA") != "" {
+		if err := want.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := LoadResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Verify(got); !rep.Conformant() || rep.Passed != 63 {
+		t.Fatalf("%s: %+v", path, rep)
+	}
+	for i := range want.Outcomes {
+		w, _ := normalize(want.Outcomes[i].Evidence)
+		g, _ := normalize(got.Outcomes[i].Evidence)
+		if !reflect.DeepEqual(w, g) || want.Outcomes[i].ID != got.Outcomes[i].ID {
+			t.Fatalf("%s is out of date at %s (UPDATE_TESTDATA=1 regenerates it)", path, want.Outcomes[i].ID)
+		}
 	}
 }
