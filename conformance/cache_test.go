@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flxproto/felix/conformance"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,7 +23,9 @@ func Test_cache_put_get(t *testing.T) {
 		got, found, err = c.CacheGet(fx.ctx(), ref, k)
 		require.NoError(t, err)
 		require.True(t, found)
+		require.NotNil(t, got, "an empty value, not an absence")
 		require.Empty(t, got)
+		fx.Pass(conformance.Evidence{"value_bytes": len(v), "empty_value": "found, 0 bytes"})
 	})
 }
 
@@ -32,6 +35,7 @@ func Test_cache_miss_is_absent(t *testing.T) {
 		require.NoError(t, err, "a miss is an answer, not an error")
 		require.False(t, found)
 		require.Nil(t, got)
+		fx.Pass(conformance.Evidence{"answer": "absent (found false, no error)"})
 	})
 }
 
@@ -51,6 +55,7 @@ func Test_cache_delete_returns_previous(t *testing.T) {
 		_, found, err = c.CacheGet(fx.ctx(), ref, k)
 		require.NoError(t, err)
 		require.False(t, found)
+		fx.Pass(conformance.Evidence{"removed_bytes": len("old"), "second_delete": "absent (found false, no error)"})
 	})
 }
 
@@ -60,12 +65,15 @@ func Test_cache_ttl_expires(t *testing.T) {
 		ref := fx.cache(fx.Cache)
 		short, long := fx.key("ttl-short"), fx.key("ttl-none")
 		require.NoError(t, c.CachePut(fx.ctx(), ref, long, []byte("stays"), 0))
+		put := time.Now()
 		require.NoError(t, c.CachePut(fx.ctx(), ref, short, []byte("goes"), 20*time.Millisecond))
 		// Expiry is lazy and on the broker's clock: read until the value
 		// is gone (bounded by the test deadline only).
+		reads := 0
 		for {
 			_, found, err := c.CacheGet(fx.ctx(), ref, short)
 			require.NoError(t, err)
+			reads++
 			if !found {
 				break
 			}
@@ -79,6 +87,7 @@ func Test_cache_ttl_expires(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found, "a value without a TTL stays")
 		require.Equal(t, "stays", string(v))
+		fx.Pass(conformance.Evidence{"expired_after_ms": float64(time.Since(put).Microseconds()) / 1000, "reads": reads})
 	})
 }
 
@@ -90,13 +99,16 @@ func Test_counter_add_returns_sum(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, int64(5), v)
+		totals := []int64{v}
 		v, _, err = c.CounterAdd(fx.ctx(), ref, k, -2)
+		totals = append(totals, v)
 		require.NoError(t, err)
 		require.Equal(t, int64(3), v, "one round trip returns the new total")
 		v, found, err = c.CounterGet(fx.ctx(), ref, k)
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, int64(3), v)
+		fx.Pass(conformance.Evidence{"totals": totals, "round_trips": len(totals)})
 	})
 }
 
@@ -106,5 +118,6 @@ func Test_counter_get_absent_is_none(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, found, "absent, not zero")
 		require.Zero(t, v)
+		fx.Pass(conformance.Evidence{"answer": "absent (found false, no error)"})
 	})
 }

@@ -238,6 +238,9 @@ func (fx *Fx) scLink(fault string, holdMS int) {
 	fx.control("/link", string(body))
 }
 
+// scMS is d in milliseconds, for evidence.
+func scMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // scNoRetry requires that no notice from position from on is a retry.
 func scNoRetry(t *testing.T, n *scNotices, from int) {
 	t.Helper()
@@ -271,6 +274,7 @@ func Test_reconnect_survives_broker_loss(t *testing.T) {
 		p := fx.key("after")
 		off := fx.scPublish(c, tp, p)
 		require.Equal(t, p, string(fx.scRead(tp, off, 1)[0].Payload))
+		fx.Pass(conformance.Evidence{"killed": owner, "offset_after": off})
 	})
 }
 
@@ -300,6 +304,13 @@ func Test_reconnect_discovers_brokers_from_one_seed(t *testing.T) {
 				require.NotEqual(t, seed, ev.Addr)
 			}
 		}
+		var discovered []string
+		for _, ev := range n.since(0) {
+			if ev.Kind == client.NoticeDiscovered {
+				discovered = append(discovered, ev.Addr)
+			}
+		}
+		fx.Pass(conformance.Evidence{"discovered": discovered, "seed_killed": seed, "offset_after": off})
 	})
 }
 
@@ -316,10 +327,12 @@ func Test_reconnect_subscription_resumes_at_the_next_offset(t *testing.T) {
 		}
 		sub := fx.scSubscribe(c, tp, client.SubscribeOptions{Start: felix.StartAt(first)})
 		var o uint64
+		var before, after []uint64
 		for i := range 3 {
 			ev := fx.scNext(sub)
 			require.Equal(t, first+uint64(i), ev.Offset)
 			o = ev.Offset
+			before = append(before, o)
 		}
 		// The subscription is served by the shard's owner: kill it.
 		owner := fx.scOwner(fx.DurableStream, 0)
@@ -336,9 +349,11 @@ func Test_reconnect_subscription_resumes_at_the_next_offset(t *testing.T) {
 			ev := fx.scNext(sub)
 			require.Equal(t, o+1+uint64(i), ev.Offset, "delivery continues at o+1: nothing skipped or repeated")
 			require.Equal(t, p, string(ev.Payload))
+			after = append(after, ev.Offset)
 		}
 		res := n.wait(fx, m, client.NoticeResumed, nil)
 		require.Equal(t, o+1, res.Offset)
+		fx.Pass(conformance.Evidence{"killed": owner, "before": before, "after": after, "resumed_at": res.Offset})
 	})
 }
 
@@ -356,7 +371,9 @@ func Test_redirect_follows_to_the_shard_owner(t *testing.T) {
 		require.Equal(t, owner, ev.Target)
 		p := fx.key("redirected")
 		fx.scPublish(c, tp, p)
-		require.Equal(t, p, string(fx.scNext(sub).Payload))
+		got := fx.scNext(sub)
+		require.Equal(t, p, string(got.Payload))
+		fx.Pass(conformance.Evidence{"redirects": n.count(0, client.NoticeRedirect), "owner": ev.Target, "offset": got.Offset})
 	})
 }
 
@@ -380,11 +397,14 @@ func Test_redirect_carries_the_start_offset_through_every_hop(t *testing.T) {
 		c, n := fx.scClient([]string{other}, func(cfg *client.Config) { cfg.NoDiscovery = true })
 		sub := fx.scSubscribe(c, tp, client.SubscribeOptions{Start: felix.StartAt(from)})
 		require.GreaterOrEqual(t, n.count(0, client.NoticeRedirect), 1, "redirected at least once")
+		var delivered []uint64
 		for i, p := range ps {
 			ev := fx.scNext(sub)
 			require.Equal(t, from+uint64(i), ev.Offset, "starts at the requested offset, not at the tail")
 			require.Equal(t, p, string(ev.Payload))
+			delivered = append(delivered, ev.Offset)
 		}
+		fx.Pass(conformance.Evidence{"redirects": n.count(0, client.NoticeRedirect), "start": from, "delivered": delivered})
 	})
 }
 
@@ -422,6 +442,8 @@ func Test_redirect_is_not_reported_as_a_failure(t *testing.T) {
 		require.Equal(t, res.Offset, ev.Offset)
 		scNoRetry(t, n, 0)
 		scNoRetry(t, n2, 0)
+		fx.Pass(conformance.Evidence{"redirects": n.count(0, client.NoticeRedirect) + n2.count(0, client.NoticeRedirect),
+			"retries": n.count(0, client.NoticeRetry) + n2.count(0, client.NoticeRetry), "offset": ev.Offset})
 	})
 }
 
@@ -437,6 +459,8 @@ func Test_retry_terminal_failures_are_not_retried(t *testing.T) {
 		require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
 		scNoRetry(t, n, 0)
 		require.Zero(t, n.count(0, client.NoticeRedirect))
+		fx.Pass(conformance.Evidence{"code": be.Code.String(), "retry_class": client.RetryClassOf(err).String(),
+			"retries": n.count(0, client.NoticeRetry)})
 	})
 }
 
@@ -461,10 +485,13 @@ func Test_retry_ambiguous_outcomes_are_not_silently_retried(t *testing.T) {
 		require.Equal(t, felix.CodeQuorumTimeout, be.Code)
 		require.Equal(t, felix.RetryOutcomeUnknown, client.RetryClassOf(err))
 		scNoRetry(t, n, m)
+		retries := n.count(m, client.NoticeRetry)
 		fx.control("/heal", "{}")
 		// Re-sending is asked for by name.
-		_, err = c.PublishBatchMayDuplicate(fx.ctx(), tp, [][]byte{[]byte(fx.key("again"))}, client.PublishOptions{Ack: felix.AckPerMessage})
+		res, err := c.PublishBatchMayDuplicate(fx.ctx(), tp, [][]byte{[]byte(fx.key("again"))}, client.PublishOptions{Ack: felix.AckPerMessage})
 		require.NoError(t, err)
+		require.True(t, res.HasOffset)
+		fx.Pass(conformance.Evidence{"code": be.Code.String(), "retries": retries, "offset_after_opt_in": res.Offset})
 	})
 }
 
@@ -502,11 +529,19 @@ func Test_retry_transport_failures_are_retried_against_another_broker(t *testing
 		require.NoError(t, err, "retried on another broker")
 		ev := n.wait(fx, m, client.NoticeRetry, nil)
 		require.Equal(t, fx.LinkAddr, ev.Addr, "the failure was the dead connection's")
+		var on []string
 		for _, ev := range n.since(m) {
 			if ev.Kind == client.NoticeConnected || ev.Kind == client.NoticeDialFailed {
 				require.NotEqual(t, fx.LinkAddr, ev.Addr, "not retried on the dead broker")
 			}
+			if ev.Kind == client.NoticeConnected {
+				on = append(on, ev.Addr)
+			}
 		}
+		if len(on) == 0 { // the other broker's connection was open already
+			on = append(on, other)
+		}
+		fx.Pass(conformance.Evidence{"failed": ev.Addr, "retries": n.count(m, client.NoticeRetry), "retried_on": on})
 	})
 }
 
@@ -521,13 +556,18 @@ func Test_ack_none_does_not_wait_for_the_broker(t *testing.T) {
 		// Nothing crosses the link until it heals: a publish that waited
 		// for the broker could not return (its connection would die of
 		// its idle timeout first, with an error).
-		fx.scLink("stall", 600_000)
+		const stall = 600_000
+		fx.scLink("stall", stall)
 		p := fx.key("none")
+		began := time.Now()
 		res, err := c.Publish(fx.ctx(), tp, []byte(p), client.PublishOptions{Ack: felix.AckNone})
+		took := time.Since(began)
 		require.NoError(t, err)
 		require.False(t, res.HasOffset, "no answer, so no offset")
 		fx.control("/heal", "{}")
-		require.Equal(t, p, string(fx.scNext(sub).Payload), "the record was sent")
+		ev := fx.scNext(sub)
+		require.Equal(t, p, string(ev.Payload), "the record was sent")
+		fx.Pass(conformance.Evidence{"call_ms": scMS(took), "stall_ms": stall, "delivered_at": ev.Offset})
 	})
 }
 
@@ -537,19 +577,27 @@ func Test_ack_per_message_means_the_broker_accepted_it(t *testing.T) {
 		tp := fx.topic(fx.LinkStream)
 		fx.scPublish(c, tp, fx.key("warm"))
 		// Through a stalled link the ack comes late; the call waits for it.
-		fx.scLink("stall", 2000)
+		const stall = 2000
+		fx.scLink("stall", stall)
 		p := fx.key("acked")
+		began := time.Now()
 		res, err := c.Publish(fx.ctx(), tp, []byte(p), client.PublishOptions{Ack: felix.AckPerMessage})
+		took := time.Since(began)
 		require.NoError(t, err)
 		require.True(t, res.HasOffset)
+		require.GreaterOrEqual(t, took, stall*time.Millisecond/2, "the ack crossed the stalled link: the call waited for it")
+		acked := res.Offset
 		// Once it returned, the broker has the record.
 		require.Equal(t, p, string(fx.scRead(tp, res.Offset, 1)[0].Payload))
 		batch := [][]byte{[]byte(fx.key("b0")), []byte(fx.key("b1"))}
 		res, err = c.PublishBatch(fx.ctx(), tp, batch, client.PublishOptions{Ack: felix.AckPerBatch})
 		require.NoError(t, err)
+		var offs []uint64
 		for i, ev := range fx.scRead(tp, res.Offset, 2) {
 			require.Equal(t, batch[i], ev.Payload)
+			offs = append(offs, ev.Offset)
 		}
+		fx.Pass(conformance.Evidence{"call_ms": scMS(took), "offset": acked, "batch": offs})
 	})
 }
 
@@ -588,10 +636,13 @@ func Test_ack_carries_the_offset(t *testing.T) {
 		require.True(t, r6.HasOffset, "always for idempotent batches")
 		require.Equal(t, r5.Offset+1, r6.Offset)
 		all = append(all, idem...)
+		var offs []uint64
 		for i, ev := range fx.scRead(tp, r1.Offset, len(all)) {
 			require.Equal(t, r1.Offset+uint64(i), ev.Offset)
 			require.Equal(t, all[i], ev.Payload)
+			offs = append(offs, ev.Offset)
 		}
+		fx.Pass(conformance.Evidence{"offsets": offs, "batches": 6})
 	})
 }
 
@@ -599,6 +650,7 @@ func Test_ack_offset_negotiated(t *testing.T) {
 	run(t, "ack.offset_negotiated", func(t *testing.T, fx *Fx) {
 		tp := fx.topic(fx.DurableStream)
 		noOffset := felix.DefaultClientFlags() &^ felix.FlagBinaryPublishAckOffset
+		without := 0
 		for _, forceJSON := range []bool{false, true} {
 			c, _ := fx.scClient(fx.Addrs, func(cfg *client.Config) {
 				cfg.Conn.Flags = noOffset
@@ -608,11 +660,13 @@ func Test_ack_offset_negotiated(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, res.HasOffset, "not offered: no offset (JSON %v)", forceJSON)
 			require.Zero(t, res.Offset)
+			without++
 		}
 		c, _ := fx.scClient(fx.Addrs, nil)
 		res, err := c.Publish(fx.ctx(), tp, []byte(fx.key("new")), client.PublishOptions{Ack: felix.AckPerMessage})
 		require.NoError(t, err)
 		require.True(t, res.HasOffset, "offered: the offset")
+		fx.Pass(conformance.Evidence{"answers_without_offset": without, "offset_when_offered": res.Offset})
 	})
 }
 
@@ -679,6 +733,8 @@ func Test_ack_at_least_once_may_duplicate_and_says_so(t *testing.T) {
 		require.NoError(t, o.err)
 		require.True(t, o.res.HasOffset)
 		require.Equal(t, p, string(fx.scRead(tp, o.res.Offset, 1)[0].Payload))
+		fx.Pass(conformance.Evidence{"retries": n.count(0, client.NoticeRetry), "retry_class": client.RetryClassOf(ev.Err).String(),
+			"offset": o.res.Offset})
 	})
 }
 
@@ -694,8 +750,10 @@ func Test_error_unauthorized_is_typed(t *testing.T) {
 		require.Equal(t, felix.RetryFatal, be.RetryClass(), "not retryable")
 		require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
 		_, err = c.Subscribe(fx.ctx(), tp, client.SubscribeOptions{})
-		be = fx.brokerError(err)
-		require.Equal(t, felix.CodeForbidden, be.Code)
+		sbe := fx.brokerError(err)
+		require.Equal(t, felix.CodeForbidden, sbe.Code)
+		fx.Pass(conformance.Evidence{"publish_code": be.Code.String(), "subscribe_code": sbe.Code.String(),
+			"retry_class": be.RetryClass().String()})
 	})
 }
 
@@ -757,6 +815,7 @@ func Test_sharded_delivers_every_shard(t *testing.T) {
 			got[ev.Shard] = string(ev.Payload)
 		}
 		require.Equal(t, want, got, "every shard's record arrived, on its shard")
+		fx.Pass(conformance.Evidence{"shards": len(keys), "delivered": len(got)})
 	})
 }
 
@@ -787,6 +846,11 @@ func Test_sharded_resumes_per_shard(t *testing.T) {
 			got[ev.Shard] = string(ev.Payload)
 		}
 		require.Equal(t, want, got)
+		resumed := make([]string, 0, len(from))
+		for s := range len(keys) {
+			resumed = append(resumed, fmt.Sprintf("%d@%d", s, from[uint32(s)]))
+		}
+		fx.Pass(conformance.Evidence{"shards": len(keys), "resumed_from": resumed})
 	})
 }
 
@@ -820,6 +884,7 @@ func Test_sharded_a_lost_shard_is_surfaced(t *testing.T) {
 		for s := 1; s < len(keys); s++ {
 			require.Equal(t, want[s], got[uint32(s)], "the other shards keep delivering")
 		}
+		fx.Pass(conformance.Evidence{"lost_shard": lost.Shard, "cause": ce.Reason, "others_delivered": len(got)})
 	})
 }
 
@@ -842,8 +907,10 @@ func scFaultPublish(t *testing.T, fx *Fx, id string) {
 	c, _ := fx.scLinkClient(nil)
 	tp := fx.topic(fx.LinkStream)
 	acked := make(map[uint64]string)
+	var order []uint64 // acknowledged offsets, in publish order
 	var first uint64
 	var last uint64
+	errs := 0
 	for i := range st.Records {
 		if i == st.AfterRecords {
 			fx.scLink(st.Fault, st.HoldMS)
@@ -857,9 +924,11 @@ func scFaultPublish(t *testing.T, fx *Fx, id string) {
 					first = res.Offset
 				}
 				acked[res.Offset] = p
+				order = append(order, res.Offset)
 				last = res.Offset
 				break
 			}
+			errs++
 			require.NoError(t, fx.ctx().Err(), "gave up: %v", err)
 			if st.Fault == "stall" {
 				t.Fatalf("a stalled link makes publishes slower, not failed: %v", err)
@@ -872,24 +941,30 @@ func scFaultPublish(t *testing.T, fx *Fx, id string) {
 	}
 	require.Len(t, acked, st.Records)
 	evs := fx.scRead(tp, first, int(last-first+1))
+	readBack := 0
 	for _, ev := range evs {
 		if p, ok := acked[ev.Offset]; ok {
 			require.Equal(t, p, string(ev.Payload), "acknowledged record at %d reads back", ev.Offset)
 			delete(acked, ev.Offset)
+			readBack++
 		}
 	}
 	require.Empty(t, acked, "every acknowledged record reads back")
+	fx.Pass(conformance.Evidence{"acked": order, "read_back": readBack, "errors": errs})
 }
 
 // scFaultSubscribe runs a "subscribe" fault step: subscribed through the
 // interposed client, records published through an ordinary one, the fault
-// injected after after_records arrived (the rest is published after it);
-// the rest must arrive contiguous,
-// or the subscription fail with an error (never a clean end); through a
-// stall everything must arrive.
+// injected after after_records arrived (the rest is published after it).
+// Upstream's catalogue lets a client fail such a subscription with an
+// error; the cluster-aware client promises more (it resumes after a lost
+// connection), so here the rest must arrive, contiguous: no gap, no
+// duplicate, no error and no end. Through a drop or a reset the
+// subscription must have resumed (a resumed notice): records that arrive
+// only because the connection survived prove nothing about resuming.
 func scFaultSubscribe(t *testing.T, fx *Fx, id string) {
 	st := scStep(t, id)
-	c, _ := fx.scLinkClient(nil)
+	c, n := fx.scLinkClient(nil)
 	w, _ := fx.scClient(fx.Addrs, nil)
 	tp := fx.topic(fx.LinkStream)
 	start := fx.scPublish(w, tp, fx.key("start"))
@@ -903,28 +978,35 @@ func scFaultSubscribe(t *testing.T, fx *Fx, id string) {
 		}
 	}
 	publish(st.AfterRecords)
+	var before, after []uint64
 	for i := range st.AfterRecords {
 		ev := fx.scNext(sub)
 		require.Equal(t, start+1+uint64(i), ev.Offset)
 		require.Equal(t, want[i], string(ev.Payload))
+		before = append(before, ev.Offset)
 	}
 	// The rest is published once the link is faulty: it has to cross it.
+	m := n.mark()
 	fx.scLink(st.Fault, st.HoldMS)
 	publish(st.Records - st.AfterRecords)
 	for i := st.AfterRecords; i < st.Records; i++ {
 		ev, err := sub.Next(fx.ctx())
-		if err != nil {
-			require.NotErrorIs(t, err, io.EOF, "a clean end is a failure")
-			require.NoError(t, fx.ctx().Err())
-			if st.Fault == "stall" {
-				t.Fatalf("through a stall every record must arrive: %v", err)
-			}
-			t.Logf("the subscription failed with an error (allowed): %v", err)
-			return
-		}
+		require.NotErrorIs(t, err, io.EOF, "a clean end is a failure")
+		require.NoError(t, err, "the subscription ended instead of resuming after the %s", st.Fault)
 		require.Equal(t, start+1+uint64(i), ev.Offset, "contiguous: no gap, no duplicate")
 		require.Equal(t, want[i], string(ev.Payload))
+		after = append(after, ev.Offset)
 	}
+	ev := conformance.Evidence{"before": before, "after": after}
+	if st.Fault == conformance.FaultStall {
+		ev["errors"] = n.count(m, client.NoticeResumed) // a stall is ridden out, never resumed from
+		require.Zero(t, ev["errors"], "a stall is ridden out on the same connection")
+	} else {
+		res := n.wait(fx, m, client.NoticeResumed, nil)
+		require.Equal(t, before[len(before)-1]+1, res.Offset, "resumed after the last delivered record")
+		ev["resumes"] = n.count(m, client.NoticeResumed)
+	}
+	fx.Pass(ev)
 }
 
 // scFaultCache runs a "cache" fault step: records rounds of a put of key
@@ -977,6 +1059,7 @@ func scFaultCache(t *testing.T, fx *Fx, id string) {
 	require.True(t, found || adds == 0)
 	require.GreaterOrEqual(t, v, int64(adds), "at least the acknowledged adds")
 	require.LessOrEqual(t, v, int64(st.Records), "at most one per round")
+	fx.Pass(conformance.Evidence{"acked_puts": len(puts), "read_back": len(puts), "counter": v})
 }
 
 func Test_fault_publish_through_a_dropped_link(t *testing.T) {
@@ -1161,6 +1244,7 @@ func Test_retry_idempotent_producers_re_send_ambiguous_outcomes(t *testing.T) {
 		scNoRetry(t, la.notices, m)
 		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("after"))}, nil)
 		require.ErrorIs(t, err, client.ErrProducerStopped)
+		fx.Pass(conformance.Evidence{"retries": la.retries, "written_at": la.written, "copies": copies, "refused": refused.Reason})
 	})
 }
 
@@ -1175,5 +1259,6 @@ func Test_ack_duplicate_reports_the_original_offset(t *testing.T) {
 		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("next"))}, nil)
 		require.NoError(t, err)
 		require.Equal(t, la.written+1, res.Offset, "nothing was appended in between")
+		fx.Pass(conformance.Evidence{"written_at": la.written, "answered": la.res.Offset, "next": res.Offset})
 	})
 }

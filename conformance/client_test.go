@@ -8,6 +8,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -46,6 +47,8 @@ func Test_client_concurrent_calls(t *testing.T) {
 			require.True(t, want[p], "an uncorrupted, not duplicated payload: %q", p)
 			delete(want, p)
 		}
+		require.Empty(t, want)
+		fx.Pass(conformance.Evidence{"publishes": workers * each, "delivered": workers * each})
 	})
 }
 
@@ -68,6 +71,8 @@ func Test_client_close_is_idempotent(t *testing.T) {
 		require.ErrorIs(t, err, client.ErrClosed, "a closed client says so")
 		_, err = sub.Next(fx.ctx())
 		require.ErrorIs(t, err, client.ErrClosed, "so does a closed subscription")
+		fx.Pass(conformance.Evidence{"closed_twice": []string{"subscription", "watch", "sharded subscription", "client"},
+			"after_close": err.Error()})
 	})
 }
 
@@ -77,23 +82,47 @@ func Test_client_subscription_ends_cleanly(t *testing.T) {
 			fx.Skip("the fixture has no movable_stream: no way to make the broker close an event stream")
 		}
 		// A completed move makes the old owner close the event stream
-		// (shard_moved as its last frame). This is the building block's
-		// (conn.Client's) behaviour: the cluster-aware client resumes such
-		// a subscription on the new owner instead (see
-		// TestSubscriberSurvivesTwoShardMoves in package client), and ends
-		// iteration only when a live broker finished the stream.
-		sub := fx.subscribe(fx.client(), fx.topic(fx.MovableStream), conn.SubscribeOptions{})
+		// (shard_moved as its last frame). The cluster-aware client never
+		// waits such an end out: it notices it and resumes on the new
+		// owner at the next offset (a subscription ends with io.EOF only
+		// when a live broker finished the stream). And iteration ends,
+		// rather than hangs, once the subscription is closed while All
+		// waits.
+		c, n := fx.scClient(fx.Addrs, func(cfg *client.Config) { cfg.MaxAttempts = 1000 })
+		tp := fx.topic(fx.MovableStream)
+		first := fx.scPublish(c, tp, fx.key("before"))
+		sub := fx.scSubscribe(c, tp, client.SubscribeOptions{Start: felix.StartAt(first)})
+		require.Equal(t, first, fx.scNext(sub).Offset)
+		m := n.mark()
 		body, _ := json.Marshal(map[string]any{"stream": fx.MovableStream, "hold_ms": 1})
 		fx.control("/fence", string(body))
-		var end error
-		for _, err := range sub.All(fx.ctx()) {
-			if err != nil {
-				end = err
-				break
+		p := fx.key("after")
+		next := fx.scPublish(c, tp, p)
+		ev := fx.scNext(sub)
+		require.Equal(t, p, string(ev.Payload), "delivery continues after the broker closed the stream")
+		require.Equal(t, next, ev.Offset)
+		res := n.wait(fx, m, client.NoticeResumed, nil)
+		var moved *conn.ShardMovedError
+		require.ErrorAs(t, res.Err, &moved, "the broker closed the event stream with shard_moved")
+		require.Equal(t, first+1, res.Offset, "resumed at the next offset")
+
+		ended := make(chan error, 1)
+		go func() {
+			var last error
+			for _, err := range sub.All(fx.ctx()) {
+				last = err
 			}
+			ended <- last
+		}()
+		require.NoError(t, sub.Close())
+		var end error
+		select {
+		case end = <-ended:
+		case <-fx.ctx().Done():
+			t.Fatal("iteration did not end when the subscription was closed")
 		}
-		// Reaching this line is the point: iteration ended. It must not
-		// have been the hang guard that ended it.
-		require.NoError(t, fx.ctx().Err(), "iteration ended because the broker closed the stream: %v", end)
+		require.ErrorIs(t, end, client.ErrClosed, "the end says why")
+		require.NoError(t, fx.ctx().Err(), "not ended by the hang guard")
+		fx.Pass(conformance.Evidence{"closed_by": moved.Error(), "resumed_at": res.Offset, "ended_with": end.Error()})
 	})
 }

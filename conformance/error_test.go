@@ -7,6 +7,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -30,8 +31,9 @@ func Test_error_unknown_stream_is_typed(t *testing.T) {
 		be := fx.brokerError(err)
 		require.Equal(t, felix.CodeNotFound, be.Code, "typed: no text to parse")
 		_, err = c.Subscribe(fx.ctx(), tp, client.SubscribeOptions{})
-		be = fx.brokerError(err)
-		require.Equal(t, felix.CodeNotFound, be.Code)
+		sbe := fx.brokerError(err)
+		require.Equal(t, felix.CodeNotFound, sbe.Code)
+		fx.Pass(conformance.Evidence{"publish_code": be.Code.String(), "subscribe_code": sbe.Code.String()})
 	})
 }
 
@@ -49,6 +51,7 @@ func Test_error_bad_offset_is_typed(t *testing.T) {
 		require.ErrorAs(t, err, &ce, "identifiable")
 		require.Equal(t, "too_old", ce.Reason)
 		require.Equal(t, earliest, ce.Available, "recovery: restart from earliest")
+		fx.Pass(conformance.Evidence{"reason": ce.Reason, "available": ce.Available})
 	})
 }
 
@@ -74,8 +77,9 @@ func Test_error_shard_unavailable_is_retryable(t *testing.T) {
 		// With a retry budget, the client re-sends it until the move
 		// completes.
 		r, n := fx.scClient(fx.Addrs, func(cfg *client.Config) { cfg.MaxAttempts = 1000 })
-		_, err = fx.scPub(r, tp, []byte("after"))
+		after, err := fx.scPub(r, tp, []byte("after"))
 		require.NoError(t, err)
+		require.True(t, after.HasOffset, "re-sent until written")
 		for _, ev := range n.since(0) {
 			if ev.Kind == client.NoticeRetry {
 				var be *conn.BrokerError
@@ -83,6 +87,7 @@ func Test_error_shard_unavailable_is_retryable(t *testing.T) {
 				require.Contains(t, []felix.ErrorCode{felix.CodeShardUnavailable, felix.CodeNotLeader}, be.Code)
 			}
 		}
+		fx.Pass(conformance.Evidence{"code": be.Code.String(), "retry_class": be.RetryClass().String(), "offset_after": after.Offset})
 	})
 }
 
@@ -104,5 +109,6 @@ func Test_error_quorum_timeout_is_outcome_unknown(t *testing.T) {
 		fx.control("/heal", "{}")
 		_, err = fx.scPub(c, tp, []byte("q"))
 		require.NoError(t, err)
+		fx.Pass(conformance.Evidence{"code": be.Code.String(), "retry_class": be.RetryClass().String()})
 	})
 }

@@ -3,7 +3,6 @@ package conformance_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -18,46 +17,27 @@ import (
 // every other scenario. A scenario body's errSkip is recorded as a skip
 // with its reason; any other error fails the scenario.
 
-// fixtureEnv is the scenario environment of the suite's fixture: clients
-// dial its brokers with its CA and token, and sharded subscriptions go
-// through the cluster-aware client seeded with every broker.
+// fixtureEnv is the scenario environment of the suite's fixture: the
+// cluster-aware client seeded with every broker (fx.scClient), and the
+// building block dialled to the first broker for what only the wire
+// shows.
 func fixtureEnv(fx *Fx) *scenarioEnv {
 	return &scenarioEnv{
 		fx: fx.Fixture,
-		dial: func(t testing.TB, addr string, adjust func(*conn.Config)) (*conn.Client, error) {
-			cfg := &conn.Config{TLS: fx.tls(), TenantID: fx.TenantID, Token: fx.Token}
-			if adjust != nil {
-				adjust(cfg)
-			}
-			c, err := conn.Dial(fx.ctx(), addr, cfg)
-			if err == nil {
-				t.Cleanup(func() { _ = c.Close() })
-			}
-			return c, err
+		client: func(t testing.TB, adjust func(*client.Config)) (*client.Client, error) {
+			c, _ := fx.scClient(fx.Addrs, adjust)
+			return c, nil
 		},
-		refuseSharded: func(ctx context.Context, tp conn.Topic) error {
-			cl, err := client.Dial(ctx, client.Config{Seeds: fx.Addrs,
-				Conn: conn.Config{TLS: fx.tls(), TenantID: fx.TenantID, Token: fx.Token}})
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ss, err := cl.SubscribeSharded(ctx, tp, client.ShardedOptions{})
-			switch {
-			case err == nil:
-				_ = ss.Close()
-				return errors.New("not refused")
-			case !errors.Is(err, client.ErrUnknownStream):
-				return fmt.Errorf("refused with %w, want client.ErrUnknownStream", err)
-			}
-			return nil
+		dial: func(t testing.TB, adjust func(*conn.Config)) (*conn.Client, error) {
+			return fx.dial(fx.Addrs[0], adjust), nil
 		},
 	}
 }
 
-// runScenario runs the scenario body named id against the fixture.
+// runScenario runs the scenario body named id against the fixture and
+// records its evidence.
 func runScenario(t *testing.T, id string) {
-	var body func(context.Context, testing.TB, *scenarioEnv) error
+	var body func(context.Context, testing.TB, *scenarioEnv) (conformance.Evidence, error)
 	for _, sc := range featureScenarios {
 		if sc.id == id {
 			body = sc.run
@@ -67,13 +47,14 @@ func runScenario(t *testing.T, id string) {
 		t.Fatalf("no scenario body for %s", id)
 	}
 	run(t, id, func(t *testing.T, fx *Fx) {
-		err := body(fx.ctx(), t, fixtureEnv(fx))
+		ev, err := body(fx.ctx(), t, fixtureEnv(fx))
 		switch {
 		case errors.Is(err, errSkip):
 			fx.Skip(strings.TrimPrefix(err.Error(), errSkip.Error()+": "))
 		case err != nil:
 			t.Fatal(err)
 		}
+		fx.Pass(ev)
 	})
 }
 

@@ -29,15 +29,28 @@ type Fx struct {
 }
 
 // run runs scenario id with body and records its outcome when the test
-// ends (conformance.Recorder.Track): fail if the test failed, the skip
-// and its reason if body called fx.Skip, pass otherwise. Every scenario
-// test calls it exactly once.
+// ends (conformance.Recorder.Track): fail if the test failed, the pass
+// and its evidence if body called fx.Pass, the skip and its reason if it
+// called fx.Skip, and fail if it returned without either: a scenario
+// passes only on what its test observed. Every scenario test calls it
+// exactly once.
 func run(t *testing.T, id string, body func(t *testing.T, fx *Fx)) {
 	t.Helper()
 	if err := recorder.Track(t, id); err != nil {
 		t.Fatal(err)
 	}
 	body(t, &Fx{Fixture: fixture, t: t, id: id})
+}
+
+// Pass records the scenario as passed with what the test observed: the
+// observations its catalogue entry names (conformance.CheckEvidence); it
+// fails the test when one is missing or malformed. Call it last, once
+// every assertion held: a later failure still fails the scenario.
+func (fx *Fx) Pass(ev conformance.Evidence) {
+	fx.t.Helper()
+	if err := recorder.Pass(fx.id, ev); err != nil {
+		fx.t.Fatal(err)
+	}
 }
 
 // Skip records the scenario as skipped with reason and stops the test.

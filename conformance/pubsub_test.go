@@ -6,6 +6,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -27,6 +28,8 @@ func Test_pubsub_roundtrip(t *testing.T) {
 		require.NoError(t, err)
 		ev := fx.scNext(sub)
 		require.Equal(t, payload, ev.Payload)
+		require.True(t, ev.HasOffset)
+		fx.Pass(conformance.Evidence{"offset": ev.Offset, "payload_bytes": len(ev.Payload)})
 	})
 }
 
@@ -40,9 +43,13 @@ func Test_pubsub_order(t *testing.T) {
 			_, err := fx.scPub(c, tp, []byte("order-"+strconv.Itoa(i)))
 			require.NoError(t, err)
 		}
+		var delivered []uint64
 		for i := range n {
-			require.Equal(t, "order-"+strconv.Itoa(i), string(fx.scNext(sub).Payload))
+			ev := fx.scNext(sub)
+			require.Equal(t, "order-"+strconv.Itoa(i), string(ev.Payload))
+			delivered = append(delivered, ev.Offset)
 		}
+		fx.Pass(conformance.Evidence{"delivered": delivered, "records": n})
 	})
 }
 
@@ -57,6 +64,7 @@ func Test_pubsub_offsets_are_contiguous(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var prev uint64
+		var delivered []uint64
 		for i := range n {
 			ev := fx.scNext(sub)
 			require.True(t, ev.HasOffset, "a durable stream's event carries its offset")
@@ -64,10 +72,12 @@ func Test_pubsub_offsets_are_contiguous(t *testing.T) {
 				require.Equal(t, prev+1, ev.Offset, "consecutive events differ by exactly 1")
 			}
 			prev = ev.Offset
+			delivered = append(delivered, ev.Offset)
 		}
 		next, ok := sub.Offset()
 		require.True(t, ok)
 		require.Equal(t, prev+1, next, "the client exposes where it would resume")
+		fx.Pass(conformance.Evidence{"delivered": delivered, "resume_offset": next})
 	})
 }
 
@@ -82,8 +92,10 @@ func Test_pubsub_resume_from_offset(t *testing.T) {
 			require.NoError(t, err)
 		}
 		var noted uint64
+		var before, after []uint64
 		for range 3 {
 			noted = fx.scNext(sub).Offset
+			before = append(before, noted)
 		}
 		require.NoError(t, sub.Close())
 		require.NoError(t, c.Close())
@@ -94,7 +106,9 @@ func Test_pubsub_resume_from_offset(t *testing.T) {
 			ev := fx.scNext(again)
 			require.Equal(t, noted+uint64(i-2), ev.Offset, "no gap, no duplicate")
 			require.Equal(t, "resume-"+strconv.Itoa(i), string(ev.Payload))
+			after = append(after, ev.Offset)
 		}
+		fx.Pass(conformance.Evidence{"before": before, "after": after})
 	})
 }
 
@@ -115,6 +129,7 @@ func Test_pubsub_start_earliest(t *testing.T) {
 		require.ErrorAs(t, err, &ce, "a trimmed offset is an error")
 		require.Equal(t, "too_old", ce.Reason)
 		require.Equal(t, start.V, ce.Available)
+		fx.Pass(conformance.Evidence{"earliest": start.V, "refused_reason": ce.Reason, "available": ce.Available})
 	})
 }
 

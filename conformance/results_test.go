@@ -178,8 +178,8 @@ func TestRecorderTrack(t *testing.T) {
 		"pubsub.order":              {ID: "pubsub.order", Status: StatusFail, Detail: "test TestRecorderTrack/returns returned without recording a pass and its evidence"},
 		"pubsub.resume_from_offset": {ID: "pubsub.resume_from_offset", Status: StatusSkip, Detail: "test TestS was skipped"},
 		"pubsub.start_earliest":     {ID: "pubsub.start_earliest", Status: StatusFail, Detail: "test TestP failed"},
-		"cache.put_get":     {ID: "cache.put_get", Status: StatusSkip, Detail: "client has no cache yet"},
-		"cache.ttl_expires": {ID: "cache.ttl_expires", Status: StatusFail, Detail: "test TestX failed"},
+		"cache.put_get":             {ID: "cache.put_get", Status: StatusSkip, Detail: "client has no cache yet"},
+		"cache.ttl_expires":         {ID: "cache.ttl_expires", Status: StatusFail, Detail: "test TestX failed"},
 	}
 	got := r.Results().Outcomes
 	if len(got) != len(want) {

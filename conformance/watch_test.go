@@ -9,6 +9,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -54,6 +55,7 @@ func Test_watch_delivers_changes_for_the_filter(t *testing.T) {
 		require.NoError(t, c.CachePut(fx.ctx(), ref, k, []byte("again"), 0))
 		ev = fx.nextChange(kw)
 		require.Equal(t, "again", string(ev.Value))
+		fx.Pass(conformance.Evidence{"key_changes": 2, "prefix_changes": 2})
 	})
 }
 
@@ -73,6 +75,7 @@ func Test_watch_deletes_arrive_as_changes_without_values(t *testing.T) {
 		require.True(t, del.Deleted)
 		require.Nil(t, del.Value)
 		require.Greater(t, del.Offset, set.Offset)
+		fx.Pass(conformance.Evidence{"set_at": set.Offset, "deleted_at": del.Offset})
 	})
 }
 
@@ -99,6 +102,7 @@ func Test_watch_resumes_from_an_offset(t *testing.T) {
 		require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+"live", []byte("live"), 0))
 		ev := fx.nextChange(again)
 		require.Equal(t, prefix+"live", ev.Key, "then the watch goes live")
+		fx.Pass(conformance.Evidence{"resumed_from": seen.Offset + 1, "replayed": 3})
 	})
 }
 
@@ -144,7 +148,8 @@ func Test_watch_lag_is_reported_rather_than_silent(t *testing.T) {
 				require.ErrorAs(t, err, &lag, "the end is an explicit lag signal")
 				require.True(t, lag.Watch)
 				require.Greater(t, lag.ResumeFrom, last, "it carries the offset to resume from")
-				break
+				fx.Pass(conformance.Evidence{"delivered": n, "resume_from": lag.ResumeFrom})
+				return
 			}
 			last = ev.Offset
 			n++
@@ -174,5 +179,6 @@ func Test_watch_retained_delivers_state_before_changes(t *testing.T) {
 		require.NoError(t, c.CachePut(fx.ctx(), ref, prefix+"c", []byte("c"), 0))
 		ev := fx.nextChange(w)
 		require.Equal(t, prefix+"c", ev.Key, "then live changes")
+		fx.Pass(conformance.Evidence{"retained": w.Info().RetainedCount.V, "live_at": ev.Offset})
 	})
 }
