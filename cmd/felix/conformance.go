@@ -37,7 +37,7 @@ func conformanceHelp(ctx context.Context, w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "usage: felix "+subUsage["conformance verify"])
-	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules (- reads standard input)")
+	fmt.Fprintln(w, "  grade a results document by the catalogue's verdict rules; a pass counts only with the evidence its scenario names (- reads standard input)")
 	if err := runConformanceVerify([]string{"-h"}, nil, io.Discard, io.Discard); err != nil {
 		var hr helpRequest
 		if errors.As(err, &hr) {
