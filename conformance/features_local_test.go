@@ -43,16 +43,17 @@ func TestFeatureScenariosOnReferenceBroker(t *testing.T) {
 		return conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool()}, TenantID: fx.TenantID, Token: fx.Token}
 	}
 	env := &scenarioEnv{fx: fx,
-		client: func(t testing.TB, adjust func(*client.Config)) (*client.Client, error) {
+		client: func(t testing.TB, adjust func(*client.Config)) *client.Client {
 			cfg := client.Config{Seeds: fx.Addrs, Conn: connCfg()}
 			if adjust != nil {
 				adjust(&cfg)
 			}
 			c, err := client.New(cfg)
-			if err == nil {
-				t.Cleanup(func() { _ = c.Close() })
+			if err != nil {
+				t.Fatal(err)
 			}
-			return c, err
+			t.Cleanup(func() { _ = c.Close() })
+			return c
 		},
 		dial: func(t testing.TB, adjust func(*conn.Config)) (*conn.Client, error) {
 			c := connCfg()

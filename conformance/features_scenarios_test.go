@@ -29,9 +29,9 @@ import (
 type scenarioEnv struct {
 	fx *conformance.Fixture
 	// client returns a cluster-aware client seeded with the fixture's
-	// brokers and token (adjust may change the configuration); it is
-	// closed when the test ends.
-	client func(t testing.TB, adjust func(*client.Config)) (*client.Client, error)
+	// brokers and token (adjust may change the configuration), failing
+	// the test when there is none; it is closed when the test ends.
+	client func(t testing.TB, adjust func(*client.Config)) *client.Client
 	// dial connects the building block to the fixture's first broker,
 	// for what only the wire shows (the authentication answer); closed
 	// when the test ends.
@@ -125,10 +125,7 @@ func pollAll(ctx context.Context, g *client.Group, n int) ([]conn.GroupRecord, e
 }
 
 func queuePollReturnsClaimedRecords(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	g, err := e.freshGroup(ctx, c)
 	if err != nil {
 		return nil, err
@@ -184,10 +181,7 @@ func queuePollReturnsClaimedRecords(ctx context.Context, t testing.TB, e *scenar
 }
 
 func queueAckedNotRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	g, err := e.freshGroup(ctx, c)
 	if err != nil {
 		return nil, err
@@ -236,10 +230,7 @@ func queueAckedNotRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv)
 }
 
 func queueNackedRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	g, err := e.freshGroup(ctx, c)
 	if err != nil {
 		return nil, err
@@ -275,10 +266,7 @@ func queueNackedRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv) (
 }
 
 func queueDeadLetters(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	g, err := e.freshGroup(ctx, c)
 	if err != nil {
 		return nil, err
@@ -361,10 +349,7 @@ func (e *scenarioEnv) commitOn(ctx context.Context, c *client.Client, entity []b
 }
 
 func commitReturnsTheOffset(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	entity := []byte(uniqueName("entity"))
 	event := []byte("committed \x00\xff event " + string(entity))
 	off, err := e.commitOn(ctx, c, entity, event, "k", []byte("v"))
@@ -392,10 +377,7 @@ func commitReturnsTheOffset(ctx context.Context, t testing.TB, e *scenarioEnv) (
 }
 
 func commitStateGetReturnsTheVersion(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	entity := []byte(uniqueName("entity"))
 	off, err := e.commitOn(ctx, c, entity, []byte("put"), "balance", []byte("10"))
 	if err != nil {
@@ -424,10 +406,7 @@ func commitStateGetReturnsTheVersion(ctx context.Context, t testing.TB, e *scena
 }
 
 func commitExpectedOffsetRefuses(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	entity := []byte(uniqueName("entity"))
 	off, err := e.commitOn(ctx, c, entity, []byte("first"), "k", []byte("1"))
 	if err != nil {
@@ -453,54 +432,41 @@ func commitExpectedOffsetRefuses(ctx context.Context, t testing.TB, e *scenarioE
 	return conformance.Evidence{"reason": rf.Reason, "tail": tail}, nil
 }
 
-// refusedBeforeSending checks that a commit is refused by the client with
-// want, naming operation index. The fixture's brokers are never asked:
-// the request is refused whatever the cluster looks like.
-func refusedBeforeSending(ctx context.Context, c *client.Client, req conn.CommitRequest, want error, index int) (string, error) {
-	_, err := c.Commit(ctx, req)
-	var ce *conn.CommitError
-	if !errors.Is(err, want) || !errors.As(err, &ce) {
-		return "", fmt.Errorf("commit %v: %v, want %v", req.Ops, err, want)
+// commitRefusals checks that each commit of ops (on the durable stream) is
+// refused by the client with want, naming the operation of index. The
+// fixture's brokers are never asked: the request is refused whatever the
+// cluster looks like.
+func commitRefusals(ctx context.Context, t testing.TB, e *scenarioEnv, want error, ops [][]conn.CommitOp, indexes []int) (conformance.Evidence, error) {
+	c := e.client(t, nil)
+	var first string
+	for i, o := range ops {
+		_, err := c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: o})
+		var ce *conn.CommitError
+		if !errors.Is(err, want) || !errors.As(err, &ce) {
+			return nil, fmt.Errorf("commit %v: %v, want %v", o, err, want)
+		}
+		if ce.Index != indexes[i] {
+			return nil, fmt.Errorf("the error names operation %d, want %d (%v)", ce.Index, indexes[i], err)
+		}
+		if i == 0 {
+			first = err.Error()
+		}
 	}
-	if ce.Index != index {
-		return "", fmt.Errorf("the error names operation %d, want %d (%v)", ce.Index, index, err)
-	}
-	return err.Error(), nil
+	return conformance.Evidence{"error": first, "indexes": indexes}, nil
 }
 
 func commitAnotherStreamRefused(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	req := conn.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: []conn.CommitOp{
-		conn.PublishEvent("", []byte("x")), conn.PutState(e.fx.DurableStream, "k", nil), conn.PutState("another-stream", "k", nil)}}
-	msg, err := refusedBeforeSending(ctx, c, req, conn.ErrCommitNotOnOwningShard, 2)
-	if err != nil {
-		return nil, err
-	}
-	req.Ops = []conn.CommitOp{conn.PublishEvent("another-stream", []byte("x"))}
-	if _, err := refusedBeforeSending(ctx, c, req, conn.ErrCommitNotOnOwningShard, 0); err != nil {
-		return nil, err
-	}
-	return conformance.Evidence{"error": msg, "indexes": []int{2, 0}}, nil
+	return commitRefusals(ctx, t, e, conn.ErrCommitNotOnOwningShard, [][]conn.CommitOp{
+		{conn.PublishEvent("", []byte("x")), conn.PutState(e.fx.DurableStream, "k", nil), conn.PutState("another-stream", "k", nil)},
+		{conn.PublishEvent("another-stream", []byte("x"))},
+	}, []int{2, 0})
 }
 
 func commitExactlyOneEvent(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	req := conn.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: []conn.CommitOp{conn.PutState("", "k", nil)}}
-	msg, err := refusedBeforeSending(ctx, c, req, conn.ErrCommitEventCount, -1)
-	if err != nil {
-		return nil, err
-	}
-	req.Ops = []conn.CommitOp{conn.PublishEvent("", []byte("a")), conn.EnqueueEvent("", []byte("b"))}
-	if _, err := refusedBeforeSending(ctx, c, req, conn.ErrCommitEventCount, 1); err != nil {
-		return nil, err
-	}
-	return conformance.Evidence{"error": msg, "indexes": []int{-1, 1}}, nil
+	return commitRefusals(ctx, t, e, conn.ErrCommitEventCount, [][]conn.CommitOp{
+		{conn.PutState("", "k", nil)},
+		{conn.PublishEvent("", []byte("a")), conn.EnqueueEvent("", []byte("b"))},
+	}, []int{-1, 1})
 }
 
 func commitNegotiated(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
@@ -516,10 +482,7 @@ func commitNegotiated(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	}
 	// The cluster-aware client offering nothing never sends commit or
 	// state_get: the broker did not advertise them to it.
-	c, err := e.client(t, func(cfg *client.Config) { cfg.Conn.Legacy = true })
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, func(cfg *client.Config) { cfg.Conn.Legacy = true })
 	_, err = c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: []conn.CommitOp{conn.PublishEvent("", nil)}})
 	if !errors.Is(err, conn.ErrNotAdvertised) {
 		return nil, fmt.Errorf("commit without FEATURE_ATOMIC_COMMIT: %v, want ErrNotAdvertised", err)
@@ -550,10 +513,7 @@ func tailOf(ctx context.Context, c *client.Client, t conn.Topic, key []byte) (ui
 }
 
 func publishIfLands(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	key := []byte(uniqueName("key"))
 	tail, err := tailOf(ctx, c, e.topic(), key)
 	if err != nil {
@@ -570,10 +530,7 @@ func publishIfLands(ctx context.Context, t testing.TB, e *scenarioEnv) (conforma
 }
 
 func publishIfRefusedWithTheTail(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	key := []byte(uniqueName("key"))
 	tail, err := tailOf(ctx, c, e.topic(), key)
 	if err != nil {
@@ -598,10 +555,7 @@ func publishIfRefusedWithTheTail(ctx context.Context, t testing.TB, e *scenarioE
 }
 
 func shardedReportsTheShardCount(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	c, err := e.client(t, nil)
-	if err != nil {
-		return nil, err
-	}
+	c := e.client(t, nil)
 	n, _, err := c.StreamShards(ctx, e.topic())
 	if err := notAdvertised(err, "stream_shards"); errors.Is(err, errSkip) {
 		return nil, err

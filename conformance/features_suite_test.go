@@ -24,9 +24,9 @@ import (
 func fixtureEnv(fx *Fx) *scenarioEnv {
 	return &scenarioEnv{
 		fx: fx.Fixture,
-		client: func(t testing.TB, adjust func(*client.Config)) (*client.Client, error) {
+		client: func(t testing.TB, adjust func(*client.Config)) *client.Client {
 			c, _ := fx.scClient(fx.Addrs, adjust)
-			return c, nil
+			return c
 		},
 		dial: func(t testing.TB, adjust func(*conn.Config)) (*conn.Client, error) {
 			return fx.dial(fx.Addrs[0], adjust), nil
