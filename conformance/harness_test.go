@@ -26,6 +26,8 @@ type Fx struct {
 	*conformance.Fixture
 	t  *testing.T
 	id string
+	// recorded is set once the body recorded its pass or skip.
+	recorded bool
 }
 
 // run runs scenario id with body and records its outcome when the test
@@ -39,7 +41,11 @@ func run(t *testing.T, id string, body func(t *testing.T, fx *Fx)) {
 	if err := recorder.Track(t, id); err != nil {
 		t.Fatal(err)
 	}
-	body(t, &Fx{Fixture: fixture, t: t, id: id})
+	fx := &Fx{Fixture: fixture, t: t, id: id}
+	body(t, fx)
+	if !fx.recorded && !t.Failed() {
+		t.Errorf("%s returned without fx.Pass (and its evidence) or fx.Skip: it proved nothing", id)
+	}
 }
 
 // Pass records the scenario as passed with what the test observed: the
@@ -51,6 +57,7 @@ func (fx *Fx) Pass(ev conformance.Evidence) {
 	if err := recorder.Pass(fx.id, ev); err != nil {
 		fx.t.Fatal(err)
 	}
+	fx.recorded = true
 }
 
 // Skip records the scenario as skipped with reason and stops the test.
@@ -61,6 +68,7 @@ func (fx *Fx) Skip(reason string) {
 	if err := recorder.Skip(fx.id, reason); err != nil {
 		fx.t.Error(err)
 	}
+	fx.recorded = true
 	fx.t.Skip(reason)
 }
 
