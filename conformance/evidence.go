@@ -23,7 +23,8 @@ type Kind string
 
 // Observation kinds. A kind "offsets+NAME" (see After) is a list of
 // offsets that continues observation NAME: its first offset is one past
-// NAME's last.
+// NAME's last. A kind "offset=NAME" (see Same) is an offset equal to
+// observation NAME (its first offset, when NAME is a list).
 const (
 	// KindOffsets is a non-empty list of offsets, each one more than the
 	// one before (contiguous: no gap, no duplicate).
@@ -50,6 +51,12 @@ const (
 // a fault and what was delivered after it, with nothing skipped or
 // repeated in between.
 func After(name string) Kind { return Kind(string(KindOffsets) + "+" + name) }
+
+// Same returns the kind of an offset that equals observation name (an
+// offset, or the first of a list of offsets): where a write landed and
+// where it was expected, where a subscription resumed and the first
+// record it delivered after the fault.
+func Same(name string) Kind { return Kind(string(KindOffset) + "=" + name) }
 
 // ErrNoEvidence is wrapped by every error that says a pass lacks the
 // evidence its scenario asks for (or carries it malformed).
@@ -156,6 +163,32 @@ func checkKind(k Kind, v any, all map[string]any) error {
 		}
 		return nil
 	}
+	if other, ok := strings.CutPrefix(string(k), string(KindOffset)+"="); ok {
+		got, err := natural(v)
+		if err != nil {
+			return err
+		}
+		ov, ok := all[other]
+		if !ok {
+			return fmt.Errorf("it must equal %q, which is missing", other)
+		}
+		var want uint64
+		if _, isList := ov.([]any); isList {
+			var offs []uint64
+			if offs, err = offsets(ov); err == nil {
+				want = offs[0]
+			}
+		} else {
+			want, err = natural(ov)
+		}
+		if err != nil {
+			return fmt.Errorf("it must equal %q: %v", other, err)
+		}
+		if got != want {
+			return fmt.Errorf("%d, but %q is %d: they must be equal", got, other, want)
+		}
+		return nil
+	}
 	if prev, ok := strings.CutPrefix(string(k), string(KindOffsets)+"+"); ok {
 		got, err := offsets(v)
 		if err != nil {
@@ -240,6 +273,13 @@ func validKind(k Kind, decl map[string]Kind) error {
 	switch k {
 	case KindOffsets, KindOffset, KindCount, KindZero, KindMS, KindText, KindList:
 		return nil
+	}
+	if other, ok := strings.CutPrefix(string(k), string(KindOffset)+"="); ok {
+		switch dk := decl[other]; {
+		case dk == KindOffset, dk == KindOffsets, strings.HasPrefix(string(dk), string(KindOffsets)+"+"):
+			return nil
+		}
+		return fmt.Errorf("kind %q compares with %q, which is not an observation of kind offset or offsets", k, other)
 	}
 	if prev, ok := strings.CutPrefix(string(k), string(KindOffsets)+"+"); ok {
 		if decl[prev] != KindOffsets {

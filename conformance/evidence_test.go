@@ -44,6 +44,12 @@ func TestCheckKind(t *testing.T) {
 		{After("before"), []uint64{12, 13}, "a repeat"},
 		{After("before"), []uint64{13, 15}, "a gap"},
 		{After("missing"), []uint64{13}, `continues "missing"`},
+		{Same("before"), 10, ""},
+		{Same("before"), 11, "must be equal"},
+		{Same("at"), 7, ""},
+		{Same("at"), 8, "must be equal"},
+		{Same("missing"), 7, `equal "missing"`},
+		{Same("before"), "10", "want an integer"},
 		{Kind("vibes"), 1, "unknown kind"},
 	}
 	for _, c := range cases {
@@ -52,7 +58,8 @@ func TestCheckKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		before, _ := normalize([]uint64{10, 11, 12})
-		err = checkKind(c.kind, v, map[string]any{"before": before})
+		at, _ := normalize(7)
+		err = checkKind(c.kind, v, map[string]any{"before": before, "at": at})
 		switch {
 		case c.bad == "" && err != nil:
 			t.Errorf("%s %v refused: %v", c.kind, c.v, err)
@@ -63,7 +70,13 @@ func TestCheckKind(t *testing.T) {
 	if err := validKind(After("before"), decl); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []Kind{After("after"), "offsets+", "nope"} {
+	decl["at"], decl["text"] = KindOffset, KindText
+	for _, k := range []Kind{Same("before"), Same("at")} {
+		if err := validKind(k, decl); err != nil {
+			t.Errorf("kind %q refused: %v", k, err)
+		}
+	}
+	for _, k := range []Kind{After("after"), After("at"), "offsets+", "nope", Same("text"), Same("nobody")} {
 		if validKind(k, decl) == nil {
 			t.Errorf("kind %q accepted in a declaration", k)
 		}
@@ -72,7 +85,7 @@ func TestCheckKind(t *testing.T) {
 
 func TestCheckEvidence(t *testing.T) {
 	id := "reconnect.subscription_resumes_at_the_next_offset"
-	good := Evidence{"killed": "127.0.0.1:1", "before": []uint64{7, 8, 9}, "after": []uint64{10, 11, 12}, "resumed_at": 10,
+	good := Evidence{"killed": "127.0.0.1:1", "before": []uint64{7, 8, 9}, "after": []uint64{10, 11, 12}, "resumed_at": uint64(10),
 		"extra": "ignored"}
 	if err := CheckEvidence(id, good); err != nil {
 		t.Fatal(err)
@@ -81,6 +94,7 @@ func TestCheckEvidence(t *testing.T) {
 		"none":     nil,
 		"missing":  {"killed": "x", "before": []uint64{7}, "after": []uint64{8}},
 		"gap":      {"killed": "x", "before": []uint64{7}, "after": []uint64{9}, "resumed_at": 9},
+		"resumed":  {"killed": "x", "before": []uint64{7}, "after": []uint64{8}, "resumed_at": 7},
 		"no json":  {"killed": make(chan int), "before": []uint64{7}, "after": []uint64{8}, "resumed_at": 8},
 		"wrong ty": {"killed": "x", "before": 7, "after": []uint64{8}, "resumed_at": 8},
 	} {

@@ -373,7 +373,7 @@ func commitReturnsTheOffset(ctx context.Context, t testing.TB, e *scenarioEnv) (
 	if !ev.HasOffset || ev.Offset != off || !bytes.Equal(ev.Payload, event) {
 		return nil, fmt.Errorf("event at %d: %q (offset %d, %v), want %q", off, ev.Payload, ev.Offset, ev.HasOffset, event)
 	}
-	return conformance.Evidence{"offset": off, "shard": shard}, nil
+	return conformance.Evidence{"offset": off, "delivered_at": ev.Offset, "shard": shard}, nil
 }
 
 func commitStateGetReturnsTheVersion(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {

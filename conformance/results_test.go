@@ -30,7 +30,7 @@ func TestResultsJSON(t *testing.T) {
 	}
 	// Format 2: a pass carries its evidence, which grades the same read
 	// back from the file as when it was recorded.
-	ev := Evidence{"before": []uint64{4, 5}, "after": []uint64{6}, "resumes": 1}
+	ev := Evidence{"before": []uint64{4, 5}, "after": []uint64{6}, "resumed_at": 6, "resumes": 1}
 	v2 := Results{Format: ResultsFormat, Client: "c", Version: "v", Outcomes: []Outcome{
 		{ID: "fault.subscription_through_a_dropped_link", Status: StatusPass, Evidence: ev}}}
 	b.Reset()

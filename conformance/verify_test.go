@@ -30,8 +30,19 @@ func sampleEvidence(s Scenario) Evidence {
 			ev[name] = "observed"
 		case KindList:
 			ev[name] = []string{"a"}
-		default: // offsets+NAME; NAME is 10, 11, 12
-			ev[name] = []uint64{13, 14}
+		default:
+			if strings.HasPrefix(string(k), "offset=") { // the first of every offsets sample, or the offset sample
+				switch tk := s.Evidence[strings.TrimPrefix(string(k), "offset=")]; tk {
+				case KindOffset:
+					ev[name] = 7
+				case KindOffsets:
+					ev[name] = 10
+				default: // offsets+NAME
+					ev[name] = 13
+				}
+			} else { // offsets+NAME; NAME is 10, 11, 12
+				ev[name] = []uint64{13, 14}
+			}
 		}
 	}
 	return ev
@@ -131,19 +142,25 @@ func TestVerifyRules(t *testing.T) {
 			counts: counts{unproven: 63}, lines: unprovenLines(bare())},
 		{name: "a pass missing one observation is unproven",
 			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_dropped_link",
-				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{6, 7}}),
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{6, 7}, "resumed_at": 6}),
 			counts: counts{passed: 62, unproven: 1},
 			lines: []string{`UNPROVEN [required] fault.subscription_through_a_dropped_link a subscription through a dropped link: ` +
 				`fault.subscription_through_a_dropped_link lacks observation "resumes" (count)`}},
+		{name: "a resume that says it started elsewhere is unproven",
+			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_dropped_link",
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{6, 7}, "resumed_at": 3, "resumes": 1}),
+			counts: counts{passed: 62, unproven: 1},
+			lines: []string{`UNPROVEN [required] fault.subscription_through_a_dropped_link a subscription through a dropped link: ` +
+				`fault.subscription_through_a_dropped_link: observation "resumed_at": 3, but "after" is 6: they must be equal`}},
 		{name: "a resume with a gap is unproven",
 			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_reset_link",
-				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{7, 8}, "resumes": 1}),
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{7, 8}, "resumed_at": 7, "resumes": 1}),
 			counts: counts{passed: 62, unproven: 1},
 			lines: []string{`UNPROVEN [required] fault.subscription_through_a_reset_link a subscription through a reset link: ` +
 				`fault.subscription_through_a_reset_link: observation "after": starts at 7 after "before" ended at 5: a gap`}},
 		{name: "a resume with a repeat is unproven",
 			outcomes: withEvidence(allPassing(), "fault.subscription_through_a_reset_link",
-				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{5, 6}, "resumes": 1}),
+				Evidence{"before": []uint64{3, 4, 5}, "after": []uint64{5, 6}, "resumed_at": 5, "resumes": 1}),
 			counts: counts{passed: 62, unproven: 1},
 			lines: []string{`UNPROVEN [required] fault.subscription_through_a_reset_link a subscription through a reset link: ` +
 				`fault.subscription_through_a_reset_link: observation "after": starts at 5 after "before" ended at 5: a repeat`}},

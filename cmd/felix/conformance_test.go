@@ -83,7 +83,7 @@ func TestConformanceVerify(t *testing.T) {
 	if code != 1 || !strings.HasSuffix(stdout, "\nNOT CONFORMANT\n") || !strings.Contains(stdout, "\npassed: 0\n") ||
 		!strings.Contains(stdout, "\npasses without evidence: 63\n") ||
 		!strings.Contains(stdout, "\nUNPROVEN [required] fault.subscription_through_a_dropped_link a subscription through a dropped link: "+
-			"fault.subscription_through_a_dropped_link records no observation (wants after, before, resumes)\n") {
+			"fault.subscription_through_a_dropped_link records no observation (wants after, before, resumed_at, resumes)\n") {
 		t.Fatalf("ids without evidence: code %d\n%s", code, stdout)
 	}
 	ids := filepath.Join(dir, "ids.txt")
