@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func Test_cache_put_get(t *testing.T) {
 		require.True(t, found)
 		require.NotNil(t, got, "an empty value, not an absence")
 		require.Empty(t, got)
-		fx.Pass(conformance.Evidence{"value_bytes": len(v), "empty_value": "found, 0 bytes"})
+		fx.Pass(conformance.Evidence{"value_bytes": len(v), "empty_value": fmt.Sprintf("found %v, %d bytes", found, len(got))})
 	})
 }
 
@@ -35,7 +36,7 @@ func Test_cache_miss_is_absent(t *testing.T) {
 		require.NoError(t, err, "a miss is an answer, not an error")
 		require.False(t, found)
 		require.Nil(t, got)
-		fx.Pass(conformance.Evidence{"answer": "absent (found false, no error)"})
+		fx.Pass(conformance.Evidence{"answer": fmt.Sprintf("found %v, value %v, error %v", found, got, err)})
 	})
 }
 
@@ -48,14 +49,16 @@ func Test_cache_delete_returns_previous(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, "old", string(old))
+		removed := len(old)
 		old, found, err = c.CacheDelete(fx.ctx(), ref, k)
 		require.NoError(t, err, "deleting an absent key is an answer")
 		require.False(t, found)
 		require.Nil(t, old)
+		second := fmt.Sprintf("found %v, value %v, error %v", found, old, err)
 		_, found, err = c.CacheGet(fx.ctx(), ref, k)
 		require.NoError(t, err)
 		require.False(t, found)
-		fx.Pass(conformance.Evidence{"removed_bytes": len("old"), "second_delete": "absent (found false, no error)"})
+		fx.Pass(conformance.Evidence{"removed_bytes": removed, "second_delete": second})
 	})
 }
 
@@ -118,6 +121,6 @@ func Test_counter_get_absent_is_none(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, found, "absent, not zero")
 		require.Zero(t, v)
-		fx.Pass(conformance.Evidence{"answer": "absent (found false, no error)"})
+		fx.Pass(conformance.Evidence{"answer": fmt.Sprintf("found %v, value %d, error %v", found, v, err)})
 	})
 }

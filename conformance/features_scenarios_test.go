@@ -491,7 +491,7 @@ func commitNegotiated(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	if _, err = c.StateGet(ctx, e.topic(), []byte("e"), "k"); !errors.Is(err, conn.ErrNotAdvertised) {
 		return nil, fmt.Errorf("state_get without FEATURE_ATOMIC_COMMIT: %v, want ErrNotAdvertised", err)
 	}
-	return conformance.Evidence{"legacy_answer": "ok (legacy, no features)", "refused": refused}, nil
+	return conformance.Evidence{"legacy_answer": fmt.Sprintf("legacy %v, features %#x", caps.Legacy, uint64(caps.Features)), "refused": refused}, nil
 }
 
 // tailOf learns the next offset of the shard key routes to from a

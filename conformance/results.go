@@ -79,17 +79,16 @@ func LoadResults(path string) (Results, error) {
 	return res, nil
 }
 
-// Write encodes r to w as indented JSON followed by a newline.
+// Write encodes r to w as indented JSON followed by a newline (no HTML
+// escaping: evidence reads as recorded).
 func (r Results) Write(w io.Writer) error {
 	if r.Outcomes == nil {
 		r.Outcomes = []Outcome{}
 	}
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(data, '\n'))
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // evidence text such as "<nil>" stays readable
+	return enc.Encode(r)
 }
 
 // WriteFile writes r to path, replacing the file atomically where the
