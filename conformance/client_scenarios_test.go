@@ -1108,10 +1108,7 @@ func (fx *Fx) scStalledCounter() func() uint64 {
 		fx.Skip("the fixture has no control endpoint (control_url)")
 	}
 	get := func() (uint64, int) {
-		req, err := http.NewRequestWithContext(fx.ctx(), http.MethodGet, fx.ControlURL+"/link/stats", nil)
-		require.NoError(fx.t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(fx.t, err)
+		resp := fx.controlDo(fx.ctx(), http.MethodGet, "/link/stats", "")
 		defer resp.Body.Close()
 		var st struct {
 			Stalled *uint64 `json:"stalled"`

@@ -52,6 +52,14 @@ type Fixture struct {
 	// ControlURL is the base URL of the control endpoint (POST /fence,
 	// /partition, /heal, /link).
 	ControlURL string `json:"control_url,omitempty"`
+	// ControlToken is the bearer token every request to ControlURL
+	// carries (Authorization: Bearer ControlToken), when the control
+	// endpoint asks for one (this module's reference cluster always
+	// does). It is this module's member, not upstream's: a suite reading
+	// another fixture may take it from elsewhere (our suite: the
+	// environment variable FELIX_CONTROL_TOKEN). A fixture file holding it
+	// is readable by its owner only.
+	ControlToken string `json:"control_token,omitempty"`
 	// LinkAddr is the link interposer in front of the broker that owns
 	// LinkStream; only a client whose only seed is LinkAddr is affected by
 	// POST /link.
@@ -95,7 +103,8 @@ func LoadFixture(path string) (*Fixture, error) {
 	return &f, nil
 }
 
-// WriteFile validates f and writes it to path as indented JSON.
+// WriteFile validates f and writes it to path as indented JSON, readable
+// by its owner only (mode 0600: it holds tokens).
 func (f *Fixture) WriteFile(path string) error {
 	if err := f.Validate(); err != nil {
 		return err
@@ -104,7 +113,10 @@ func (f *Fixture) WriteFile(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600) // an existing file keeps its mode otherwise
 }
 
 // Validate reports the first problem of f: a required member that is

@@ -152,14 +152,25 @@ func (fx *Fx) control(path, body string) {
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fx.ControlURL+path, strings.NewReader(body))
-	require.NoError(fx.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(fx.t, err)
+	resp := fx.controlDo(ctx, http.MethodPost, path, body)
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	require.Equal(fx.t, http.StatusOK, resp.StatusCode, "POST %s: %s", path, msg)
+}
+
+// controlDo sends a request to the fixture's control endpoint with its
+// bearer token (control_token) and, for a POST, body as JSON.
+func (fx *Fx) controlDo(ctx context.Context, method, path, body string) *http.Response {
+	fx.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, fx.ControlURL+path, strings.NewReader(body))
+	require.NoError(fx.t, err)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+fx.ControlToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(fx.t, err)
+	return resp
 }
 
 // isTransport reports whether err is a transport failure (the broker was
