@@ -13,17 +13,25 @@
 // closes every connection with application code 0.
 //
 // With -nodes N it serves a reference cluster instead (package
-// examples/broker/cluster): N nodes on loopback sharing one log, a link
-// interposer, the fixture file of -fixture-out and the control endpoint of
-// -control:
+// examples/broker/cluster): N nodes on loopback sharing one log, creating
+// streams and caches on first use as the standalone broker does (-strict,
+// -stream, -cache and the auto-created streams' flags apply), a link
+// interposer, the fixture file of -fixture-out (mode 0600: it holds the
+// tokens) and the control endpoint of -control, which obeys only requests
+// bearing the fixture's control_token:
 //
 //	go run ./examples/broker -nodes 3 -fixture-out f.json -control 127.0.0.1:0
+//
+// Given tokens (-tokens, -tokens-file or their environment variables), the
+// cluster accepts no built-in token: the fixture's token and
+// unauthorized_token are the operator's entries for tenant t1 or random
+// ones written only to the fixture file.
 //
 // Shard inspection and subscription listing (felix inspect shard, felix
 // inspect subs) need a token granted node.view:cluster:*: a token entry
 // whose permissions include node.view, e.g. t1:ops-token:ops:node.view
-// (that token may then inspect and nothing else). The cluster's fixture
-// accepts cluster.InspectToken for it.
+// (that token may then inspect and nothing else). A cluster given no
+// tokens accepts cluster.InspectToken for it.
 package main
 
 import (
@@ -100,7 +108,7 @@ func run(args []string) error {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	nodes := fs.Int("nodes", 0, "serve a reference cluster of N nodes on loopback (0: one standalone broker)")
 	fixtureOut := fs.String("fixture-out", "", "cluster: write the conformance fixture description (JSON) to this file once serving")
-	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0)")
+	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0); requests need the fixture's control_token as bearer token")
 	var streams, caches streamFlags
 	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash][:retain=N][:retain-bytes=N][:ring=N] (repeatable)")
 	fs.Var(&caches, "cache", "declare a cache: tenant/namespace/name (repeatable; with -strict the only caches served)")
