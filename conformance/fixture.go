@@ -121,9 +121,9 @@ func (f *Fixture) WriteFile(path string) error {
 
 // Validate reports the first problem of f: a required member that is
 // empty, an address that is not host:port, an optional member that needs
-// another one (link_addr needs link_stream and control_url; movable_stream
-// and quorum_stream need control_url), or a fault step that is not the
-// catalogue's. The error wraps ErrInvalidFixture.
+// another one (link_addr needs link_stream and control_url; movable_stream,
+// quorum_stream and control_token need control_url), or a fault step that
+// is not the catalogue's. The error wraps ErrInvalidFixture.
 func (f *Fixture) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidFixture, fmt.Sprintf(format, args...))
@@ -170,6 +170,7 @@ func (f *Fixture) Validate() error {
 			{"movable_stream", f.MovableStream},
 			{"quorum_stream", f.QuorumStream},
 			{"link_addr", f.LinkAddr},
+			{"control_token", f.ControlToken},
 		} {
 			if m.v != "" {
 				return bad("%s is set but control_url is not", m.name)

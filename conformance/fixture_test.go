@@ -95,6 +95,7 @@ func TestFixtureValidate(t *testing.T) {
 		{"link without control", func(f *Fixture) { f.LinkAddr, f.LinkStream = "127.0.0.1:1", "l" }, "control_url"},
 		{"movable without control", func(f *Fixture) { f.MovableStream = "m" }, "control_url"},
 		{"quorum without control", func(f *Fixture) { f.QuorumStream = "q" }, "control_url"},
+		{"control token without control", func(f *Fixture) { f.ControlToken = "secret" }, "control_token is set but control_url"},
 		{"unknown fault", func(f *Fixture) { f.Faults = []FaultStep{{ID: "pubsub.order"}} }, "not a fault scenario"},
 		{"repeated fault", func(f *Fixture) { f.Faults = append(Faults(), Faults()[0]) }, "twice"},
 		{"changed step", func(f *Fixture) {
