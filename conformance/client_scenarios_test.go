@@ -1108,15 +1108,15 @@ func (fx *Fx) scStalledCounter() func() uint64 {
 		fx.Skip("the fixture has no control endpoint (control_url)")
 	}
 	get := func() (uint64, int) {
-		resp := fx.controlDo(fx.ctx(), http.MethodGet, "/link/stats", "")
-		defer resp.Body.Close()
+		code, answer, err := fx.Control(fx.ctx(), http.MethodGet, "/link/stats", nil)
+		require.NoError(fx.t, err)
 		var st struct {
 			Stalled *uint64 `json:"stalled"`
 		}
-		if resp.StatusCode != http.StatusOK {
-			return 0, resp.StatusCode
+		if code != http.StatusOK {
+			return 0, code
 		}
-		if json.NewDecoder(resp.Body).Decode(&st) != nil || st.Stalled == nil {
+		if json.Unmarshal(answer, &st) != nil || st.Stalled == nil {
 			return 0, 0 // not the counters
 		}
 		return *st.Stalled, http.StatusOK

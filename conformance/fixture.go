@@ -1,10 +1,14 @@
 package conformance
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,6 +74,39 @@ type Fixture struct {
 	// Faults are the catalogue's fault steps, for suites that cannot read
 	// the catalogue; [Faults] returns them.
 	Faults []FaultStep `json:"faults,omitempty"`
+}
+
+// maxControlAnswer bounds the answer Control reads.
+const maxControlAnswer = 4 << 20
+
+// Control sends one request to the fixture's control endpoint: method
+// (GET or POST) to ControlURL+path, with the bearer token ControlToken
+// and, for a POST, body as application/json. It returns the HTTP status
+// and the answer (at most 4 MiB of it); err is set when no answer came.
+func (f *Fixture) Control(ctx context.Context, method, path string, body []byte) (status int, answer []byte, err error) {
+	if f.ControlURL == "" {
+		return 0, nil, fmt.Errorf("%w: no control_url", ErrInvalidFixture)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.ControlURL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if f.ControlToken != "" {
+		req.Header.Set("Authorization", "Bearer "+f.ControlToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("conformance: control %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	answer, err = io.ReadAll(io.LimitReader(resp.Body, maxControlAnswer))
+	if err != nil {
+		return resp.StatusCode, answer, fmt.Errorf("conformance: control %s %s: reading the answer: %w", method, path, err)
+	}
+	return resp.StatusCode, answer, nil
 }
 
 // FaultStep is one fault scenario as the fixture lists it: the scenario

@@ -5,11 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,25 +150,9 @@ func (fx *Fx) control(path, body string) {
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 	}
-	resp := fx.controlDo(ctx, http.MethodPost, path, body)
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	require.Equal(fx.t, http.StatusOK, resp.StatusCode, "POST %s: %s", path, msg)
-}
-
-// controlDo sends a request to the fixture's control endpoint with its
-// bearer token (control_token) and, for a POST, body as JSON.
-func (fx *Fx) controlDo(ctx context.Context, method, path, body string) *http.Response {
-	fx.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, fx.ControlURL+path, strings.NewReader(body))
+	code, msg, err := fx.Control(ctx, http.MethodPost, path, []byte(body))
 	require.NoError(fx.t, err)
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+fx.ControlToken)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(fx.t, err)
-	return resp
+	require.Equal(fx.t, http.StatusOK, code, "POST %s: %s", path, msg)
 }
 
 // isTransport reports whether err is a transport failure (the broker was

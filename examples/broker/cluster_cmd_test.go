@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,22 +54,15 @@ func (p *clusterProc) dial(t *testing.T, addr, token string) (*conn.Client, erro
 // token ("" = none) and returns the status and body.
 func (p *clusterProc) control(t *testing.T, method, path, token string) (int, string) {
 	t.Helper()
-	var body io.Reader
+	f := p.fx
+	f.ControlToken = token
+	var body []byte
 	if method == http.MethodPost {
-		body = strings.NewReader("{}")
+		body = []byte("{}")
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, p.fx.ControlURL+path, body)
+	code, answer, err := f.Control(t.Context(), method, path, body)
 	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	return code, string(answer)
 }
 
 func requireCode(t *testing.T, err error, code felix.ErrorCode) {

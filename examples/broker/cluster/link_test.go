@@ -93,15 +93,25 @@ func TestLinkStall(t *testing.T) {
 	require.Positive(t, c.Link().Stats().Stalled)
 }
 
-// post sends body as JSON to the control endpoint of c, authenticated.
+// post sends body as JSON to the control endpoint of c (its base URL
+// url, then the path), as a suite does: conformance.Fixture.Control.
 func post(t testing.TB, c *cluster.Cluster, url, body string) (int, string) {
-	return ctlDo(t, http.MethodPost, url, body, map[string]string{
-		"Authorization": "Bearer " + c.ControlToken(), "Content-Type": "application/json"})
+	return control(t, c, http.MethodPost, url, body)
 }
 
-// getCtl sends an authenticated GET to the control endpoint of c.
+// getCtl sends a GET to the control endpoint of c as a suite does.
 func getCtl(t testing.TB, c *cluster.Cluster, url string) (int, string) {
-	return ctlDo(t, http.MethodGet, url, "", map[string]string{"Authorization": "Bearer " + c.ControlToken()})
+	return control(t, c, http.MethodGet, url, "")
+}
+
+func control(t testing.TB, c *cluster.Cluster, method, url, body string) (int, string) {
+	t.Helper()
+	f := c.Fixture()
+	path, ok := strings.CutPrefix(url, f.ControlURL)
+	require.True(t, ok, url)
+	code, answer, err := f.Control(ctxT(t), method, path, []byte(body))
+	require.NoError(t, err)
+	return code, string(answer)
 }
 
 // ctlDo sends a request with exactly the headers hdr (a "Host" entry sets
