@@ -145,6 +145,11 @@ func loopbackHost(hostport string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
+	return isLoopbackName(host)
+}
+
+// isLoopbackName reports whether host is localhost or a loopback IP.
+func isLoopbackName(host string) bool {
 	if host == "localhost" {
 		return true
 	}
@@ -319,10 +324,7 @@ func checkLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("cluster: control address: %w", err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !isLoopbackName(host) {
 		return fmt.Errorf("cluster: control address %q is not a loopback address", addr)
 	}
 	return nil
