@@ -183,3 +183,15 @@ func TestOperatorTokensDetected(t *testing.T) {
 		require.Equal(t, tc.want, operatorTokens(fs), "%v %s", tc.args, tc.env)
 	}
 }
+
+// -cache declares a cache for the standalone broker too: with -strict it
+// is served, an undeclared one is not.
+func TestBrokerCommandCacheDeclared(t *testing.T) {
+	b := startBroker(t, nil, "-strict", "-cache", "t1/ns/declared")
+	c, err := conn.Dial(t.Context(), b.addr, &conn.Config{TLS: &tls.Config{RootCAs: b.pool}, TenantID: "t1", Token: "demo-token"})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "declared"}, "k", []byte("v"), 0))
+	requireCode(t, c.CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "other"}, "k", nil, 0), felix.CodeNotFound)
+	require.Contains(t, b.stop(t), `msg="cache declared" tenant=t1 namespace=ns cache=declared`)
+}

@@ -154,7 +154,7 @@ func TestOperatorTokensReplaceTheBuiltInOnes(t *testing.T) {
 		toks := map[string]server.Identity{
 			"t1-full-b": {Tenant: "t1", Principal: "b"},
 			"t1-full-a": {Tenant: "t1", Principal: "a"},
-			"t1-ops":    {Tenant: "t1", Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView},
+			"t1-aops":   {Tenant: "t1", Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView},
 			"t1-read":   {Tenant: "t1", Principal: "r", Deny: server.PermPublish},
 			"t1-none":   {Tenant: "t1", Principal: "n", Deny: server.PermAll},
 			"acme-full": {Tenant: "acme", Principal: "acme"},
@@ -335,4 +335,15 @@ func findShard(st cluster.State, name string) (cluster.ShardState, bool) {
 		}
 	}
 	return cluster.ShardState{}, false
+}
+
+// State lists at most MaxStateShards shards and counts them all.
+func TestStateListsAtMostMaxStateShards(t *testing.T) {
+	c := start(t, cluster.Config{Nodes: 2})
+	before := c.State().ShardsTotal
+	require.NoError(t, c.CreateStream(engine.Topic{Tenant: "t1", Namespace: "app", Stream: "wide"},
+		engine.StreamConfig{Shards: cluster.MaxStateShards}))
+	st := c.State()
+	require.Equal(t, before+cluster.MaxStateShards, st.ShardsTotal)
+	require.Len(t, st.Shards, cluster.MaxStateShards)
 }
