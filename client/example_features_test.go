@@ -21,6 +21,8 @@ import (
 // picks the credentials) and a function that stops both.
 func exampleCluster(token string) (*client.Client, *cluster.Cluster, func()) {
 	cfg := cluster.Config{Nodes: 3}
+	// Strict (-strict): unknown names stay unknown, as the tests ask.
+	cfg.Engine.NoAutoCreateStreams, cfg.Engine.NoAutoCreateCaches = true, true
 	cfg.Engine.Groups.MaxAttempts = 3
 	cl, err := cluster.Start(context.Background(), cfg)
 	if err != nil {

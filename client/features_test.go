@@ -28,6 +28,8 @@ var work = client.Topic{TenantID: cluster.DefaultTenant, Namespace: cluster.Defa
 func startFeatureCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	cfg := cluster.Config{Nodes: 3}
+	// Strict (-strict): unknown names stay unknown, as the tests ask.
+	cfg.Engine.NoAutoCreateStreams, cfg.Engine.NoAutoCreateCaches = true, true
 	cfg.Engine.Groups.MaxAttempts = 2
 	cl, err := cluster.Start(context.Background(), cfg)
 	require.NoError(t, err)

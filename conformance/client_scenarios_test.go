@@ -1190,18 +1190,15 @@ func (fx *Fx) scStalledCounter() func() uint64 {
 		fx.Skip("the fixture has no control endpoint (control_url)")
 	}
 	get := func() (uint64, int) {
-		req, err := http.NewRequestWithContext(fx.ctx(), http.MethodGet, fx.ControlURL+"/link/stats", nil)
+		code, answer, err := fx.Control(fx.ctx(), http.MethodGet, "/link/stats", nil)
 		require.NoError(fx.t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(fx.t, err)
-		defer resp.Body.Close()
 		var st struct {
 			Stalled *uint64 `json:"stalled"`
 		}
-		if resp.StatusCode != http.StatusOK {
-			return 0, resp.StatusCode
+		if code != http.StatusOK {
+			return 0, code
 		}
-		if json.NewDecoder(resp.Body).Decode(&st) != nil || st.Stalled == nil {
+		if json.Unmarshal(answer, &st) != nil || st.Stalled == nil {
 			return 0, 0 // not the counters
 		}
 		return *st.Stalled, http.StatusOK

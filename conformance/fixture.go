@@ -1,10 +1,14 @@
 package conformance
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,6 +56,14 @@ type Fixture struct {
 	// ControlURL is the base URL of the control endpoint (POST /fence,
 	// /partition, /heal, /link).
 	ControlURL string `json:"control_url,omitempty"`
+	// ControlToken is the bearer token every request to ControlURL
+	// carries (Authorization: Bearer ControlToken), when the control
+	// endpoint asks for one (this module's reference cluster always
+	// does). It is this module's member, not upstream's: a suite reading
+	// another fixture may take it from elsewhere (our suite: the
+	// environment variable FELIX_CONTROL_TOKEN). A fixture file holding it
+	// is readable by its owner only.
+	ControlToken string `json:"control_token,omitempty"`
 	// LinkAddr is the link interposer in front of the broker that owns
 	// LinkStream; only a client whose only seed is LinkAddr is affected by
 	// POST /link.
@@ -62,6 +74,39 @@ type Fixture struct {
 	// Faults are the catalogue's fault steps, for suites that cannot read
 	// the catalogue; [Faults] returns them.
 	Faults []FaultStep `json:"faults,omitempty"`
+}
+
+// maxControlAnswer bounds the answer Control reads.
+const maxControlAnswer = 4 << 20
+
+// Control sends one request to the fixture's control endpoint: method
+// (GET or POST) to ControlURL+path, with the bearer token ControlToken
+// and, for a POST, body as application/json. It returns the HTTP status
+// and the answer (at most 4 MiB of it); err is set when no answer came.
+func (f *Fixture) Control(ctx context.Context, method, path string, body []byte) (status int, answer []byte, err error) {
+	if f.ControlURL == "" {
+		return 0, nil, fmt.Errorf("%w: no control_url", ErrInvalidFixture)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, f.ControlURL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if f.ControlToken != "" {
+		req.Header.Set("Authorization", "Bearer "+f.ControlToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("conformance: control %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	answer, err = io.ReadAll(io.LimitReader(resp.Body, maxControlAnswer))
+	if err != nil {
+		return resp.StatusCode, answer, fmt.Errorf("conformance: control %s %s: reading the answer: %w", method, path, err)
+	}
+	return resp.StatusCode, answer, nil
 }
 
 // FaultStep is one fault scenario as the fixture lists it: the scenario
@@ -95,7 +140,8 @@ func LoadFixture(path string) (*Fixture, error) {
 	return &f, nil
 }
 
-// WriteFile validates f and writes it to path as indented JSON.
+// WriteFile validates f and writes it to path as indented JSON, readable
+// by its owner only (mode 0600: it holds tokens).
 func (f *Fixture) WriteFile(path string) error {
 	if err := f.Validate(); err != nil {
 		return err
@@ -104,14 +150,17 @@ func (f *Fixture) WriteFile(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600) // an existing file keeps its mode otherwise
 }
 
 // Validate reports the first problem of f: a required member that is
 // empty, an address that is not host:port, an optional member that needs
-// another one (link_addr needs link_stream and control_url; movable_stream
-// and quorum_stream need control_url), or a fault step that is not the
-// catalogue's. The error wraps ErrInvalidFixture.
+// another one (link_addr needs link_stream and control_url; movable_stream,
+// quorum_stream and control_token need control_url), or a fault step that
+// is not the catalogue's. The error wraps ErrInvalidFixture.
 func (f *Fixture) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidFixture, fmt.Sprintf(format, args...))
@@ -158,6 +207,7 @@ func (f *Fixture) Validate() error {
 			{"movable_stream", f.MovableStream},
 			{"quorum_stream", f.QuorumStream},
 			{"link_addr", f.LinkAddr},
+			{"control_token", f.ControlToken},
 		} {
 			if m.v != "" {
 				return bad("%s is set but control_url is not", m.name)

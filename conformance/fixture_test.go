@@ -95,6 +95,7 @@ func TestFixtureValidate(t *testing.T) {
 		{"link without control", func(f *Fixture) { f.LinkAddr, f.LinkStream = "127.0.0.1:1", "l" }, "control_url"},
 		{"movable without control", func(f *Fixture) { f.MovableStream = "m" }, "control_url"},
 		{"quorum without control", func(f *Fixture) { f.QuorumStream = "q" }, "control_url"},
+		{"control token without control", func(f *Fixture) { f.ControlToken = "secret" }, "control_token is set but control_url"},
 		{"unknown fault", func(f *Fixture) { f.Faults = []FaultStep{{ID: "pubsub.order"}} }, "not a fault scenario"},
 		{"repeated fault", func(f *Fixture) { f.Faults = append(Faults(), Faults()[0]) }, "twice"},
 		{"changed step", func(f *Fixture) {
@@ -123,10 +124,16 @@ func TestFixtureValidate(t *testing.T) {
 func TestFixtureFileRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	f := validFixture()
-	f.ControlURL, f.QuorumStream, f.Faults = "http://127.0.0.1:1", "q", Faults()
+	f.ControlURL, f.ControlToken, f.QuorumStream, f.Faults = "http://127.0.0.1:1", "secret", "q", Faults()
 	path := filepath.Join(dir, "f.json")
+	if err := os.WriteFile(path, nil, 0o644); err != nil { // an older, world-readable file
+		t.Fatal(err)
+	}
 	if err := f.WriteFile(path); err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the fixture file holds tokens: want mode 0600, got %v (%v)", fi.Mode(), err)
 	}
 	got, err := LoadFixture(path)
 	if err != nil {

@@ -5,11 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,14 +171,9 @@ func (fx *Fx) control(path, body string) {
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fx.ControlURL+path, strings.NewReader(body))
+	code, msg, err := fx.Control(ctx, http.MethodPost, path, []byte(body))
 	require.NoError(fx.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(fx.t, err)
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	require.Equal(fx.t, http.StatusOK, resp.StatusCode, "POST %s: %s", path, msg)
+	require.Equal(fx.t, http.StatusOK, code, "POST %s: %s", path, msg)
 }
 
 // isTransport reports whether err is a transport failure (the broker was

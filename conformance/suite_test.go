@@ -9,7 +9,8 @@ package conformance_test
 //   - by default an in-process reference cluster (examples/broker/cluster)
 //     with its control endpoint and link interposer;
 //   - or the cluster described by the fixture file named in FELIX_FIXTURE
-//     (upstream's format: conformance.LoadFixture).
+//     (upstream's format: conformance.LoadFixture); the control endpoint's
+//     bearer token is the file's control_token, else FELIX_CONTROL_TOKEN.
 //
 // When FELIX_CONFORMANCE_RESULTS names a file, the results document is
 // written there after the run, for `felix conformance verify`. A scenario
@@ -51,6 +52,9 @@ func runMain(m *testing.M) int {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "conformance suite:", err)
 			return 2
+		}
+		if f.ControlToken == "" {
+			f.ControlToken = os.Getenv("FELIX_CONTROL_TOKEN")
 		}
 		fixture = f
 	} else {

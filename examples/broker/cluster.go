@@ -12,6 +12,7 @@ import (
 
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
+	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/flxproto/felix/examples/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,9 +21,11 @@ import (
 
 type clusterOptions struct {
 	nodes                                 int
-	host                                  string // -addr: its host is used
-	tokens                                map[string]server.Identity
+	host                                  string                     // -addr: its host is used
+	tokens                                map[string]server.Identity // the operator's; nil: the built-in ones
 	streams                               []string
+	caches                                []engine.CacheRef
+	engine                                engine.Config // auto-creation and its stream defaults
 	certOut, addrOut, fixtureOut, control string
 	log                                   *slog.Logger
 	keyLog                                io.Writer // SSLKEYLOGFILE, nil when off
@@ -40,7 +43,7 @@ func runCluster(o clusterOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	cfg := cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Logger: o.log, KeyLogWriter: o.keyLog}
+	cfg := cluster.Config{Nodes: o.nodes, Host: host, Tokens: o.tokens, Engine: o.engine, Logger: o.log, KeyLogWriter: o.keyLog}
 	var reg *prometheus.Registry
 	if o.stats != "" {
 		// Prometheus metrics from each node's conn hooks, every series
@@ -74,9 +77,14 @@ func runCluster(o clusterOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := c.Engine().CreateStream(t, sc); err != nil {
+		if err := c.CreateStream(t, sc); err != nil {
 			return err
 		}
+		logStreamDeclared(o.log, t, sc)
+	}
+	for _, r := range o.caches {
+		c.CreateCache(r)
+		logCacheDeclared(o.log, r)
 	}
 	if o.control != "" {
 		url, err := c.ServeControl(o.control)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
@@ -56,6 +57,7 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 	rate := func(r float64) string { return fmt.Sprintf("%g per second", r) }
 	want := []struct{ name, value string }{
 		{"PreAuthMaxFrameBytes", size(felix.PreAuthMaxFrameBytes)},
+		{"MaxStateShards", count(cluster.MaxStateShards)},
 		{"DefaultMaxFrameBytes", size(felix.DefaultMaxFrameBytes)},
 		{"DefaultMaxConnections", count(conn.DefaultMaxConnections)},
 		{"DefaultMaxStreams", count(conn.DefaultMaxStreams)},

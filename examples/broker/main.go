@@ -13,17 +13,25 @@
 // closes every connection with application code 0.
 //
 // With -nodes N it serves a reference cluster instead (package
-// examples/broker/cluster): N nodes on loopback sharing one log, a link
-// interposer, the fixture file of -fixture-out and the control endpoint of
-// -control:
+// examples/broker/cluster): N nodes on loopback sharing one log, creating
+// streams and caches on first use as the standalone broker does (-strict,
+// -stream, -cache and the auto-created streams' flags apply), a link
+// interposer, the fixture file of -fixture-out (mode 0600: it holds the
+// tokens) and the control endpoint of -control, which obeys only requests
+// bearing the fixture's control_token:
 //
 //	go run ./examples/broker -nodes 3 -fixture-out f.json -control 127.0.0.1:0
+//
+// Given tokens (-tokens, -tokens-file or their environment variables), the
+// cluster accepts no built-in token: the fixture's token and
+// unauthorized_token are the operator's entries for tenant t1 or random
+// ones written only to the fixture file.
 //
 // Shard inspection and subscription listing (felix inspect shard, felix
 // inspect subs) need a token granted node.view:cluster:*: a token entry
 // whose permissions include node.view, e.g. t1:ops-token:ops:node.view
-// (that token may then inspect and nothing else). The cluster's fixture
-// accepts cluster.InspectToken for it.
+// (that token may then inspect and nothing else). A cluster given no
+// tokens accepts cluster.InspectToken for it.
 package main
 
 import (
@@ -57,7 +65,7 @@ func main() {
 	}
 }
 
-// streamFlags collects repeated -stream flags.
+// streamFlags collects repeated -stream (or -cache) flags.
 type streamFlags []string
 
 // String implements flag.Value.
@@ -100,9 +108,10 @@ func run(args []string) error {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	nodes := fs.Int("nodes", 0, "serve a reference cluster of N nodes on loopback (0: one standalone broker)")
 	fixtureOut := fs.String("fixture-out", "", "cluster: write the conformance fixture description (JSON) to this file once serving")
-	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0)")
-	var streams streamFlags
+	control := fs.String("control", "", "cluster: serve the HTTP control endpoint on this loopback address (e.g. 127.0.0.1:0); requests need the fixture's control_token as bearer token")
+	var streams, caches streamFlags
 	fs.Var(&streams, "stream", "declare a stream: tenant/namespace/name[:durable|:ephemeral][:shards=N][:routing=modulo|jump_hash][:retain=N][:retain-bytes=N][:ring=N] (repeatable)")
+	fs.Var(&caches, "cache", "declare a cache: tenant/namespace/name (repeatable; with -strict the only caches served)")
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintln(out, "usage: broker [FLAGS]   (go run ./examples/broker [FLAGS])")
@@ -137,6 +146,14 @@ func run(args []string) error {
 		if _, _, err := ParseStreamSpec(spec, engine.StreamConfig{}); err != nil {
 			return err
 		}
+	}
+	var cacheRefs []engine.CacheRef
+	for _, spec := range caches {
+		r, err := ParseCacheSpec(spec)
+		if err != nil {
+			return err
+		}
+		cacheRefs = append(cacheRefs, r)
 	}
 	if *nodes > 0 {
 		if err := checkClusterFlags(fs); err != nil {
@@ -176,10 +193,17 @@ func run(args []string) error {
 		log.Warn("TLS key log on: the secrets of every connection are appended to the file; anyone with it can decrypt the traffic (debugging only)",
 			"env", conn.KeyLogEnv, "file", klPath)
 	}
+	defStream := engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards), Routing: rt,
+		RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring}
 	if *nodes > 0 {
-		return runCluster(clusterOptions{nodes: *nodes, host: *addr, tokens: toks, streams: streams,
+		o := clusterOptions{nodes: *nodes, host: *addr, streams: streams, caches: cacheRefs,
+			engine:  engine.Config{DefaultStream: defStream, NoAutoCreateStreams: *strict, NoAutoCreateCaches: *strict},
 			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl,
-			stats: *statsAddr, statsLog: *statsLog})
+			stats: *statsAddr, statsLog: *statsLog}
+		if operatorTokens(fs) {
+			o.tokens = toks // no built-in token then
+		}
+		return runCluster(o)
 	}
 	if *fixtureOut != "" || *control != "" {
 		return errors.New("-fixture-out and -control need -nodes")
@@ -189,8 +213,7 @@ func run(args []string) error {
 		Tokens:     toks,
 		AuthLimits: *authLim,
 		Engine: engine.Config{
-			DefaultStream: engine.StreamConfig{Durable: !*ephemeral, Shards: uint32(*shards), Routing: rt,
-				RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring},
+			DefaultStream:        defStream,
 			NoAutoCreateStreams:  *strict,
 			NoAutoCreateCaches:   *strict,
 			DefaultQueueCapacity: *queue,
@@ -248,8 +271,11 @@ func run(args []string) error {
 			srv.Close()
 			return err
 		}
-		log.Info("stream declared", "tenant", t.Tenant, "namespace", t.Namespace, "stream", t.Stream,
-			"durable", sc.Durable, "shards", max(sc.Shards, 1), "routing", sc.Routing.String())
+		logStreamDeclared(log, t, sc)
+	}
+	for _, r := range cacheRefs {
+		srv.Engine().CreateCache(r)
+		logCacheDeclared(log, r)
 	}
 	if *certOut != "" {
 		if err := srv.WriteCertificate(*certOut); err != nil {
@@ -359,7 +385,11 @@ func checkAddrFlags(stats, control string) error {
 // clusterFlags are the flags a cluster (-nodes) uses; the cluster runs with
 // its own defaults for every other setting.
 var clusterFlags = map[string]bool{"nodes": true, "addr": true, "tokens": true, "tokens-file": true,
-	"cert-out": true, "addr-out": true, "fixture-out": true, "control": true, "stream": true, "log-level": true, "stats": true, "stats-log": true}
+	"cert-out": true, "addr-out": true, "fixture-out": true, "control": true, "stream": true, "cache": true,
+	"log-level": true, "stats": true, "stats-log": true,
+	// what the standalone broker does with names never declared
+	"strict": true, "ephemeral": true, "shards": true, "routing": true, "retain-records": true,
+	"retain-bytes": true, "ring-records": true}
 
 // checkClusterFlags refuses a flag set on the command line that -nodes
 // would ignore.
@@ -371,10 +401,46 @@ func checkClusterFlags(fs *flag.FlagSet) error {
 		}
 	})
 	if len(ignored) > 0 {
-		return fmt.Errorf("%s: not supported with -nodes (a cluster takes -addr's host, -tokens or -tokens-file, -stream, -cert-out, -addr-out, -fixture-out, -control, -stats, -stats-log and -log-level)",
+		return fmt.Errorf("%s: not supported with -nodes (a cluster takes -addr's host, -tokens or -tokens-file, -stream, -cache, -strict and the flags of auto-created streams, -cert-out, -addr-out, -fixture-out, -control, -stats, -stats-log and -log-level)",
 			strings.Join(ignored, ", "))
 	}
 	return nil
+}
+
+// operatorTokens reports whether the operator gave tokens (-tokens,
+// -tokens-file or their environment variables) rather than leaving the
+// demo default.
+func operatorTokens(fs *flag.FlagSet) bool {
+	given := os.Getenv("FELIX_TOKENS") != "" || os.Getenv("FELIX_TOKENS_FILE") != ""
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "tokens" || f.Name == "tokens-file" })
+	return given
+}
+
+// ParseCacheSpec parses a -cache value: tenant/namespace/name.
+func ParseCacheSpec(spec string) (engine.CacheRef, error) {
+	names, err := splitName("-cache", spec, spec)
+	if err != nil {
+		return engine.CacheRef{}, err
+	}
+	return engine.CacheRef{Tenant: names[0], Namespace: names[1], Cache: names[2]}, nil
+}
+
+// splitName splits the tenant/namespace/name of a -stream or -cache value.
+func splitName(flagName, spec, name string) ([]string, error) {
+	names := strings.Split(name, "/")
+	if len(names) != 3 || names[0] == "" || names[1] == "" || names[2] == "" {
+		return nil, fmt.Errorf("%s %q: want tenant/namespace/name", flagName, spec)
+	}
+	return names, nil
+}
+
+func logStreamDeclared(log *slog.Logger, t engine.Topic, sc engine.StreamConfig) {
+	log.Info("stream declared", "tenant", t.Tenant, "namespace", t.Namespace, "stream", t.Stream,
+		"durable", sc.Durable, "shards", max(sc.Shards, 1), "routing", sc.Routing.String())
+}
+
+func logCacheDeclared(log *slog.Logger, r engine.CacheRef) {
+	log.Info("cache declared", "tenant", r.Tenant, "namespace", r.Namespace, "cache", r.Cache)
 }
 
 func envOr(k, def string) string {
@@ -389,9 +455,9 @@ func envOr(k, def string) string {
 // [:retain=N][:retain-bytes=N][:ring=N]. Unset options come from def.
 func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine.StreamConfig, error) {
 	parts := strings.Split(spec, ":")
-	names := strings.Split(parts[0], "/")
-	if len(names) != 3 || names[0] == "" || names[1] == "" || names[2] == "" {
-		return engine.Topic{}, def, fmt.Errorf("-stream %q: want tenant/namespace/name", spec)
+	names, err := splitName("-stream", spec, parts[0])
+	if err != nil {
+		return engine.Topic{}, def, err
 	}
 	t := engine.Topic{Tenant: names[0], Namespace: names[1], Stream: names[2]}
 	c := def
@@ -407,7 +473,6 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 		}
 		var n int64
 		if hasV {
-			var err error
 			if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
 				return t, c, fmt.Errorf("-stream %q: bad number in %q", spec, opt)
 			}

@@ -77,7 +77,9 @@ func TestBrokerFlagsRefusedBeforeListening(t *testing.T) {
 		{[]string{"-stats", "127.0.0.1:99999"}, "-stats"},
 		{[]string{"-nodes", "3", "-control", "8.8.8.8:80"}, "loopback"},
 		{[]string{"-nodes", "3", "-stream", "bad"}, "want tenant/namespace/name"},
-		{[]string{"-nodes", "3", "-max-conns", "10", "-strict"}, "-max-conns, -strict: not supported with -nodes"},
+		{[]string{"-nodes", "3", "-max-conns", "10", "-strict"}, "-max-conns: not supported with -nodes"},
+		{[]string{"-nodes", "3", "-cache", "t1/ns"}, "-cache \"t1/ns\": want tenant/namespace/name"},
+		{[]string{"-cache", "t1//c"}, "want tenant/namespace/name"},
 	} {
 		err := run(append([]string{"-addr", "127.0.0.1:0"}, tc.args...))
 		require.ErrorContains(t, err, tc.want, tc.args)

@@ -19,6 +19,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -29,6 +30,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -82,19 +84,32 @@ type Config struct {
 	// Host is the loopback host the nodes listen on (default 127.0.0.1).
 	Host string
 	// Tenant, Namespace and Token are the fixture's credentials and
-	// namespace (defaults DefaultTenant, DefaultNamespace, DefaultToken).
+	// namespace (defaults DefaultTenant, DefaultNamespace, and the token
+	// chosen as Tokens says).
 	Tenant, Namespace, Token string
-	// Tokens are further tokens accepted by every node.
+	// Tokens, when non-nil, are the operator's tokens: every node accepts
+	// them and, besides them, only the fixture's Token and
+	// UnauthorizedToken, which are then never built in. Each of the two,
+	// when empty, is taken from Tokens (the first in byte order of the
+	// entries for Tenant with every data permission and no grant, resp.
+	// with none) or else generated at random for this run; the fixture
+	// description is then the only place that names it. InspectToken is
+	// not accepted: grant node.view in Tokens instead.
+	//
+	// With Tokens nil, the built-in tokens authenticate: DefaultToken,
+	// DefaultUnauthorizedToken and InspectToken (for in-process tests).
 	Tokens map[string]server.Identity
 	// UnauthorizedToken authenticates for Tenant but holds no permission
 	// (publish, subscribe and cache requests are refused with forbidden);
-	// it is the fixture's unauthorized_token (default
-	// DefaultUnauthorizedToken). When Tokens holds it, that entry is used
-	// as given.
+	// it is the fixture's unauthorized_token (default: as Tokens says).
+	// When Tokens holds it, that entry is used as given.
 	UnauthorizedToken string
-	// Engine configures the shared engine. Unknown streams and caches are
-	// always refused (not_found): the fixture's missing stream must stay
-	// missing. Declare more with Cluster.Engine().CreateStream.
+	// Engine configures the shared engine. Streams and caches are created
+	// on first use as DefaultStream unless NoAutoCreateStreams and
+	// NoAutoCreateCaches say otherwise, as a standalone broker's; the
+	// fixture's missing stream is never created (it is added to
+	// MissingStreams). Declare streams and caches with
+	// Cluster.CreateStream and Cluster.CreateCache.
 	Engine engine.Config
 	// QuorumTimeout is how long a quorum write waits for a majority
 	// (0 = DefaultQuorumTimeout).
@@ -121,20 +136,23 @@ type Config struct {
 
 // Cluster is a running cluster. Create it with Start, stop it with Close.
 type Cluster struct {
-	cfg     Config
-	eng     *engine.Engine
-	tls     *tls.Config
-	certPEM []byte
-	caFile  string
-	tmpDir  string
-	log     *slog.Logger
-	link    *interposer.Relay
-	linkN   int
+	cfg      Config
+	eng      *engine.Engine
+	tls      *tls.Config
+	certPEM  []byte
+	caFile   string
+	tmpDir   string
+	log      *slog.Logger
+	link     *interposer.Relay
+	linkN    int
+	tokens   map[string]server.Identity // what every node accepts
+	ctlToken string                     // the control endpoint's bearer token
 
 	mu       sync.Mutex
 	nodes    []*node
 	shards   map[shardKey]*assignment
 	homes    map[shardKey]int // pinned placements
+	decls    []shardKey       // declared shards (CreateStream, CreateCache), listed by State
 	healed   chan struct{}    // closed by Heal; replaced by Partition
 	parted   map[int]bool     // nodes cut off from their replicas
 	timers   map[*time.Timer]struct{}
@@ -164,14 +182,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Tenant == "" {
 		cfg.Tenant = DefaultTenant
 	}
-	if cfg.Token == "" {
-		cfg.Token = DefaultToken
-	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if cfg.UnauthorizedToken == "" {
-		cfg.UnauthorizedToken = DefaultUnauthorizedToken
+	if err := cfg.chooseTokens(); err != nil {
+		return nil, err
 	}
 	if cfg.QuorumTimeout <= 0 {
 		cfg.QuorumTimeout = DefaultQuorumTimeout
@@ -191,8 +206,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ecfg := cfg.Engine
-	ecfg.NoAutoCreateStreams, ecfg.NoAutoCreateCaches = true, true
-	c := &Cluster{cfg: cfg, eng: engine.New(ecfg), log: log, linkN: linkN,
+	ecfg.MissingStreams = append(slices.Clip(ecfg.MissingStreams),
+		engine.Topic{Tenant: cfg.Tenant, Namespace: cfg.Namespace, Stream: MissingStream})
+	c := &Cluster{cfg: cfg, eng: engine.New(ecfg), log: log, linkN: linkN, tokens: cfg.nodeTokens(), ctlToken: rand.Text(),
 		shards: make(map[shardKey]*assignment), homes: make(map[shardKey]int),
 		healed: make(chan struct{}), parted: make(map[int]bool), timers: make(map[*time.Timer]struct{})}
 	close(c.healed)
@@ -250,7 +266,7 @@ func (c *Cluster) declare() error {
 		name   string
 		shards uint32
 	}{{DurableStream, DefaultDurableShards}, {MovableStream, 1}, {QuorumStream, 1}, {LinkStream, 1}} {
-		if err := c.eng.CreateStream(engine.Topic{Tenant: tn, Namespace: ns, Stream: s.name},
+		if err := c.CreateStream(engine.Topic{Tenant: tn, Namespace: ns, Stream: s.name},
 			engine.StreamConfig{Durable: true, Shards: s.shards}); err != nil {
 			return err
 		}
@@ -264,8 +280,8 @@ func (c *Cluster) declare() error {
 	if err := c.eng.TrimHead(durable, 0, TrimmedHead); err != nil {
 		return err
 	}
-	c.eng.CreateCache(engine.CacheRef{Tenant: tn, Namespace: ns, Cache: Cache})
-	c.eng.CreateCache(engine.CacheRef{Tenant: tn, Namespace: ns, Cache: SingleShardCache})
+	c.CreateCache(engine.CacheRef{Tenant: tn, Namespace: ns, Cache: Cache})
+	c.CreateCache(engine.CacheRef{Tenant: tn, Namespace: ns, Cache: SingleShardCache})
 	c.homes[streamKey(tn, ns, MovableStream, 0)] = 0
 	c.homes[streamKey(tn, ns, QuorumStream, 0)] = 1 % c.cfg.Nodes
 	c.homes[streamKey(tn, ns, LinkStream, 0)] = c.linkN
@@ -276,16 +292,10 @@ func (c *Cluster) declare() error {
 // one) and marks it alive. Called without c.mu.
 func (c *Cluster) startNode(i int) error {
 	n := c.nodes[i]
-	toks := map[string]server.Identity{c.cfg.Token: {Tenant: c.cfg.Tenant, Principal: c.cfg.Tenant}}
-	toks[c.cfg.UnauthorizedToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "unauthorized", Deny: server.PermAll}
-	toks[InspectToken] = server.Identity{Tenant: c.cfg.Tenant, Principal: "operator", Deny: server.PermAll, Grant: server.PermNodeView}
-	for k, v := range c.cfg.Tokens {
-		toks[k] = v
-	}
 	srv, err := server.Listen(server.Config{
 		Addr:         n.addr,
 		TLS:          c.tls,
-		Tokens:       toks,
+		Tokens:       c.tokens,
 		SharedEngine: c.eng,
 		Router:       &router{c: c, i: i},
 		DrainTimeout: 100 * time.Millisecond,

@@ -46,11 +46,12 @@ func TestFixtureFile(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &m))
 	for _, k := range []string{"addrs", "tenant_id", "namespace", "token", "unauthorized_token", "ca_file",
 		"durable_stream", "cache", "single_shard_cache", "missing_stream", "movable_stream", "quorum_stream",
-		"control_url", "link_addr", "link_stream", "faults"} {
+		"control_url", "control_token", "link_addr", "link_stream", "faults"} {
 		require.Contains(t, m, k)
 	}
-	require.Len(t, m, 16, "no member beyond the format")
+	require.Len(t, m, 17, "no member beyond the format (and control_token)")
 	require.Equal(t, url, m["control_url"])
+	require.Equal(t, c.ControlToken(), m["control_token"])
 	require.Equal(t, "nope", m["unauthorized_token"])
 	pem, err := os.ReadFile(m["ca_file"].(string))
 	require.NoError(t, err)

@@ -3,13 +3,16 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -43,8 +46,14 @@ func (ct *control) close() error {
 
 // ServeControl starts the control endpoint on addr (a loopback address,
 // anything else is refused; port 0 picks one) and returns its base URL,
-// which the fixture then names as control_url. Every request is a POST
-// with an optional JSON body:
+// which the fixture then names as control_url.
+//
+// Every request must carry "Authorization: Bearer " + ControlToken() (the
+// fixture's control_token; else 401), and is refused with 403 when it
+// comes from a web page (an Origin or Sec-Fetch-Site header) or names a
+// Host that is not loopback (DNS rebinding). Every POST has a JSON body,
+// Content-Type application/json (else 415; a cross-site form cannot send
+// one), every member optional:
 //
 //	POST /fence      {"stream": S, "shard": N, "hold_ms": H}  fence a shard mid-move (default: the movable stream, shard 0, Config.FenceHold)
 //	POST /partition  {"stream": S}                            cut the quorum stream's leader off (default: the quorum stream)
@@ -53,7 +62,8 @@ func (ct *control) close() error {
 //	POST /kill       {"node": N}                              kill node N
 //	POST /restart    {"node": N}                              restart node N
 //
-// and two GETs: /fixture (the fixture description) and /link/stats (the
+// and three GETs: /fixture (the fixture description), /state (State: the
+// nodes, the faults in force, the shard owners) and /link/stats (the
 // interposer's datagram counters: forwarded, dropped, stalled, sessions,
 // dead_discarded), which lets a suite order a fault after a datagram it
 // caused.
@@ -75,29 +85,18 @@ func (c *Cluster) ServeControl(addr string) (string, error) {
 	mux.HandleFunc("/link", c.post(c.ctlLink))
 	mux.HandleFunc("/kill", c.post(c.ctlNode(c.Kill)))
 	mux.HandleFunc("/restart", c.post(c.ctlNode(c.Restart)))
-	mux.HandleFunc("/link/stats", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			httpError(w, http.StatusMethodNotAllowed, "use GET")
-			return
-		}
+	mux.HandleFunc("/link/stats", get(func() any {
 		st := c.link.Stats()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]uint64{"forwarded": st.Forwarded, "dropped": st.Dropped,
-			"stalled": st.Stalled, "sessions": st.Sessions, "dead_discarded": st.DeadDiscarded})
-	})
-	mux.HandleFunc("/fixture", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			httpError(w, http.StatusMethodNotAllowed, "use GET")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.Fixture())
-	})
+		return map[string]uint64{"forwarded": st.Forwarded, "dropped": st.Dropped,
+			"stalled": st.Stalled, "sessions": st.Sessions, "dead_discarded": st.DeadDiscarded}
+	}))
+	mux.HandleFunc("/fixture", get(func() any { return c.Fixture() }))
+	mux.HandleFunc("/state", get(func() any { return c.State() }))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "unknown path "+strconv.Quote(r.URL.Path)+
-			" (want /fence, /partition, /heal, /link, /kill, /restart)")
+			" (want /fence, /partition, /heal, /link, /kill, /restart, /fixture, /state, /link/stats)")
 	})
-	ct := &control{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan error, 1)}
+	ct := &control{srv: &http.Server{Handler: c.guard(mux), ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan error, 1)}
 	url := "http://" + ln.Addr().String()
 	c.mu.Lock()
 	if c.closed || c.ctrl != nil {
@@ -109,6 +108,65 @@ func (c *Cluster) ServeControl(addr string) (string, error) {
 	c.mu.Unlock()
 	go func() { ct.done <- ct.srv.Serve(ln) }()
 	return url, nil
+}
+
+// guard admits a request to the control endpoint: not from a web page, to
+// a loopback Host, with the bearer token. The checks run before anything
+// else, the token last (a refused browser request learns nothing about
+// it); the token comparison takes the same time wherever it differs.
+func (c *Cluster) guard(next http.Handler) http.Handler {
+	want := []byte("Bearer " + c.ctlToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Header["Origin"]; ok || r.Header.Get("Sec-Fetch-Site") != "" {
+			httpError(w, http.StatusForbidden, "refused: a request from a web page (Origin or Sec-Fetch-Site header); the control endpoint serves no browser")
+			return
+		}
+		if !loopbackHost(r.Host) {
+			httpError(w, http.StatusForbidden, "refused: Host "+strconv.Quote(r.Host)+" is not a loopback name (use the control_url of the fixture)")
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		if scheme, tok, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			auth = "Bearer " + tok
+		}
+		if subtle.ConstantTimeCompare([]byte(auth), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="felix cluster control"`)
+			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN, TOKEN being the control_token of the fixture file")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names localhost or a
+// loopback address (with or without a port).
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return isLoopbackName(host)
+}
+
+// isLoopbackName reports whether host is localhost or a loopback IP.
+func isLoopbackName(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// get wraps a GET handler answering doc() as JSON.
+func get(doc func() any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			httpError(w, http.StatusMethodNotAllowed, "use GET")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(doc())
+	}
 }
 
 // body is a control request's JSON body; every member is optional.
@@ -130,12 +188,17 @@ func (b body) hold() (time.Duration, error) {
 	return time.Duration(*b.HoldMs) * time.Millisecond, nil
 }
 
-// post wraps a handler: POST only, a bounded JSON body with no unknown
-// members, a JSON answer, errors as a 4xx with one line.
+// post wraps a handler: POST only, Content-Type application/json, a
+// bounded JSON body with no unknown members, a JSON answer, errors as a
+// 4xx with one line.
 func (c *Cluster) post(h func(body) (any, int, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			httpError(w, http.StatusMethodNotAllowed, "use POST")
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			httpError(w, http.StatusUnsupportedMediaType, "the body must be JSON sent as Content-Type: application/json")
 			return
 		}
 		raw, err := io.ReadAll(io.LimitReader(r.Body, maxControlBody+1))
@@ -254,16 +317,14 @@ func (c *Cluster) ctlNode(op func(int) error) func(body) (any, int, error) {
 }
 
 // checkLoopback refuses a control address that is not on loopback: the
-// endpoint kills nodes and cuts links, and has no authentication.
+// endpoint kills nodes and cuts links, and speaks plain HTTP (its bearer
+// token would cross the network in clear).
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("cluster: control address: %w", err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !isLoopbackName(host) {
 		return fmt.Errorf("cluster: control address %q is not a loopback address", addr)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -94,9 +93,40 @@ func TestLinkStall(t *testing.T) {
 	require.Positive(t, c.Link().Stats().Stalled)
 }
 
-func post(t testing.TB, url, body string) (int, string) {
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, url, strings.NewReader(body))
+// post sends body as JSON to the control endpoint of c (its base URL
+// url, then the path), as a suite does: conformance.Fixture.Control.
+func post(t testing.TB, c *cluster.Cluster, url, body string) (int, string) {
+	return control(t, c, http.MethodPost, url, body)
+}
+
+// getCtl sends a GET to the control endpoint of c as a suite does.
+func getCtl(t testing.TB, c *cluster.Cluster, url string) (int, string) {
+	return control(t, c, http.MethodGet, url, "")
+}
+
+func control(t testing.TB, c *cluster.Cluster, method, url, body string) (int, string) {
+	t.Helper()
+	f := c.Fixture()
+	path, ok := strings.CutPrefix(url, f.ControlURL)
+	require.True(t, ok, url)
+	code, answer, err := f.Control(ctxT(t), method, path, []byte(body))
 	require.NoError(t, err)
+	return code, string(answer)
+}
+
+// ctlDo sends a request with exactly the headers hdr (a "Host" entry sets
+// the Host header) and returns the status and the body.
+func ctlDo(t testing.TB, method, url, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(t), method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -132,76 +162,65 @@ func TestControlEndpoint(t *testing.T) {
 		{"/heal", `[]`},
 	}
 	for _, b := range bad {
-		code, msg := post(t, url+b.path, b.body)
+		code, msg := post(t, c, url+b.path, b.body)
 		require.True(t, code >= 400 && code < 500, "%s %s: %d", b.path, b.body, code)
 		require.Equal(t, 1, strings.Count(msg, "\n"), "one line: %q", msg)
 	}
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, url+"/link", nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	code, _ := getCtl(t, c, url+"/link")
+	require.Equal(t, http.StatusMethodNotAllowed, code)
 
 	// The interposer's counters.
 	_, err = publish(t, dial(t, c, c.Fixture().LinkAddr, nil), topic(c, cluster.LinkStream), "counted")
 	require.NoError(t, err)
-	req, err = http.NewRequestWithContext(ctxT(t), http.MethodGet, url+"/link/stats", nil)
-	require.NoError(t, err)
-	resp, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	code, body := getCtl(t, c, url+"/link/stats")
+	require.Equal(t, http.StatusOK, code)
 	var stats map[string]uint64
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.Unmarshal([]byte(body), &stats))
 	require.Equal(t, c.Link().Stats().Sessions, stats["sessions"])
 	require.Positive(t, stats["forwarded"])
 	require.Contains(t, stats, "stalled")
 
 	f := c.Fixture()
 	// fence (default: the movable stream) → publishes refused as moving.
-	code, _ := post(t, url+"/fence", `{"hold_ms":600000}`)
+	code, _ = post(t, c, url+"/fence", `{"hold_ms":600000}`)
 	require.Equal(t, http.StatusOK, code)
 	_, err = publish(t, dial(t, c, f.Addrs[0], nil), topic(c, f.MovableStream), "x")
 	var be *conn.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeShardUnavailable, be.Code)
-	code, _ = post(t, url+"/fence", "")
+	code, _ = post(t, c, url+"/fence", "")
 	require.Equal(t, http.StatusConflict, code, "already moving")
 
 	// partition / heal.
-	code, _ = post(t, url+"/partition", "")
+	code, _ = post(t, c, url+"/partition", "")
 	require.Equal(t, http.StatusOK, code)
 	_, err = publish(t, dial(t, c, f.Addrs[0], nil), topic(c, f.QuorumStream), "q")
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeQuorumTimeout, be.Code)
-	code, _ = post(t, url+"/heal", "{}")
+	code, _ = post(t, c, url+"/heal", "{}")
 	require.Equal(t, http.StatusOK, code)
 	_, err = publish(t, dial(t, c, f.Addrs[0], nil), topic(c, f.QuorumStream), "q")
 	require.NoError(t, err)
 
 	// link.
-	code, _ = post(t, url+"/link", `{"fault":"stall","hold_ms":1}`)
+	code, _ = post(t, c, url+"/link", `{"fault":"stall","hold_ms":1}`)
 	require.Equal(t, http.StatusOK, code)
-	code, _ = post(t, url+"/link", `{"fault":"reset"}`)
+	code, _ = post(t, c, url+"/link", `{"fault":"reset"}`)
 	require.Equal(t, http.StatusOK, code)
 
 	// kill / restart.
-	code, _ = post(t, url+"/kill", `{"node":0}`)
+	code, _ = post(t, c, url+"/kill", `{"node":0}`)
 	require.Equal(t, http.StatusOK, code)
 	require.False(t, c.Alive(0))
-	code, _ = post(t, url+"/kill", `{"node":0}`)
+	code, _ = post(t, c, url+"/kill", `{"node":0}`)
 	require.Equal(t, http.StatusConflict, code)
-	code, _ = post(t, url+"/restart", `{"node":0}`)
+	code, _ = post(t, c, url+"/restart", `{"node":0}`)
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, c.Alive(0))
 	_, err = publish(t, dial(t, c, c.Addr(0), nil), topic(c, f.DurableStream), "after restart")
 	require.NoError(t, err)
 
-	resp, err = http.Get(url + "/fixture")
-	require.NoError(t, err)
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.True(t, bytes.Contains(b, []byte(`"link_addr"`)))
+	code, body = getCtl(t, c, url+"/fixture")
+	require.Equal(t, http.StatusOK, code)
+	require.True(t, strings.Contains(body, `"link_addr"`))
 }

@@ -255,16 +255,26 @@ type router struct {
 
 var _ server.Router = (*router)(nil)
 
-// place answers for k; known says whether k names an existing shard (an
-// unknown one is served locally so that the engine gives its own answer).
-func (r *router) place(k shardKey, write bool) server.Placement {
+// place answers for k, a shard of an existing stream or cache (the
+// callers serve an unknown one locally, so that the engine gives its own
+// answer); shards is the stream's shard count: the first use of one
+// shard places them all, so that State lists the whole stream.
+func (r *router) place(k shardKey, shards uint32, write bool) server.Placement {
 	c := r.c
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return server.Placement{Refuse: &engine.Error{Code: felix.CodeDraining, Retry: felix.RetryRetry, Message: "cluster shutting down"}}
 	}
-	a := c.assignLocked(k)
+	a := c.shards[k]
+	if a == nil {
+		for s := range shards {
+			sk := k
+			sk.shard = s
+			c.assignLocked(sk)
+		}
+		a = c.assignLocked(k)
+	}
 	if a.fence != nil {
 		c.mu.Unlock()
 		return server.Placement{Refuse: shardUnavailable(felix.ReasonMoving)}
@@ -306,7 +316,7 @@ func (r *router) Stream(t engine.Topic, shard uint32, write bool) server.Placeme
 	if !ok || shard >= max(info.Shards, 1) {
 		return server.Placement{Local: true} // the engine refuses it
 	}
-	return r.place(streamKey(t.Tenant, t.Namespace, t.Stream, shard), write)
+	return r.place(streamKey(t.Tenant, t.Namespace, t.Stream, shard), max(info.Shards, 1), write)
 }
 
 // CacheWatch implements server.Router.
@@ -314,7 +324,7 @@ func (r *router) CacheWatch(ref engine.CacheRef) server.Placement {
 	if _, _, err := r.c.eng.CacheOffsets(ref); err != nil {
 		return server.Placement{Local: true}
 	}
-	return r.place(cacheKey(ref.Tenant, ref.Namespace, ref.Cache), false)
+	return r.place(cacheKey(ref.Tenant, ref.Namespace, ref.Cache), 1, false)
 }
 
 // Topology implements server.Router: every live node.

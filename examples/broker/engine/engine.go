@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,10 @@ type Config struct {
 	NoAutoCreateStreams bool
 	// NoAutoCreateCaches makes unknown caches an error (not_found).
 	NoAutoCreateCaches bool
+	// MissingStreams are never created on first use, whatever
+	// NoAutoCreateStreams says: they stay not_found until CreateStream
+	// (a fixture's deliberately missing stream).
+	MissingStreams []Topic
 	// DefaultQueueCapacity is a subscriber's queue capacity when it asks
 	// for none (0 = DefaultQueueCapacity).
 	DefaultQueueCapacity int
@@ -269,7 +274,7 @@ func (e *Engine) stream(t Topic) (*stream, error) {
 	if s, ok := e.streams[t]; ok {
 		return s, nil
 	}
-	if e.cfg.NoAutoCreateStreams {
+	if e.cfg.NoAutoCreateStreams || slices.Contains(e.cfg.MissingStreams, t) {
 		return nil, errorf(felix.CodeNotFound, "stream not found: "+topicString(t))
 	}
 	if err := e.autoCreateAllowed(e.autoStreams, t.Tenant, e.cfg.MaxStreamsPerTenant, "streams"); err != nil {

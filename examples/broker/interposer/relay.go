@@ -179,6 +179,15 @@ func (r *Relay) Apply(fault string, hold time.Duration) error {
 	return nil
 }
 
+// Held returns how long the drop and the stall in force last from now (0
+// when none is).
+func (r *Relay) Held() (drop, stall time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	return max(r.dropUntil.Sub(now), 0), max(r.stallUntil.Sub(now), 0)
+}
+
 // Stats returns the relay's counters.
 func (r *Relay) Stats() Stats {
 	r.mu.Lock()

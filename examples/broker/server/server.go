@@ -280,15 +280,25 @@ func (s *Server) WriteCertificate(path string) error {
 }
 
 // WriteFileAtomic writes data to a temporary file in path's directory and
-// renames it to path, so that readers see either no file or all of it.
-func WriteFileAtomic(path string, data []byte) error {
+// renames it to path, so that readers see either no file or all of it. The
+// file is world-readable (mode 0644): for certificates and addresses, not
+// secrets (WriteSecretFileAtomic).
+func WriteFileAtomic(path string, data []byte) error { return writeFileAtomic(path, data, 0o644) }
+
+// WriteSecretFileAtomic is WriteFileAtomic for a file holding credentials:
+// only its owner may read it (mode 0600), from the moment it appears.
+func WriteSecretFileAtomic(path string, data []byte) error {
+	return writeFileAtomic(path, data, 0o600)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
+	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), perm)); err != nil {
 		os.Remove(f.Name())
 		return err
 	}
