@@ -20,7 +20,10 @@ func authFlags(fs *flag.FlagSet) *server.AuthLimits {
 	fs.Float64Var(&l.AddrRate, "auth-fail-rate", server.DefaultAuthAddrRate, "failed auths per second a throttled source address is allowed")
 	fs.IntVar(&l.ConnBurst, "auth-conn-fail-burst", server.DefaultAuthConnBurst, "failed auths one connection may make before it is throttled")
 	fs.Float64Var(&l.ConnRate, "auth-conn-fail-rate", server.DefaultAuthConnRate, "failed auths per second a throttled connection is allowed")
-	fs.DurationVar(&l.MaxWait, "auth-max-wait", server.DefaultAuthMaxWait, "longest an auth is held back by the throttle; beyond it the auth is refused (overloaded, retry_after)")
+	fs.IntVar(&l.GlobalBurst, "auth-global-fail-burst", server.DefaultAuthGlobalBurst, "failed auths the whole broker answers before throttling every failure")
+	fs.Float64Var(&l.GlobalRate, "auth-global-fail-rate", server.DefaultAuthGlobalRate, "failed auths per second the whole broker answers once throttled (valid tokens are never throttled)")
+	fs.IntVar(&l.MaxAddrs, "auth-max-addrs", server.DefaultAuthMaxAddrs, "source addresses the auth throttle remembers (beyond: a random one is forgotten)")
+	fs.DurationVar(&l.MaxWait, "auth-max-wait", server.DefaultAuthMaxWait, "longest a failed auth's answer is held back by the throttle; beyond it the failure is answered auth throttled (overloaded, retry_after) and its connection checks no more auths")
 	return l
 }
 
