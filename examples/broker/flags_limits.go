@@ -32,6 +32,7 @@ type limitFlags struct {
 	queueBytes, maxQueued, maxRetain, maxLog, cacheLog, maxCache int64
 	watchBytes                                                   int64
 	maxProducers, producersPerShard, streamsPerTenant, cachesPer int
+	maxName                                                      int
 	producerIdle, writeTimeout                                   time.Duration
 }
 
@@ -49,6 +50,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.DurationVar(&l.producerIdle, "producer-idle", engine.DefaultProducerIdle, "idle time after which an idempotent producer state is forgotten")
 	fs.IntVar(&l.streamsPerTenant, "max-streams-per-tenant", engine.DefaultMaxStreamsPerTenant, "streams a tenant may have created on first use (-1 = no bound)")
 	fs.IntVar(&l.cachesPer, "max-caches-per-tenant", engine.DefaultMaxCachesPerTenant, "caches a tenant may have created on first use (-1 = no bound)")
+	fs.IntVar(&l.maxName, "max-name-bytes", engine.DefaultMaxNameBytes, "longest tenant, namespace, stream, cache, key or watch prefix a request may name (at most 65535); longer ones are refused invalid_request")
 	fs.DurationVar(&l.writeTimeout, "event-write-timeout", server.DefaultEventWriteTimeout, "longest one event-stream write may block on a client that stopped reading; the stream is then reset")
 	return l
 }
@@ -61,6 +63,9 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 			return fmt.Errorf("%s must be positive", name)
 		}
 	}
+	if l.maxName < 1 || l.maxName > engine.DefaultMaxNameBytes {
+		return fmt.Errorf("-max-name-bytes %d: want 1..%d", l.maxName, engine.DefaultMaxNameBytes)
+	}
 	if l.producerIdle <= 0 || l.writeTimeout <= 0 {
 		return errors.New("-producer-idle and -event-write-timeout must be positive")
 	}
@@ -70,6 +75,7 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 	e.CacheLogRetainBytes, e.MaxCacheBytes = l.cacheLog, l.maxCache
 	e.MaxProducers, e.MaxProducersPerShard, e.ProducerIdle = l.maxProducers, l.producersPerShard, l.producerIdle
 	e.MaxStreamsPerTenant, e.MaxCachesPerTenant = l.streamsPerTenant, l.cachesPer
+	e.MaxNameBytes = l.maxName
 	cfg.EventWriteTimeout = l.writeTimeout
 	return nil
 }

@@ -120,7 +120,7 @@ func (e *Engine) CachePut(r CacheRef, key string, value []byte, ttl *time.Durati
 	if err := e.checkCacheValue(r, key, value); err != nil {
 		return 0, err
 	}
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +153,7 @@ func (c *cacheScope) fits(key string, value []byte, now uint64) error {
 // CacheGet reads key (cache_get). found is false for a missing or expired
 // key. The returned value must not be modified.
 func (e *Engine) CacheGet(r CacheRef, key string) (value []byte, version uint64, found bool, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -171,7 +171,7 @@ func (e *Engine) CacheGet(r CacheRef, key string) (value []byte, version uint64,
 // CacheDelete removes key and returns the removed value (cache_delete);
 // found is false when there was no live value.
 func (e *Engine) CacheDelete(r CacheRef, key string) (old []byte, found bool, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -211,7 +211,7 @@ func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Dura
 	if err := e.checkCacheValue(r, key, value); err != nil {
 		return CondResult{}, err
 	}
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return CondResult{}, err
 	}
@@ -237,7 +237,7 @@ func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Dura
 // CacheDeleteIf deletes key only if its current version is version
 // (cache_delete_if). After an applied delete the key has no version.
 func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResult, error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return CondResult{}, err
 	}
@@ -262,7 +262,7 @@ func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResu
 // CounterAdd adds delta to a counter (counter_add) and returns the new
 // value. Counters live beside the cache's keys, in a separate space.
 func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return 0, err
 	}
@@ -285,7 +285,7 @@ func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) 
 // CounterGet reads a counter (counter_get); ok is false for a counter
 // never written (distinct from 0).
 func (e *Engine) CounterGet(r CacheRef, key string) (value int64, ok bool, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return 0, false, err
 	}
@@ -295,10 +295,18 @@ func (e *Engine) CounterGet(r CacheRef, key string) (value int64, ok bool, err e
 	return value, ok, nil
 }
 
+// cacheKey is cache after checking the names and the key.
+func (e *Engine) cacheKey(r CacheRef, key string) (*cacheScope, error) {
+	if err := e.checkCache(r, key); err != nil {
+		return nil, err
+	}
+	return e.cache(r)
+}
+
 // CacheOffsets returns a cache's oldest retained log offset and the offset
 // of its next write.
 func (e *Engine) CacheOffsets(r CacheRef) (oldest, next uint64, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, "")
 	if err != nil {
 		return 0, 0, err
 	}

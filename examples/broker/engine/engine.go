@@ -139,6 +139,11 @@ type Config struct {
 	// either is ended with cache_watch_lagged.
 	WatchQueueCapacity int
 	WatchQueueBytes    int64
+	// MaxNameBytes bounds the tenant, namespace, stream, cache, key and
+	// watch prefix of every request (0 or more than DefaultMaxNameBytes =
+	// DefaultMaxNameBytes): a longer one is refused invalid_request before
+	// anything is created.
+	MaxNameBytes int
 	// Now is the clock (nil = time.Now). Tests use it to expire TTLs and
 	// consumer-group visibility timeouts.
 	Now func() time.Time
@@ -264,6 +269,9 @@ func (e *Engine) StreamInfo(t Topic) (c StreamConfig, ok bool) {
 }
 
 func (e *Engine) stream(t Topic) (*stream, error) {
+	if err := e.checkTopic(t); err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s, ok := e.streams[t]; ok {

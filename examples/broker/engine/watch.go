@@ -95,7 +95,11 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 	if req.HasFrom && req.Retained {
 		return nil, WatchInfo{}, errorf(felix.CodeInvalidRequest, "retained cannot be combined with from_offset")
 	}
-	c, err := e.cache(req.CacheRef)
+	filter := req.Key
+	if req.IsPrefix {
+		filter = req.Prefix
+	}
+	c, err := e.cacheKey(req.CacheRef, filter)
 	if err != nil {
 		return nil, WatchInfo{}, err
 	}
