@@ -30,7 +30,7 @@ func authFlags(fs *flag.FlagSet) *server.AuthLimits {
 // limitFlags holds the resource-bound flags (docs/limits.md).
 type limitFlags struct {
 	queueBytes, maxQueued, maxRetain, maxLog, cacheLog, maxCache int64
-	watchBytes                                                   int64
+	watchBytes, tenantCache, totalCache                          int64
 	maxProducers, producersPerShard, streamsPerTenant, cachesPer int
 	maxName                                                      int
 	producerIdle, writeTimeout                                   time.Duration
@@ -44,6 +44,8 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Int64Var(&l.maxLog, "max-log-bytes", engine.DefaultMaxLogBytes, "cap on all stream logs and rings together; appending shards trim themselves beyond it (-1 = none)")
 	fs.Int64Var(&l.cacheLog, "cache-log-bytes", engine.DefaultCacheLogRetainBytes, "per-cache write log kept for watch resume, in bytes (-1 = none)")
 	fs.Int64Var(&l.maxCache, "max-cache-bytes", engine.DefaultMaxCacheBytes, "live keys, values and counters per cache; writes beyond are refused (-1 = none)")
+	fs.Int64Var(&l.tenantCache, "max-tenant-cache-bytes", engine.DefaultMaxTenantCacheBytes, "live keys, values and counters of all of one tenant's caches; writes beyond are refused (-1 = none)")
+	fs.Int64Var(&l.totalCache, "max-total-cache-bytes", engine.DefaultMaxTotalCacheBytes, "live keys, values and counters of every cache together; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.watchBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "bytes queued for one cache watcher before it is lagged")
 	fs.IntVar(&l.maxProducers, "max-producers", engine.DefaultMaxProducers, "idempotent producer states held broker-wide")
 	fs.IntVar(&l.producersPerShard, "max-producers-per-shard", engine.DefaultMaxProducersPerShard, "idempotent producer states held per shard")
@@ -73,6 +75,7 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 	e.SubscriberQueueBytes, e.MaxQueuedBytes, e.WatchQueueBytes = l.queueBytes, l.maxQueued, l.watchBytes
 	e.MaxRetainBytes, e.MaxLogBytes = l.maxRetain, l.maxLog
 	e.CacheLogRetainBytes, e.MaxCacheBytes = l.cacheLog, l.maxCache
+	e.MaxTenantCacheBytes, e.MaxTotalCacheBytes = l.tenantCache, l.totalCache
 	e.MaxProducers, e.MaxProducersPerShard, e.ProducerIdle = l.maxProducers, l.producersPerShard, l.producerIdle
 	e.MaxStreamsPerTenant, e.MaxCachesPerTenant = l.streamsPerTenant, l.cachesPer
 	e.MaxNameBytes = l.maxName

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,12 +42,19 @@ type cacheScope struct {
 	watches  map[*Watch]struct{}
 	counters map[string]int64
 
-	logBytes  int64 // cost of log[head:] (retention.go)
-	liveBytes int64 // cost of entries and counters (retention.go)
+	logBytes  int64         // cost of log[head:] (retention.go)
+	liveBytes int64         // cost of entries and counters (retention.go)
+	tenant    *atomic.Int64 // live bytes of all the tenant's caches
 }
 
-func newCacheScope(e *Engine) *cacheScope {
-	return &cacheScope{e: e, entries: make(map[string]*cacheEntry), base: 0, next: 0,
+// newCacheScope makes a cache of tenant. The caller holds e.mu.
+func newCacheScope(e *Engine, tenant string) *cacheScope {
+	tb := e.tenantCache[tenant]
+	if tb == nil {
+		tb = new(atomic.Int64)
+		e.tenantCache[tenant] = tb
+	}
+	return &cacheScope{e: e, tenant: tb, entries: make(map[string]*cacheEntry), base: 0, next: 0,
 		watches: make(map[*Watch]struct{}), counters: make(map[string]int64)}
 }
 
@@ -58,7 +66,7 @@ func (c *cacheScope) live(key string, now uint64) *cacheEntry {
 		return nil
 	}
 	if ent.expiresAt != 0 && now >= ent.expiresAt {
-		c.liveBytes -= cacheValueCost(key, ent.value)
+		c.addLive(-cacheValueCost(key, ent.value))
 		delete(c.entries, key)
 		c.e.st.cacheExpired.Add(1)
 		return nil
@@ -104,10 +112,11 @@ func (c *cacheScope) put(key string, value []byte, ttl *time.Duration, now uint6
 		exp = now + uint64(max(*ttl, 0)/time.Millisecond)
 	}
 	version := c.next
+	delta := cacheValueCost(key, v)
 	if old := c.entries[key]; old != nil {
-		c.liveBytes -= cacheValueCost(key, old.value)
+		delta -= cacheValueCost(key, old.value)
 	}
-	c.liveBytes += cacheValueCost(key, v)
+	c.addLive(delta)
 	c.entries[key] = &cacheEntry{value: v, expiresAt: exp, version: version}
 	c.appendLog(CacheEvent{Key: key, Value: v, ExpiresAtMillis: exp})
 	c.e.st.cachePuts.Add(1)
@@ -133,21 +142,44 @@ func (e *Engine) CachePut(r CacheRef, key string, value []byte, ttl *time.Durati
 	return c.put(key, value, ttl, now), nil
 }
 
-// fits refuses a write of key = value that would take the cache's live
-// bytes over MaxCacheBytes. The caller holds c.mu.
+// fits refuses a write of key = value that would take the live bytes over
+// a bound (see grow). The caller holds c.mu.
 func (c *cacheScope) fits(key string, value []byte, now uint64) error {
-	limit := c.e.cfg.MaxCacheBytes
-	if limit <= 0 {
+	delta := cacheValueCost(key, value)
+	if old := c.live(key, now); old != nil {
+		delta -= cacheValueCost(key, old.value)
+	}
+	return c.grow(delta)
+}
+
+// grow refuses growing the cache's live bytes by delta beyond
+// MaxCacheBytes, the tenant's caches beyond MaxTenantCacheBytes or all
+// caches beyond MaxTotalCacheBytes (limit_exceeded, nothing written).
+// Writes to other caches in flight may overshoot the tenant and total
+// bounds by their own size. The caller holds c.mu.
+func (c *cacheScope) grow(delta int64) error {
+	if delta <= 0 {
 		return nil
 	}
-	after := c.liveBytes + cacheValueCost(key, value)
-	if old := c.live(key, now); old != nil {
-		after -= cacheValueCost(key, old.value)
+	cfg := &c.e.cfg
+	if l := cfg.MaxCacheBytes; l > 0 && c.liveBytes+delta > l {
+		return errCacheFull("this cache's", l)
 	}
-	if after > limit {
-		return errCacheFull(limit)
+	if l := cfg.MaxTenantCacheBytes; l > 0 && c.tenant.Load()+delta > l {
+		return errCacheFull("the tenant's caches'", l)
+	}
+	if l := cfg.MaxTotalCacheBytes; l > 0 && c.e.cacheLive.Load()+delta > l {
+		return errCacheFull("all caches'", l)
 	}
 	return nil
+}
+
+// addLive changes the live bytes of the cache, its tenant and the
+// engine. The caller holds c.mu.
+func (c *cacheScope) addLive(delta int64) {
+	c.liveBytes += delta
+	c.tenant.Add(delta)
+	c.e.cacheLive.Add(delta)
 }
 
 // CacheGet reads key (cache_get). found is false for a missing or expired
@@ -181,7 +213,7 @@ func (e *Engine) CacheDelete(r CacheRef, key string) (old []byte, found bool, er
 	if ent == nil {
 		return nil, false, nil
 	}
-	c.liveBytes -= cacheValueCost(key, ent.value)
+	c.addLive(-cacheValueCost(key, ent.value))
 	delete(c.entries, key)
 	c.appendLog(CacheEvent{Key: key, Deleted: true})
 	e.st.cacheDeletes.Add(1)
@@ -252,7 +284,7 @@ func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResu
 		e.st.condFailures.Add(1)
 		return CondResult{Version: ent.version, HasVersion: true}, nil
 	}
-	c.liveBytes -= cacheValueCost(key, ent.value)
+	c.addLive(-cacheValueCost(key, ent.value))
 	delete(c.entries, key)
 	c.appendLog(CacheEvent{Key: key, Deleted: true})
 	e.st.cacheDeletes.Add(1)
@@ -272,10 +304,10 @@ func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) 
 	old, exists := c.counters[key]
 	if !exists {
 		cost := int64(len(key)) + counterSlotOverhead
-		if limit := e.cfg.MaxCacheBytes; limit > 0 && c.liveBytes+cost > limit {
-			return 0, errCacheFull(limit)
+		if err := c.grow(cost); err != nil {
+			return 0, err
 		}
-		c.liveBytes += cost
+		c.addLive(cost)
 	}
 	v := old + delta
 	c.counters[key] = v

@@ -130,6 +130,12 @@ type Config struct {
 	// refused limit_exceeded.
 	CacheLogRetainBytes int64
 	MaxCacheBytes       int64
+	// MaxTenantCacheBytes caps the live bytes of all of one tenant's
+	// caches (0 = DefaultMaxTenantCacheBytes), MaxTotalCacheBytes those
+	// of every cache (0 = DefaultMaxTotalCacheBytes); negative = no cap.
+	// Writes beyond are refused limit_exceeded.
+	MaxTenantCacheBytes int64
+	MaxTotalCacheBytes  int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
@@ -167,13 +173,15 @@ type Engine struct {
 	closed  bool
 
 	nextID        atomic.Uint64
-	producerCount atomic.Int64   // producer states held, all shards
-	queuedBytes   atomic.Int64   // bytes held by subscriber queues (queue_bytes.go)
-	logBytes      atomic.Int64   // bytes held by shard logs and rings (retention.go)
-	autoStreams   map[string]int // streams created on first use, per tenant (mu)
-	autoCaches    map[string]int // caches created on first use, per tenant (mu)
-	gate          pubGate        // drain.go
-	drainedFlag   atomic.Bool    // Drain was called
+	producerCount atomic.Int64             // producer states held, all shards
+	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
+	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
+	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
+	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
+	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
+	cacheLive     atomic.Int64             // live cache bytes, all caches
+	gate          pubGate                  // drain.go
+	drainedFlag   atomic.Bool              // Drain was called
 	st            counters
 }
 
@@ -222,9 +230,10 @@ func New(cfg Config) *Engine {
 		cfg:         cfg,
 		streams:     make(map[Topic]*stream),
 		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
-		caches:  make(map[CacheRef]*cacheScope),
-		subs:    make(map[*Subscription]struct{}),
-		watches: make(map[*Watch]struct{}),
+		tenantCache: make(map[string]*atomic.Int64),
+		caches:      make(map[CacheRef]*cacheScope),
+		subs:        make(map[*Subscription]struct{}),
+		watches:     make(map[*Watch]struct{}),
 	}
 }
 
@@ -254,7 +263,7 @@ func (e *Engine) CreateCache(r CacheRef) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.caches[r]; !ok {
-		e.caches[r] = newCacheScope(e)
+		e.caches[r] = newCacheScope(e, r.Tenant)
 	}
 }
 
@@ -300,7 +309,7 @@ func (e *Engine) cache(r CacheRef) (*cacheScope, error) {
 	if err := e.autoCreateAllowed(e.autoCaches, r.Tenant, e.cfg.MaxCachesPerTenant, "caches"); err != nil {
 		return nil, err
 	}
-	c := newCacheScope(e)
+	c := newCacheScope(e, r.Tenant)
 	e.caches[r] = c
 	return c, nil
 }
