@@ -94,9 +94,13 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 		c.log = c.log[:n]
 		c.head = 0
 	}
+	var we *watchEvent // shared by the watches it matches
 	for w := range c.watches {
 		if w.match(ev.Key) {
-			w.offer(ev)
+			if we == nil {
+				we = newWatchEvent(c.e, ev)
+			}
+			w.offer(we)
 		}
 	}
 }

@@ -141,8 +141,11 @@ type Config struct {
 	CacheLogRetain int
 	// WatchQueueCapacity is a watch's live queue capacity in events
 	// (0 = DefaultWatchQueueCapacity); WatchQueueBytes bounds it in bytes
-	// of keys and values (0 = DefaultWatchQueueBytes). A watcher over
-	// either is ended with cache_watch_lagged.
+	// of keys, values and the frames they become (0 =
+	// DefaultWatchQueueBytes). Live events are shared by the watches they
+	// match and charged once to the engine-wide MaxQueuedBytes, which
+	// subscriber queues share. A watcher over any of them is ended with
+	// cache_watch_lagged.
 	WatchQueueCapacity int
 	WatchQueueBytes    int64
 	// MaxNameBytes bounds the tenant, namespace, stream, cache, key and
@@ -420,6 +423,7 @@ type Stats struct {
 	CounterAdds         uint64 // counter_add calls
 	ActiveWatches       uint64 // open cache watches
 	WatchEvents         uint64 // cache events handed to watchers
+	WatchEventEncodes   uint64 // cache_event frames encoded (a live event once, whatever its watches)
 	LaggedWatches       uint64 // watches ended with cache_watch_lagged
 	DeadLettersDropped  uint64 // dead letters discarded at a full dead-letter list
 }
@@ -429,7 +433,7 @@ type counters struct {
 	eventEncodes, deliveredBatches, deliveredRecords, droppedBatches, droppedRecords atomic.Uint64
 	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
 	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
-	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+	counterAdds, activeWatches, watchEvents, laggedWatches, watchEncodes             atomic.Uint64
 	producersEvicted, producersExpired                                               atomic.Uint64
 	deadDropped                                                                      atomic.Uint64
 }
@@ -452,7 +456,7 @@ func (e *Engine) Stats() Stats {
 		CachePuts:          c.cachePuts.Load(), CacheGets: c.cacheGets.Load(), CacheHits: c.cacheHits.Load(),
 		CacheDeletes: c.cacheDeletes.Load(), CacheExpired: c.cacheExpired.Load(),
 		ConditionFailures: c.condFailures.Load(), CounterAdds: c.counterAdds.Load(),
-		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(),
+		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(), WatchEventEncodes: c.watchEncodes.Load(),
 		LaggedWatches: c.laggedWatches.Load(), DeadLettersDropped: c.deadDropped.Load(),
 	}
 }

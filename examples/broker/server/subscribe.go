@@ -275,12 +275,8 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 			_ = es.Close()
 			return
 		}
-		ev := &felix.CacheEvent{Key: d.Event.Key, Offset: d.Event.Offset, ExpiresAtMillis: d.Event.ExpiresAtMillis}
-		if !d.Event.Deleted {
-			ev.Value = felix.Some(d.Event.Value)
-		}
 		wd.arm()
-		err = es.WriteMessage(es.Context(), ev) // cut by the watchdog's reset
+		err = es.WriteEncoded(es.Context(), d.Frame()) // shared by the event's watches; cut by the watchdog's reset
 		wd.disarm()
 		if err != nil {
 			es.Abort()
