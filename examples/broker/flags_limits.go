@@ -32,7 +32,7 @@ type limitFlags struct {
 	queueBytes, maxQueued, maxRetain, maxLog, cacheLog, maxCache int64
 	watchBytes, tenantCache, totalCache                          int64
 	maxProducers, producersPerShard, streamsPerTenant, cachesPer int
-	maxName                                                      int
+	maxName, producersPerTenant                                  int
 	producerIdle, writeTimeout                                   time.Duration
 }
 
@@ -49,6 +49,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Int64Var(&l.watchBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "bytes queued for one cache watcher before it is lagged")
 	fs.IntVar(&l.maxProducers, "max-producers", engine.DefaultMaxProducers, "idempotent producer states held broker-wide")
 	fs.IntVar(&l.producersPerShard, "max-producers-per-shard", engine.DefaultMaxProducersPerShard, "idempotent producer states held per shard")
+	fs.IntVar(&l.producersPerTenant, "max-producers-per-tenant", engine.DefaultMaxProducersPerTenant, "idempotent producer states one tenant may hold (its share of -max-producers)")
 	fs.DurationVar(&l.producerIdle, "producer-idle", engine.DefaultProducerIdle, "idle time after which an idempotent producer state is forgotten")
 	fs.IntVar(&l.streamsPerTenant, "max-streams-per-tenant", engine.DefaultMaxStreamsPerTenant, "streams a tenant may have created on first use (-1 = no bound)")
 	fs.IntVar(&l.cachesPer, "max-caches-per-tenant", engine.DefaultMaxCachesPerTenant, "caches a tenant may have created on first use (-1 = no bound)")
@@ -60,7 +61,8 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 // apply copies the flags into the broker configuration.
 func (l *limitFlags) apply(cfg *server.Config) error {
 	for name, v := range map[string]int64{"-queue-bytes": l.queueBytes, "-max-queued-bytes": l.maxQueued, "-watch-queue-bytes": l.watchBytes,
-		"-max-producers": int64(l.maxProducers), "-max-producers-per-shard": int64(l.producersPerShard)} {
+		"-max-producers": int64(l.maxProducers), "-max-producers-per-shard": int64(l.producersPerShard),
+		"-max-producers-per-tenant": int64(l.producersPerTenant)} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
@@ -77,6 +79,7 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 	e.CacheLogRetainBytes, e.MaxCacheBytes = l.cacheLog, l.maxCache
 	e.MaxTenantCacheBytes, e.MaxTotalCacheBytes = l.tenantCache, l.totalCache
 	e.MaxProducers, e.MaxProducersPerShard, e.ProducerIdle = l.maxProducers, l.producersPerShard, l.producerIdle
+	e.MaxProducersPerTenant = l.producersPerTenant
 	e.MaxStreamsPerTenant, e.MaxCachesPerTenant = l.streamsPerTenant, l.cachesPer
 	e.MaxNameBytes = l.maxName
 	cfg.EventWriteTimeout = l.writeTimeout

@@ -106,6 +106,9 @@ type Config struct {
 	MaxProducers         int
 	MaxProducersPerShard int
 	ProducerIdle         time.Duration
+	// MaxProducersPerTenant is one tenant's share of the producer table
+	// (0 = DefaultMaxProducersPerTenant).
+	MaxProducersPerTenant int
 	// MaxFrameBytes is the frame limit every derived frame must fit (0 =
 	// felix.DefaultMaxFrameBytes): event batches are split to fit it and
 	// a record that could never be delivered within it is refused.
@@ -176,7 +179,9 @@ type Engine struct {
 	closed  bool
 
 	nextID        atomic.Uint64
-	producerCount atomic.Int64             // producer states held, all shards
+	producerCount atomic.Int64 // producer states held, all shards
+	prodMu        sync.Mutex   // guards prodTenants; taken after a shard's mu, never before one
+	prodTenants   map[string]*tenantProducers
 	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
 	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
 	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
@@ -212,6 +217,9 @@ func New(cfg Config) *Engine {
 	if cfg.MaxProducersPerShard <= 0 {
 		cfg.MaxProducersPerShard = DefaultMaxProducersPerShard
 	}
+	if cfg.MaxProducersPerTenant <= 0 {
+		cfg.MaxProducersPerTenant = DefaultMaxProducersPerTenant
+	}
 	if cfg.ProducerIdle <= 0 {
 		cfg.ProducerIdle = DefaultProducerIdle
 	}
@@ -233,10 +241,10 @@ func New(cfg Config) *Engine {
 		cfg:         cfg,
 		streams:     make(map[Topic]*stream),
 		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
-		tenantCache: make(map[string]*atomic.Int64),
-		caches:      make(map[CacheRef]*cacheScope),
-		subs:        make(map[*Subscription]struct{}),
-		watches:     make(map[*Watch]struct{}),
+		tenantCache: make(map[string]*atomic.Int64), prodTenants: make(map[string]*tenantProducers),
+		caches:  make(map[CacheRef]*cacheScope),
+		subs:    make(map[*Subscription]struct{}),
+		watches: make(map[*Watch]struct{}),
 	}
 }
 
