@@ -30,7 +30,7 @@ func authFlags(fs *flag.FlagSet) *server.AuthLimits {
 // limitFlags holds the resource-bound flags (docs/limits.md).
 type limitFlags struct {
 	queueBytes, maxQueued, maxRetain, maxLog, cacheLog, maxCache int64
-	watchBytes, tenantCache, totalCache                          int64
+	watchBytes, tenantCache, totalCache, totalCacheLog           int64
 	maxProducers, producersPerShard, streamsPerTenant, cachesPer int
 	maxName, producersPerTenant                                  int
 	producerIdle, writeTimeout                                   time.Duration
@@ -46,6 +46,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Int64Var(&l.maxCache, "max-cache-bytes", engine.DefaultMaxCacheBytes, "live keys, values and counters per cache; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.tenantCache, "max-tenant-cache-bytes", engine.DefaultMaxTenantCacheBytes, "live keys, values and counters of all of one tenant's caches; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.totalCache, "max-total-cache-bytes", engine.DefaultMaxTotalCacheBytes, "live keys, values and counters of every cache together; writes beyond are refused (-1 = none)")
+	fs.Int64Var(&l.totalCacheLog, "max-total-cache-log-bytes", engine.DefaultMaxTotalCacheLogBytes, "cap on all cache write logs together; writing caches trim their own oldest events beyond it (-1 = none)")
 	fs.Int64Var(&l.watchBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "bytes queued for one cache watcher before it is lagged")
 	fs.IntVar(&l.maxProducers, "max-producers", engine.DefaultMaxProducers, "idempotent producer states held broker-wide")
 	fs.IntVar(&l.producersPerShard, "max-producers-per-shard", engine.DefaultMaxProducersPerShard, "idempotent producer states held per shard")
@@ -77,7 +78,7 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 	e.SubscriberQueueBytes, e.MaxQueuedBytes, e.WatchQueueBytes = l.queueBytes, l.maxQueued, l.watchBytes
 	e.MaxRetainBytes, e.MaxLogBytes = l.maxRetain, l.maxLog
 	e.CacheLogRetainBytes, e.MaxCacheBytes = l.cacheLog, l.maxCache
-	e.MaxTenantCacheBytes, e.MaxTotalCacheBytes = l.tenantCache, l.totalCache
+	e.MaxTenantCacheBytes, e.MaxTotalCacheBytes, e.MaxTotalCacheLogBytes = l.tenantCache, l.totalCache, l.totalCacheLog
 	e.MaxProducers, e.MaxProducersPerShard, e.ProducerIdle = l.maxProducers, l.producersPerShard, l.producerIdle
 	e.MaxProducersPerTenant = l.producersPerTenant
 	e.MaxStreamsPerTenant, e.MaxCachesPerTenant = l.streamsPerTenant, l.cachesPer

@@ -80,10 +80,16 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 	ev.Offset = c.next
 	c.next++
 	c.log = append(c.log, ev)
-	c.logBytes += cacheEventCost(&ev)
-	maxBytes := c.e.cfg.CacheLogRetainBytes
-	for n := len(c.log) - c.head; n > 1 && (n > c.e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes)); n-- {
-		c.logBytes -= cacheEventCost(&c.log[c.head])
+	cost := cacheEventCost(&ev)
+	c.logBytes += cost
+	e := c.e
+	e.cacheLogBytes.Add(cost)
+	maxBytes, total := e.cfg.CacheLogRetainBytes, e.cfg.MaxTotalCacheLogBytes
+	for n := len(c.log) - c.head; n > 1 && (n > e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes) ||
+		(total > 0 && e.cacheLogBytes.Load() > total)); n-- {
+		old := cacheEventCost(&c.log[c.head])
+		c.logBytes -= old
+		e.cacheLogBytes.Add(-old)
 		c.log[c.head] = CacheEvent{}
 		c.head++
 		c.base++

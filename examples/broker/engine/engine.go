@@ -139,6 +139,11 @@ type Config struct {
 	// Writes beyond are refused limit_exceeded.
 	MaxTenantCacheBytes int64
 	MaxTotalCacheBytes  int64
+	// MaxTotalCacheLogBytes caps the write logs of every cache together
+	// (0 = DefaultMaxTotalCacheLogBytes, negative = no cap): a cache that
+	// writes while the total is over it drops its own oldest events (its
+	// newest is always kept).
+	MaxTotalCacheLogBytes int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
@@ -188,6 +193,7 @@ type Engine struct {
 	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
 	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
 	cacheLive     atomic.Int64             // live cache bytes, all caches
+	cacheLogBytes atomic.Int64             // cache write log bytes, all caches
 	gate          pubGate                  // drain.go
 	drainedFlag   atomic.Bool              // Drain was called
 	st            counters

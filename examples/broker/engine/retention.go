@@ -30,6 +30,9 @@ const (
 	// every cache; a write beyond either is refused (limit_exceeded).
 	DefaultMaxTenantCacheBytes = 256 << 20
 	DefaultMaxTotalCacheBytes  = 1 << 30
+	// DefaultMaxTotalCacheLogBytes caps the write logs of every cache
+	// together; a cache that writes beyond it trims its own oldest events.
+	DefaultMaxTotalCacheLogBytes = 1 << 30
 	// DefaultWatchQueueBytes bounds one cache watch's queue in bytes.
 	DefaultWatchQueueBytes = 16 << 20
 
@@ -63,6 +66,9 @@ func (c *Config) storageDefaults() {
 	}
 	if c.MaxTotalCacheBytes == 0 {
 		c.MaxTotalCacheBytes = DefaultMaxTotalCacheBytes
+	}
+	if c.MaxTotalCacheLogBytes == 0 {
+		c.MaxTotalCacheLogBytes = DefaultMaxTotalCacheLogBytes
 	}
 }
 

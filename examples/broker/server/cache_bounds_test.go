@@ -75,3 +75,30 @@ func TestCacheBytesBoundedPerTenantAndBrokerWide(t *testing.T) {
 	_, err = good.Publish(ctx, topic, []byte("still here"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 }
+
+// The write logs of all caches together are bounded too: overwrites (which
+// keep the live bytes flat while the logs hold every old value) trim the
+// writing cache's oldest events beyond the broker-wide bound.
+func TestCacheLogsBoundedBrokerWide(t *testing.T) {
+	const value, caches, writes, total = 128 << 10, 4, 40, 2 << 20
+	cfg := durableCfg()
+	cfg.Engine.MaxTotalCacheLogBytes = total
+	srv := startBroker(t, cfg)
+	ctx := ctxT(t)
+	c := dial(t, srv, nil)
+	heap0 := heapAfterGC()
+	big := make([]byte, value)
+	for i := range writes {
+		for k := range caches {
+			big[0] = byte(i)
+			ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "log" + strconv.Itoa(k)}
+			require.NoError(t, c.CachePut(ctx, ref, "k", big, 0))
+		}
+	}
+	logBytes, live := srv.Engine().CacheBytes()
+	grown := int64(heapAfterGC()) - int64(heap0)
+	t.Logf("%d MiB written: logs %d KiB, live %d KiB, heap %+d KiB", caches*writes*value>>20, logBytes>>10, live>>10, grown>>10)
+	require.LessOrEqual(t, logBytes, int64(total+value+4096), "the logs stay at the broker-wide bound (plus the event being written)")
+	require.Less(t, grown, int64(8<<20))
+	checkServing(t, c)
+}
