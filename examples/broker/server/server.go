@@ -84,8 +84,9 @@ type Config struct {
 	MaxSubscriptionsPerConn int
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
-	// AuthLimits throttles failed authentications per source address and
-	// per connection (zero fields take the defaults).
+	// AuthLimits throttles failed authentications per source address,
+	// per connection and broker-wide; valid tokens are never throttled
+	// (zero fields take the defaults).
 	AuthLimits AuthLimits
 	// AuthTimeout is passed to conn (0 = its default, negative disables).
 	AuthTimeout time.Duration
