@@ -30,6 +30,14 @@ func (e *Engine) checkName(what, name string) error {
 	return nil
 }
 
+// CheckTopic refuses a stream whose names are over the name bound
+// (invalid_request), as every request naming it is refused.
+func (e *Engine) CheckTopic(t Topic) error { return e.checkTopic(t) }
+
+// CheckCache refuses a cache whose names, or a key or prefix in it, are
+// over the name bound (invalid_request).
+func (e *Engine) CheckCache(r CacheRef, key string) error { return e.checkCache(r, key) }
+
 // checkTopic checks a stream's names.
 func (e *Engine) checkTopic(t Topic) error {
 	if err := e.checkName("tenant", t.Tenant); err != nil {

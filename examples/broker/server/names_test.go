@@ -51,6 +51,12 @@ func TestNamesBounded(t *testing.T) {
 		"cache_watch prefix": func(n string) felix.Message {
 			return &felix.CacheWatch{TenantID: tn, Namespace: "ns", Cache: "c4", Prefix: felix.Some(n)}
 		},
+		"stream_shards": func(n string) felix.Message {
+			return &felix.StreamShards{TenantID: tn, Namespace: "ns", Stream: n, RequestID: nextID()}
+		},
+		"cache_shards": func(n string) felix.Message {
+			return &felix.CacheShards{TenantID: tn, Namespace: "ns", Cache: n, RequestID: nextID()}
+		},
 		"cache_watch key": func(n string) felix.Message {
 			return &felix.CacheWatch{TenantID: tn, Namespace: "ns", Cache: "c5", Key: felix.Some(n)}
 		},
