@@ -226,22 +226,7 @@ func TestAuthThrottleSparesValidTokenBehindOneAddress(t *testing.T) {
 	start := time.Now()
 	for range conns {
 		wg.Go(func() {
-			r := dialRaw(t, srv)
-			dials.Add(1)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				m, err := tryAuth(ctxT(t), r.qc, server.DemoTenant, "guess")
-				if err != nil || guessAnswer(t, m) {
-					// Barred (or timed out): a new connection per guess.
-					_ = r.qc.CloseWithError(0, "")
-					r = dialRaw(t, srv)
-					dials.Add(1)
-				}
-			}
+			guessUntil(t, stop, func() *quic.Conn { return dialRaw(t, srv).qc }, "guess", &dials, nil)
 		})
 	}
 	// The guessers are over the budgets once a failure was throttled.
@@ -284,24 +269,7 @@ func TestAuthThrottleBrokerWide(t *testing.T) {
 	for i := range addrs {
 		ip := "127.0.0." + strconv.Itoa(10+i)
 		wg.Go(func() {
-			qc := dialFrom(t, srv, ip)
-			dials.Add(1)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				m, err := tryAuth(ctxT(t), qc, server.DemoTenant, "guess-"+ip)
-				if err == nil {
-					answered.Add(1)
-				}
-				if err != nil || guessAnswer(t, m) {
-					_ = qc.CloseWithError(0, "")
-					qc = dialFrom(t, srv, ip)
-					dials.Add(1)
-				}
-			}
+			guessUntil(t, stop, func() *quic.Conn { return dialFrom(t, srv, ip) }, "guess-"+ip, &dials, &answered)
 		})
 	}
 	for answered.Load() < 400 {
@@ -322,6 +290,31 @@ func TestAuthThrottleBrokerWide(t *testing.T) {
 		st.AuthFailures, st.AuthThrottled, dials.Load())
 	require.LessOrEqual(t, float64(st.AuthFailures), burst+rate*elapsed.Seconds()+float64(dials.Load())+1)
 	require.LessOrEqual(t, maxTracked, maxAddrs, "address buckets are bounded")
+}
+
+// guessUntil guesses token on connections from dial until stop, as a
+// guesser does: a barred (or timed out) connection is replaced by a new
+// one. It counts the connections in dials and the answers in answered
+// (when not nil).
+func guessUntil(t *testing.T, stop <-chan struct{}, dial func() *quic.Conn, token string, dials, answered *atomic.Int64) {
+	qc := dial()
+	dials.Add(1)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		m, err := tryAuth(ctxT(t), qc, server.DemoTenant, token)
+		if err == nil && answered != nil {
+			answered.Add(1)
+		}
+		if err != nil || guessAnswer(t, m) {
+			_ = qc.CloseWithError(0, "")
+			qc = dial()
+			dials.Add(1)
+		}
+	}
 }
 
 // tryAuth is authAnswer for a goroutine: errors are returned.
