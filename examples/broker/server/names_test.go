@@ -118,3 +118,26 @@ func refusal(t *testing.T, m felix.Message) (felix.ErrorCode, string) {
 	require.Fail(t, "not a refusal", "%T", m)
 	return "", ""
 }
+
+// A subscription keeps the stream's own names, not its request's copy:
+// many subscriptions to a stream with names near the limit cost no name
+// bytes each.
+func TestSubscriptionsShareTheStreamsNames(t *testing.T) {
+	const subs = 100
+	srv := startBroker(t, durableCfg())
+	ns, name := strings.Repeat("n", 60_000), strings.Repeat("s", 60_000)
+	r := dialRaw(t, srv)
+	s := r.stream(t, rawFlags, felix.FeatureErrorCodes)
+	s.send(&felix.Publish{TenantID: topic.TenantID, Namespace: ns, Stream: name, Payload: []byte("x"), RequestID: felix.Some(nextID())})
+	require.IsType(t, &felix.PublishOK{}, s.recv())
+	heap0 := heapAfterGC()
+	for range subs {
+		s := r.stream(t, rawFlags, felix.FeatureErrorCodes)
+		s.send(&felix.Subscribe{TenantID: topic.TenantID, Namespace: ns, Stream: name})
+		require.IsType(t, &felix.Subscribed{}, s.recv())
+	}
+	waitFor(t, func() bool { return srv.Stats().Engine.ActiveSubscriptions == subs })
+	grown := int64(heapAfterGC()) - int64(heap0)
+	t.Logf("%d subscriptions naming 2 × 60,000 bytes: heap %+d KiB", subs, grown>>10)
+	require.Less(t, grown, int64(subs*60_000), "less than one name per subscription")
+}
