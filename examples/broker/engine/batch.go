@@ -106,7 +106,7 @@ func (b *Batch) Frame(offered felix.Flags) []byte {
 		if b.encodes != nil {
 			b.encodes.Add(1)
 		}
-		b.framed(b.eng, len(slot.frame))
+		b.acct.framed(b.eng, len(slot.frame))
 	})
 	return slot.frame
 }

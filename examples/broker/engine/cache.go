@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,12 +42,19 @@ type cacheScope struct {
 	watches  map[*Watch]struct{}
 	counters map[string]int64
 
-	logBytes  int64 // cost of log[head:] (retention.go)
-	liveBytes int64 // cost of entries and counters (retention.go)
+	logBytes  int64         // cost of log[head:] (retention.go)
+	liveBytes int64         // cost of entries and counters (retention.go)
+	tenant    *atomic.Int64 // live bytes of all the tenant's caches
 }
 
-func newCacheScope(e *Engine) *cacheScope {
-	return &cacheScope{e: e, entries: make(map[string]*cacheEntry), base: 0, next: 0,
+// newCacheScope makes a cache of tenant. The caller holds e.mu.
+func newCacheScope(e *Engine, tenant string) *cacheScope {
+	tb := e.tenantCache[tenant]
+	if tb == nil {
+		tb = new(atomic.Int64)
+		e.tenantCache[tenant] = tb
+	}
+	return &cacheScope{e: e, tenant: tb, entries: make(map[string]*cacheEntry), base: 0, next: 0,
 		watches: make(map[*Watch]struct{}), counters: make(map[string]int64)}
 }
 
@@ -58,7 +66,7 @@ func (c *cacheScope) live(key string, now uint64) *cacheEntry {
 		return nil
 	}
 	if ent.expiresAt != 0 && now >= ent.expiresAt {
-		c.liveBytes -= cacheValueCost(key, ent.value)
+		c.addLive(-cacheValueCost(key, ent.value))
 		delete(c.entries, key)
 		c.e.st.cacheExpired.Add(1)
 		return nil
@@ -72,10 +80,16 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 	ev.Offset = c.next
 	c.next++
 	c.log = append(c.log, ev)
-	c.logBytes += cacheEventCost(&ev)
-	maxBytes := c.e.cfg.CacheLogRetainBytes
-	for n := len(c.log) - c.head; n > 1 && (n > c.e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes)); n-- {
-		c.logBytes -= cacheEventCost(&c.log[c.head])
+	cost := cacheEventCost(&ev)
+	c.logBytes += cost
+	e := c.e
+	e.cacheLogBytes.Add(cost)
+	maxBytes, total := e.cfg.CacheLogRetainBytes, e.cfg.MaxTotalCacheLogBytes
+	for n := len(c.log) - c.head; n > 1 && (n > e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes) ||
+		(total > 0 && e.cacheLogBytes.Load() > total)); n-- {
+		old := cacheEventCost(&c.log[c.head])
+		c.logBytes -= old
+		e.cacheLogBytes.Add(-old)
 		c.log[c.head] = CacheEvent{}
 		c.head++
 		c.base++
@@ -86,9 +100,13 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 		c.log = c.log[:n]
 		c.head = 0
 	}
+	var we *watchEvent // shared by the watches it matches
 	for w := range c.watches {
 		if w.match(ev.Key) {
-			w.offer(ev)
+			if we == nil {
+				we = newWatchEvent(c.e, ev)
+			}
+			w.offer(we)
 		}
 	}
 }
@@ -104,10 +122,11 @@ func (c *cacheScope) put(key string, value []byte, ttl *time.Duration, now uint6
 		exp = now + uint64(max(*ttl, 0)/time.Millisecond)
 	}
 	version := c.next
+	delta := cacheValueCost(key, v)
 	if old := c.entries[key]; old != nil {
-		c.liveBytes -= cacheValueCost(key, old.value)
+		delta -= cacheValueCost(key, old.value)
 	}
-	c.liveBytes += cacheValueCost(key, v)
+	c.addLive(delta)
 	c.entries[key] = &cacheEntry{value: v, expiresAt: exp, version: version}
 	c.appendLog(CacheEvent{Key: key, Value: v, ExpiresAtMillis: exp})
 	c.e.st.cachePuts.Add(1)
@@ -120,7 +139,7 @@ func (e *Engine) CachePut(r CacheRef, key string, value []byte, ttl *time.Durati
 	if err := e.checkCacheValue(r, key, value); err != nil {
 		return 0, err
 	}
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return 0, err
 	}
@@ -133,27 +152,50 @@ func (e *Engine) CachePut(r CacheRef, key string, value []byte, ttl *time.Durati
 	return c.put(key, value, ttl, now), nil
 }
 
-// fits refuses a write of key = value that would take the cache's live
-// bytes over MaxCacheBytes. The caller holds c.mu.
+// fits refuses a write of key = value that would take the live bytes over
+// a bound (see grow). The caller holds c.mu.
 func (c *cacheScope) fits(key string, value []byte, now uint64) error {
-	limit := c.e.cfg.MaxCacheBytes
-	if limit <= 0 {
+	delta := cacheValueCost(key, value)
+	if old := c.live(key, now); old != nil {
+		delta -= cacheValueCost(key, old.value)
+	}
+	return c.grow(delta)
+}
+
+// grow refuses growing the cache's live bytes by delta beyond
+// MaxCacheBytes, the tenant's caches beyond MaxTenantCacheBytes or all
+// caches beyond MaxTotalCacheBytes (limit_exceeded, nothing written).
+// Writes to other caches in flight may overshoot the tenant and total
+// bounds by their own size. The caller holds c.mu.
+func (c *cacheScope) grow(delta int64) error {
+	if delta <= 0 {
 		return nil
 	}
-	after := c.liveBytes + cacheValueCost(key, value)
-	if old := c.live(key, now); old != nil {
-		after -= cacheValueCost(key, old.value)
+	cfg := &c.e.cfg
+	if l := cfg.MaxCacheBytes; l > 0 && c.liveBytes+delta > l {
+		return errCacheFull("this cache's", l)
 	}
-	if after > limit {
-		return errCacheFull(limit)
+	if l := cfg.MaxTenantCacheBytes; l > 0 && c.tenant.Load()+delta > l {
+		return errCacheFull("the tenant's caches'", l)
+	}
+	if l := cfg.MaxTotalCacheBytes; l > 0 && c.e.cacheLive.Load()+delta > l {
+		return errCacheFull("all caches'", l)
 	}
 	return nil
+}
+
+// addLive changes the live bytes of the cache, its tenant and the
+// engine. The caller holds c.mu.
+func (c *cacheScope) addLive(delta int64) {
+	c.liveBytes += delta
+	c.tenant.Add(delta)
+	c.e.cacheLive.Add(delta)
 }
 
 // CacheGet reads key (cache_get). found is false for a missing or expired
 // key. The returned value must not be modified.
 func (e *Engine) CacheGet(r CacheRef, key string) (value []byte, version uint64, found bool, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -171,7 +213,7 @@ func (e *Engine) CacheGet(r CacheRef, key string) (value []byte, version uint64,
 // CacheDelete removes key and returns the removed value (cache_delete);
 // found is false when there was no live value.
 func (e *Engine) CacheDelete(r CacheRef, key string) (old []byte, found bool, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -181,7 +223,7 @@ func (e *Engine) CacheDelete(r CacheRef, key string) (old []byte, found bool, er
 	if ent == nil {
 		return nil, false, nil
 	}
-	c.liveBytes -= cacheValueCost(key, ent.value)
+	c.addLive(-cacheValueCost(key, ent.value))
 	delete(c.entries, key)
 	c.appendLog(CacheEvent{Key: key, Deleted: true})
 	e.st.cacheDeletes.Add(1)
@@ -211,7 +253,7 @@ func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Dura
 	if err := e.checkCacheValue(r, key, value); err != nil {
 		return CondResult{}, err
 	}
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return CondResult{}, err
 	}
@@ -237,7 +279,7 @@ func (e *Engine) CachePutIf(r CacheRef, key string, value []byte, ttl *time.Dura
 // CacheDeleteIf deletes key only if its current version is version
 // (cache_delete_if). After an applied delete the key has no version.
 func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResult, error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return CondResult{}, err
 	}
@@ -252,7 +294,7 @@ func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResu
 		e.st.condFailures.Add(1)
 		return CondResult{Version: ent.version, HasVersion: true}, nil
 	}
-	c.liveBytes -= cacheValueCost(key, ent.value)
+	c.addLive(-cacheValueCost(key, ent.value))
 	delete(c.entries, key)
 	c.appendLog(CacheEvent{Key: key, Deleted: true})
 	e.st.cacheDeletes.Add(1)
@@ -262,7 +304,7 @@ func (e *Engine) CacheDeleteIf(r CacheRef, key string, version uint64) (CondResu
 // CounterAdd adds delta to a counter (counter_add) and returns the new
 // value. Counters live beside the cache's keys, in a separate space.
 func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return 0, err
 	}
@@ -272,10 +314,10 @@ func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) 
 	old, exists := c.counters[key]
 	if !exists {
 		cost := int64(len(key)) + counterSlotOverhead
-		if limit := e.cfg.MaxCacheBytes; limit > 0 && c.liveBytes+cost > limit {
-			return 0, errCacheFull(limit)
+		if err := c.grow(cost); err != nil {
+			return 0, err
 		}
-		c.liveBytes += cost
+		c.addLive(cost)
 	}
 	v := old + delta
 	c.counters[key] = v
@@ -285,7 +327,7 @@ func (e *Engine) CounterAdd(r CacheRef, key string, delta int64) (int64, error) 
 // CounterGet reads a counter (counter_get); ok is false for a counter
 // never written (distinct from 0).
 func (e *Engine) CounterGet(r CacheRef, key string) (value int64, ok bool, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, key)
 	if err != nil {
 		return 0, false, err
 	}
@@ -295,10 +337,18 @@ func (e *Engine) CounterGet(r CacheRef, key string) (value int64, ok bool, err e
 	return value, ok, nil
 }
 
+// cacheKey is cache after checking the names and the key.
+func (e *Engine) cacheKey(r CacheRef, key string) (*cacheScope, error) {
+	if err := e.checkCache(r, key); err != nil {
+		return nil, err
+	}
+	return e.cache(r)
+}
+
 // CacheOffsets returns a cache's oldest retained log offset and the offset
 // of its next write.
 func (e *Engine) CacheOffsets(r CacheRef) (oldest, next uint64, err error) {
-	c, err := e.cache(r)
+	c, err := e.cacheKey(r, "")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -146,8 +146,10 @@ func (w *Watch) drainDelivery() WatchDelivery {
 		resume = w.catchup[0].Offset
 	} else {
 		select {
-		case ev := <-w.q:
-			resume = ev.Offset
+		case we := <-w.q:
+			w.queued.Add(-we.cost)
+			we.acct.release(w.e)
+			resume = we.ev.Offset
 		default:
 		}
 	}

@@ -111,6 +111,9 @@ type Config struct {
 	MaxProducers         int
 	MaxProducersPerShard int
 	ProducerIdle         time.Duration
+	// MaxProducersPerTenant is one tenant's share of the producer table
+	// (0 = DefaultMaxProducersPerTenant).
+	MaxProducersPerTenant int
 	// MaxFrameBytes is the frame limit every derived frame must fit (0 =
 	// felix.DefaultMaxFrameBytes): event batches are split to fit it and
 	// a record that could never be delivered within it is refused.
@@ -135,15 +138,34 @@ type Config struct {
 	// refused limit_exceeded.
 	CacheLogRetainBytes int64
 	MaxCacheBytes       int64
+	// MaxTenantCacheBytes caps the live bytes of all of one tenant's
+	// caches (0 = DefaultMaxTenantCacheBytes), MaxTotalCacheBytes those
+	// of every cache (0 = DefaultMaxTotalCacheBytes); negative = no cap.
+	// Writes beyond are refused limit_exceeded.
+	MaxTenantCacheBytes int64
+	MaxTotalCacheBytes  int64
+	// MaxTotalCacheLogBytes caps the write logs of every cache together
+	// (0 = DefaultMaxTotalCacheLogBytes, negative = no cap): a cache that
+	// writes while the total is over it drops its own oldest events (its
+	// newest is always kept).
+	MaxTotalCacheLogBytes int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
 	CacheLogRetain int
 	// WatchQueueCapacity is a watch's live queue capacity in events
 	// (0 = DefaultWatchQueueCapacity); WatchQueueBytes bounds it in bytes
-	// of keys and values (0 = DefaultWatchQueueBytes). A watcher over
-	// either is ended with cache_watch_lagged.
+	// of keys, values and the frames they become (0 =
+	// DefaultWatchQueueBytes). Live events are shared by the watches they
+	// match and charged once to the engine-wide MaxQueuedBytes, which
+	// subscriber queues share. A watcher over any of them is ended with
+	// cache_watch_lagged.
 	WatchQueueCapacity int
 	WatchQueueBytes    int64
+	// MaxNameBytes bounds the tenant, namespace, stream, cache, key and
+	// watch prefix of every request (0 or more than DefaultMaxNameBytes =
+	// DefaultMaxNameBytes): a longer one is refused invalid_request before
+	// anything is created.
+	MaxNameBytes int
 	// Now is the clock (nil = time.Now). Tests use it to expire TTLs and
 	// consumer-group visibility timeouts.
 	Now func() time.Time
@@ -167,13 +189,18 @@ type Engine struct {
 	closed  bool
 
 	nextID        atomic.Uint64
-	producerCount atomic.Int64   // producer states held, all shards
-	queuedBytes   atomic.Int64   // bytes held by subscriber queues (queue_bytes.go)
-	logBytes      atomic.Int64   // bytes held by shard logs and rings (retention.go)
-	autoStreams   map[string]int // streams created on first use, per tenant (mu)
-	autoCaches    map[string]int // caches created on first use, per tenant (mu)
-	gate          pubGate        // drain.go
-	drainedFlag   atomic.Bool    // Drain was called
+	producerCount atomic.Int64 // producer states held, all shards
+	prodMu        sync.Mutex   // guards prodTenants; taken after a shard's mu, never before one
+	prodTenants   map[string]*tenantProducers
+	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
+	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
+	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
+	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
+	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
+	cacheLive     atomic.Int64             // live cache bytes, all caches
+	cacheLogBytes atomic.Int64             // cache write log bytes, all caches
+	gate          pubGate                  // drain.go
+	drainedFlag   atomic.Bool              // Drain was called
 	st            counters
 }
 
@@ -201,6 +228,9 @@ func New(cfg Config) *Engine {
 	if cfg.MaxProducersPerShard <= 0 {
 		cfg.MaxProducersPerShard = DefaultMaxProducersPerShard
 	}
+	if cfg.MaxProducersPerTenant <= 0 {
+		cfg.MaxProducersPerTenant = DefaultMaxProducersPerTenant
+	}
 	if cfg.ProducerIdle <= 0 {
 		cfg.ProducerIdle = DefaultProducerIdle
 	}
@@ -222,6 +252,7 @@ func New(cfg Config) *Engine {
 		cfg:         cfg,
 		streams:     make(map[Topic]*stream),
 		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
+		tenantCache: make(map[string]*atomic.Int64), prodTenants: make(map[string]*tenantProducers),
 		caches:  make(map[CacheRef]*cacheScope),
 		subs:    make(map[*Subscription]struct{}),
 		watches: make(map[*Watch]struct{}),
@@ -254,7 +285,7 @@ func (e *Engine) CreateCache(r CacheRef) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.caches[r]; !ok {
-		e.caches[r] = newCacheScope(e)
+		e.caches[r] = newCacheScope(e, r.Tenant)
 	}
 }
 
@@ -269,6 +300,9 @@ func (e *Engine) StreamInfo(t Topic) (c StreamConfig, ok bool) {
 }
 
 func (e *Engine) stream(t Topic) (*stream, error) {
+	if err := e.checkTopic(t); err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s, ok := e.streams[t]; ok {
@@ -297,7 +331,7 @@ func (e *Engine) cache(r CacheRef) (*cacheScope, error) {
 	if err := e.autoCreateAllowed(e.autoCaches, r.Tenant, e.cfg.MaxCachesPerTenant, "caches"); err != nil {
 		return nil, err
 	}
-	c := newCacheScope(e)
+	c := newCacheScope(e, r.Tenant)
 	e.caches[r] = c
 	return c, nil
 }
@@ -408,6 +442,7 @@ type Stats struct {
 	CounterAdds         uint64 // counter_add calls
 	ActiveWatches       uint64 // open cache watches
 	WatchEvents         uint64 // cache events handed to watchers
+	WatchEventEncodes   uint64 // cache_event frames encoded (a live event once, whatever its watches)
 	LaggedWatches       uint64 // watches ended with cache_watch_lagged
 	DeadLettersDropped  uint64 // dead letters discarded at a full dead-letter list
 }
@@ -417,7 +452,7 @@ type counters struct {
 	eventEncodes, deliveredBatches, deliveredRecords, droppedBatches, droppedRecords atomic.Uint64
 	laggedSubs, activeSubs, totalSubs                                                atomic.Uint64
 	cachePuts, cacheGets, cacheHits, cacheDeletes, cacheExpired, condFailures        atomic.Uint64
-	counterAdds, activeWatches, watchEvents, laggedWatches                           atomic.Uint64
+	counterAdds, activeWatches, watchEvents, laggedWatches, watchEncodes             atomic.Uint64
 	producersEvicted, producersExpired                                               atomic.Uint64
 	deadDropped                                                                      atomic.Uint64
 }
@@ -440,7 +475,7 @@ func (e *Engine) Stats() Stats {
 		CachePuts:          c.cachePuts.Load(), CacheGets: c.cacheGets.Load(), CacheHits: c.cacheHits.Load(),
 		CacheDeletes: c.cacheDeletes.Load(), CacheExpired: c.cacheExpired.Load(),
 		ConditionFailures: c.condFailures.Load(), CounterAdds: c.counterAdds.Load(),
-		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(),
+		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(), WatchEventEncodes: c.watchEncodes.Load(),
 		LaggedWatches: c.laggedWatches.Load(), DeadLettersDropped: c.deadDropped.Load(),
 	}
 }

@@ -13,7 +13,10 @@ import (
 const (
 	DefaultMaxProducers         = 16384
 	DefaultMaxProducersPerShard = 4096
-	DefaultProducerIdle         = 10 * time.Minute
+	// DefaultMaxProducersPerTenant is one tenant's share of the table: a
+	// tenant at its share makes room among its own producers.
+	DefaultMaxProducersPerTenant = 4096
+	DefaultProducerIdle          = 10 * time.Minute
 	// firstWindow is the sequence window a new producer starts with; it
 	// doubles up to Config.ProducerWindow as the producer's sequences
 	// grow, so a producer that wrote once costs a few hundred bytes.
@@ -85,31 +88,28 @@ func (sh *shard) checkSequence(id, seq, dg uint64) (*producer, *seqEntry, error)
 }
 
 // recordSequence remembers an applied batch. A fresh producer enters the
-// table only with a non-empty first batch (an empty one leaves no state);
-// when the table is full the least recently used producer of this shard
-// makes room, and if this shard has none while the engine-wide table is
-// full the batch is refused (overloaded) before anything is written. The
-// caller holds sh.mu.
+// table only with a non-empty first batch (an empty one leaves no state),
+// once admitProducer made room. The caller holds sh.mu.
 func (sh *shard) recordSequence(p *producer, seq uint64, ent seqEntry, empty bool) error {
 	e := sh.st.e
 	if p.fresh {
 		if empty {
 			return nil
 		}
-		t := &sh.producers
-		if len(t.byID) >= e.cfg.MaxProducersPerShard || e.producerCount.Load() >= int64(e.cfg.MaxProducers) {
-			if t.lru.Len() == 0 {
-				return &Error{Code: felix.CodeOverloaded, Retry: felix.RetryAfter, Reason: "producer_table_full",
-					Message: "idempotent producer table full: retry later"}
-			}
-			sh.forget(t.lru.Back().Value.(*producer))
-			e.st.producersEvicted.Add(1)
+		if err := sh.admitProducer(); err != nil {
+			return err
 		}
+		t := &sh.producers
 		p.fresh = false
 		p.recent = make([]seqEntry, min(firstWindow, e.cfg.ProducerWindow))
 		p.elem = t.lru.PushFront(p)
 		t.byID[p.id] = p
 		e.producerCount.Add(1)
+		e.prodMu.Lock()
+		tp := e.tenantProducersLocked(sh.st.topic.Tenant)
+		tp.count++
+		tp.shards[sh]++
+		e.prodMu.Unlock()
 		sh.touch(p)
 	}
 	if w := e.cfg.ProducerWindow; seq >= uint64(len(p.recent)) && len(p.recent) < w {
@@ -130,9 +130,103 @@ func (sh *shard) touch(p *producer) {
 }
 
 func (sh *shard) forget(p *producer) {
+	e := sh.st.e
 	sh.producers.lru.Remove(p.elem)
 	delete(sh.producers.byID, p.id)
-	sh.st.e.producerCount.Add(-1)
+	e.producerCount.Add(-1)
+	e.prodMu.Lock()
+	tp := e.tenantProducersLocked(sh.st.topic.Tenant)
+	tp.count--
+	if tp.shards[sh]--; tp.shards[sh] <= 0 {
+		delete(tp.shards, sh)
+	}
+	e.prodMu.Unlock()
+}
+
+// tenantProducers is one tenant's part of the producer table (guarded by
+// Engine.prodMu).
+type tenantProducers struct {
+	count  int
+	shards map[*shard]int // shards holding the tenant's producers, and how many
+}
+
+func (e *Engine) tenantProducersLocked(tenant string) *tenantProducers {
+	tp := e.prodTenants[tenant]
+	if tp == nil {
+		tp = &tenantProducers{shards: make(map[*shard]int)}
+		e.prodTenants[tenant] = tp
+	}
+	return tp
+}
+
+// admitProducer makes room for one more producer on sh, bounded by
+// MaxProducersPerShard, the tenant's MaxProducersPerTenant and the
+// engine-wide MaxProducers. A full shard, or a tenant at its share, or a
+// full engine, first forgets the shard's least recently used producer;
+// when the shard has none, a producer of another shard is forgotten: of
+// the same tenant when the tenant is at its share, else of the tenant
+// holding the most. Only if no such shard can be had without waiting is
+// the batch refused (overloaded, retry_after, producer_table_full) before
+// anything is written. The caller holds sh.mu (other shards' locks are
+// only tried, never waited for).
+func (sh *shard) admitProducer() error {
+	e := sh.st.e
+	t := &sh.producers
+	if len(t.byID) >= e.cfg.MaxProducersPerShard {
+		sh.evictLRU()
+		return nil
+	}
+	e.prodMu.Lock()
+	tp := e.tenantProducersLocked(sh.st.topic.Tenant)
+	tenantFull := tp.count >= e.cfg.MaxProducersPerTenant
+	if !tenantFull && e.producerCount.Load() < int64(e.cfg.MaxProducers) {
+		e.prodMu.Unlock()
+		return nil
+	}
+	if t.lru.Len() > 0 {
+		e.prodMu.Unlock()
+		sh.evictLRU()
+		return nil
+	}
+	from := tp
+	if !tenantFull {
+		for _, o := range e.prodTenants {
+			if o.count > from.count {
+				from = o
+			}
+		}
+	}
+	var victims [4]*shard
+	n := 0
+	for v := range from.shards {
+		if v != sh && n < len(victims) {
+			victims[n] = v
+			n++
+		}
+	}
+	e.prodMu.Unlock()
+	for _, v := range victims[:n] {
+		if !v.mu.TryLock() {
+			continue
+		}
+		ok := v.producers.lru.Len() > 0
+		if ok {
+			v.evictLRU()
+		}
+		v.mu.Unlock()
+		if ok {
+			return nil
+		}
+	}
+	return &Error{Code: felix.CodeOverloaded, Retry: felix.RetryAfter, Reason: "producer_table_full",
+		Message: "idempotent producer table full: retry later"}
+}
+
+// evictLRU forgets the shard's least recently used producer to make room.
+// The caller holds sh.mu.
+func (sh *shard) evictLRU() {
+	sh.forget(sh.producers.lru.Back().Value.(*producer))
+	sh.st.e.st.producersEvicted.Add(1)
 }
 
 // expireProducers forgets the shard's producers idle for longer than

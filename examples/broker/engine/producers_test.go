@@ -105,18 +105,26 @@ func keyForShard(t *testing.T, idx, n uint32) []byte {
 	return nil
 }
 
-// With the engine-wide table full of another shard's producers, a new
-// producer is refused overloaded (retryable) and nothing is written.
-func TestProducerTableFullRefuses(t *testing.T) {
+// Issue 22 #10: with the engine-wide table full of another shard's
+// producers, a new producer on a shard holding none makes room there (the
+// least recently used producer of the other shard is forgotten); only
+// when that shard cannot be had without waiting is the batch refused
+// overloaded (retryable), nothing written.
+func TestProducerTableFullEvictsAcrossShards(t *testing.T) {
 	e := New(Config{DefaultStream: StreamConfig{Durable: true, Shards: 2}, MaxProducers: 2})
 	tp := Topic{"t", "ns", "s"}
 	for id := uint64(1); id <= 2; id++ {
 		_, err := e.Publish(idem(tp, id, 0, "a"))
 		require.NoError(t, err)
 	}
+	key := keyForShard(t, 1, 2)
+	// Shard 0 busy: refused, nothing written.
+	other := e.streams[tp].shards[0]
+	other.mu.Lock()
 	r := idem(tp, 3, 0, "k")
-	r.Keyed, r.Key = true, keyForShard(t, 1, 2)
+	r.Keyed, r.Key = true, key
 	_, err := e.Publish(r)
+	other.mu.Unlock()
 	var ee *Error
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, felix.CodeOverloaded, ee.Code)
@@ -124,4 +132,34 @@ func TestProducerTableFullRefuses(t *testing.T) {
 	_, tail, err := e.Tail(tp, 1)
 	require.NoError(t, err)
 	require.Zero(t, tail, "nothing written")
+
+	_, err = e.Publish(r)
+	require.NoError(t, err, "room made on the other shard")
+	st := e.Stats()
+	require.Equal(t, uint64(2), st.ProducerStates)
+	require.Equal(t, uint64(1), st.ProducersEvicted)
+	_, err = e.Publish(idem(tp, 1, 1, "b"))
+	var rf *Refusal
+	require.ErrorAs(t, err, &rf, "the least recently used producer was forgotten")
+	require.Equal(t, RefusedUnknownProducer, rf.Reason)
+	_, err = e.Publish(idem(tp, 2, 1, "b"))
+	require.NoError(t, err, "the other one kept")
+}
+
+// A tenant holds at most its share of the table: beyond it its own least
+// recently used producers make room, and other tenants keep theirs.
+func TestProducerTenantShare(t *testing.T) {
+	e := New(Config{DefaultStream: StreamConfig{Durable: true}, MaxProducers: 10, MaxProducersPerTenant: 3})
+	a, b := Topic{"A", "ns", "s"}, Topic{"B", "ns", "s"}
+	_, err := e.Publish(idem(a, 1, 0, "a"))
+	require.NoError(t, err)
+	for id := uint64(100); id < 120; id++ {
+		_, err := e.Publish(idem(b, id, 0, "b"))
+		require.NoError(t, err)
+	}
+	st := e.Stats()
+	require.Equal(t, uint64(4), st.ProducerStates, "B holds its share of 3, A its one")
+	require.Equal(t, uint64(17), st.ProducersEvicted)
+	_, err = e.Publish(idem(a, 1, 1, "a"))
+	require.NoError(t, err, "A's producer survived B's flood")
 }

@@ -18,13 +18,14 @@ const (
 	recordOverhead = 4 + 8 + 24
 )
 
-// batchAcct is a Batch's share of the engine-wide queued-bytes figure.
-// While at least one subscriber queue holds the batch, its records and
-// every event frame encoded from it (one per distinct modifier set) are
-// charged; when the last queue lets go, the charge is returned.
+// batchAcct is a queued item's share of the engine-wide queued-bytes
+// figure: a Batch's, or a live cache event's (watchEvent). While at least
+// one queue holds the item, its bytes and every frame encoded from it (for
+// a Batch, one per distinct modifier set) are charged; when the last
+// queue lets go, the charge is returned.
 type batchAcct struct {
 	mu      sync.Mutex
-	refs    int32 // subscriber queues holding the batch
+	refs    int32 // queues holding the item
 	frames  int64 // bytes of the frames encoded so far
 	charged int64 // bytes currently charged to Engine.queuedBytes
 }
@@ -42,21 +43,20 @@ func (b *Batch) cost() int64 {
 	return b.size
 }
 
-// hold charges b to the engine when the first queue takes it.
-func (b *Batch) hold(e *Engine) {
-	a := &b.acct
+// hold charges the item (cost bytes) to the engine when the first queue
+// takes it.
+func (a *batchAcct) hold(e *Engine, cost int64) {
 	a.mu.Lock()
 	a.refs++
 	if a.refs == 1 {
-		a.charged = b.cost() + a.frames
+		a.charged = cost + a.frames
 		e.queuedBytes.Add(a.charged)
 	}
 	a.mu.Unlock()
 }
 
-// release returns b's charge when the last queue has let it go.
-func (b *Batch) release(e *Engine) {
-	a := &b.acct
+// release returns the item's charge when the last queue has let it go.
+func (a *batchAcct) release(e *Engine) {
 	a.mu.Lock()
 	a.refs--
 	if a.refs == 0 {
@@ -66,12 +66,12 @@ func (b *Batch) release(e *Engine) {
 	a.mu.Unlock()
 }
 
-// framed charges a newly encoded frame of n bytes while queues hold b.
-func (b *Batch) framed(e *Engine, n int) {
+// framed charges a newly encoded frame of n bytes while queues hold the
+// item.
+func (a *batchAcct) framed(e *Engine, n int) {
 	if e == nil {
 		return
 	}
-	a := &b.acct
 	a.mu.Lock()
 	a.frames += int64(n)
 	if a.refs > 0 {
@@ -80,6 +80,12 @@ func (b *Batch) framed(e *Engine, n int) {
 	}
 	a.mu.Unlock()
 }
+
+// hold charges b to the engine when the first queue takes it.
+func (b *Batch) hold(e *Engine) { b.acct.hold(e, b.cost()) }
+
+// release returns b's charge when the last queue has let it go.
+func (b *Batch) release(e *Engine) { b.acct.release(e) }
 
 // admit reports whether a live batch may join s's queue: its bytes must
 // fit the subscription's bound and the engine-wide one. A subscriber whose

@@ -25,6 +25,14 @@ const (
 	// DefaultMaxCacheBytes caps the live keys and values of one cache; a
 	// write beyond it is refused (limit_exceeded).
 	DefaultMaxCacheBytes = 64 << 20
+	// DefaultMaxTenantCacheBytes caps the live keys, values and counters
+	// of all of one tenant's caches, DefaultMaxTotalCacheBytes those of
+	// every cache; a write beyond either is refused (limit_exceeded).
+	DefaultMaxTenantCacheBytes = 256 << 20
+	DefaultMaxTotalCacheBytes  = 1 << 30
+	// DefaultMaxTotalCacheLogBytes caps the write logs of every cache
+	// together; a cache that writes beyond it trims its own oldest events.
+	DefaultMaxTotalCacheLogBytes = 1 << 30
 	// DefaultWatchQueueBytes bounds one cache watch's queue in bytes.
 	DefaultWatchQueueBytes = 16 << 20
 
@@ -52,6 +60,15 @@ func (c *Config) storageDefaults() {
 	}
 	if c.MaxCacheBytes == 0 {
 		c.MaxCacheBytes = DefaultMaxCacheBytes
+	}
+	if c.MaxTenantCacheBytes == 0 {
+		c.MaxTenantCacheBytes = DefaultMaxTenantCacheBytes
+	}
+	if c.MaxTotalCacheBytes == 0 {
+		c.MaxTotalCacheBytes = DefaultMaxTotalCacheBytes
+	}
+	if c.MaxTotalCacheLogBytes == 0 {
+		c.MaxTotalCacheLogBytes = DefaultMaxTotalCacheLogBytes
 	}
 }
 
@@ -104,10 +121,11 @@ func cacheValueCost(key string, value []byte) int64 {
 	return int64(len(key)+len(value)) + cacheEntryOverhead
 }
 
-// errCacheFull refuses a cache write beyond MaxCacheBytes.
-func errCacheFull(limit int64) *Error {
+// errCacheFull refuses a cache write beyond a live-bytes bound; whose
+// names the bound ("this cache's", "the tenant's caches'", "all caches'").
+func errCacheFull(whose string, limit int64) *Error {
 	return &Error{Code: felix.CodeLimitExceeded, Retry: felix.RetryFatal,
-		Message: "cache full: live keys and values would exceed " + strconv.FormatInt(limit, 10) + " bytes"}
+		Message: "cache full: " + whose + " live keys and values would exceed " + strconv.FormatInt(limit, 10) + " bytes"}
 }
 
 // CacheBytes returns what all caches hold: their write logs and their live

@@ -174,6 +174,11 @@ func (s *Subscription) Info() SubscribeInfo { return s.info }
 // ID returns the subscription id.
 func (s *Subscription) ID() uint64 { return s.info.ID }
 
+// Topic returns the subscribed stream's names, as the engine holds them:
+// keep these rather than the request's, so that a subscription holds no
+// copy of names the stream already has.
+func (s *Subscription) Topic() Topic { return s.sh.st.topic }
+
 // offer queues a live batch without blocking. The caller holds sh.mu.
 func (s *Subscription) offer(b *Batch) {
 	if s.stopped {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,61 @@ type WatchDelivery struct {
 	// ResumeFrom is the offset to resume from.
 	Lagged     bool
 	ResumeFrom uint64
+
+	shared *watchEvent // a live event: its frame is shared by its watches
+}
+
+// Frame returns the event's whole cache_event frame (JSON). A live event's
+// frame is encoded once and shared by every watch it reaches: the caller
+// must not modify it. A catch-up event (replay, retained value) is encoded
+// for its watch alone.
+func (d WatchDelivery) Frame() []byte {
+	if d.shared != nil {
+		return d.shared.frame()
+	}
+	return encodeCacheEvent(&d.Event, nil)
+}
+
+// watchEvent is one live cache write as the watch queues hold it: shared
+// by every watch it matched, encoded once (on first delivery), and
+// charged once to the engine-wide queued bytes while a queue holds it.
+// Its cost counts the frame it becomes from the start (an upper bound),
+// so that what a queue admits includes the frame.
+type watchEvent struct {
+	ev    CacheEvent
+	cost  int64
+	e     *Engine
+	once  sync.Once
+	bytes []byte
+	acct  batchAcct
+}
+
+func (we *watchEvent) frame() []byte {
+	we.once.Do(func() {
+		we.bytes = encodeCacheEvent(&we.ev, &we.e.st.watchEncodes)
+	})
+	return we.bytes
+}
+
+// newWatchEvent wraps a live event for the watch queues.
+func newWatchEvent(e *Engine, ev CacheEvent) *watchEvent {
+	frame := int64(base64.StdEncoding.EncodedLen(len(ev.Value))) + jsonEscapeMax*int64(len(ev.Key)) + jsonPageFixed
+	return &watchEvent{ev: ev, cost: cacheEventCost(&ev) + frame, e: e}
+}
+
+// encodeCacheEvent encodes ev as a cache_event frame, counting it in n.
+func encodeCacheEvent(ev *CacheEvent, n *atomic.Uint64) []byte {
+	m := &felix.CacheEvent{Key: ev.Key, Offset: ev.Offset, ExpiresAtMillis: ev.ExpiresAtMillis}
+	if !ev.Deleted {
+		m.Value = felix.Some(ev.Value)
+	}
+	// Keys and values were checked against the frame limit when written
+	// (checkCacheValue), so encoding cannot fail.
+	b, _ := felix.AppendMessageFrame(nil, m)
+	if n != nil {
+		n.Add(1)
+	}
+	return b
 }
 
 // Watch is one cache watch. Next must be called from a single goroutine.
@@ -61,7 +117,7 @@ type Watch struct {
 	pfx  bool
 
 	catchup []CacheEvent
-	q       chan CacheEvent
+	q       chan *watchEvent
 	lagged  chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -95,12 +151,16 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 	if req.HasFrom && req.Retained {
 		return nil, WatchInfo{}, errorf(felix.CodeInvalidRequest, "retained cannot be combined with from_offset")
 	}
-	c, err := e.cache(req.CacheRef)
+	filter := req.Key
+	if req.IsPrefix {
+		filter = req.Prefix
+	}
+	c, err := e.cacheKey(req.CacheRef, filter)
 	if err != nil {
 		return nil, WatchInfo{}, err
 	}
 	w := &Watch{e: e, c: c, key: req.Key, pfx: req.IsPrefix,
-		q: make(chan CacheEvent, e.cfg.WatchQueueCapacity), lagged: make(chan struct{}), done: make(chan struct{}),
+		q: make(chan *watchEvent, e.cfg.WatchQueueCapacity), lagged: make(chan struct{}), done: make(chan struct{}),
 		drained: make(chan struct{})}
 	if req.IsPrefix {
 		w.key = req.Prefix
@@ -162,24 +222,28 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 // Info returns what Watch returned.
 func (w *Watch) Info() WatchInfo { return w.info }
 
-// offer queues a live event without blocking; a full queue ends the watch
-// with a lag report. The caller holds c.mu.
-func (w *Watch) offer(ev CacheEvent) {
+// offer queues a live event without blocking; a queue over its bounds
+// (events, bytes, or the engine-wide queued bytes, which subscriber queues
+// share) ends the watch with a lag report. An empty queue always takes
+// the event, as a subscriber's does. The caller holds c.mu.
+func (w *Watch) offer(we *watchEvent) {
 	if w.stopped {
 		return
 	}
-	cost := cacheEventCost(&ev)
-	if q := w.queued.Load(); q == 0 || q+cost <= w.e.cfg.WatchQueueBytes {
-		w.queued.Add(cost)
+	e := w.e
+	if q := w.queued.Load(); q == 0 || (q+we.cost <= e.cfg.WatchQueueBytes && e.queuedBytes.Load()+we.cost <= e.cfg.MaxQueuedBytes) {
+		w.queued.Add(we.cost)
+		we.acct.hold(e, we.cost)
 		select {
-		case w.q <- ev:
+		case w.q <- we:
 			return
 		default:
 		}
-		w.queued.Add(-cost)
+		we.acct.release(e)
+		w.queued.Add(-we.cost)
 	}
 	w.stopped = true
-	w.resumeFrom = ev.Offset
+	w.resumeFrom = we.ev.Offset
 	delete(w.c.watches, w)
 	close(w.lagged)
 }
@@ -247,9 +311,12 @@ func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
 }
 
 // dequeued delivers an event taken from the queue and returns its bytes.
-func (w *Watch) dequeued(ev CacheEvent) WatchDelivery {
-	w.queued.Add(-cacheEventCost(&ev))
-	return w.deliver(ev)
+func (w *Watch) dequeued(we *watchEvent) WatchDelivery {
+	w.queued.Add(-we.cost)
+	we.acct.release(w.e)
+	d := w.deliver(we.ev)
+	d.shared = we
+	return d
 }
 
 func (w *Watch) deliver(ev CacheEvent) WatchDelivery {
@@ -267,6 +334,16 @@ func (w *Watch) Close() {
 		w.c.mu.Unlock()
 		w.e.unregisterWatch(w)
 		w.e.st.activeWatches.Add(^uint64(0))
+		// Nothing is offered once stopped: return what the queue holds.
+		for empty := false; !empty; {
+			select {
+			case we := <-w.q:
+				w.queued.Add(-we.cost)
+				we.acct.release(w.e)
+			default:
+				empty = true
+			}
+		}
 	})
 }
 

@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,17 +91,35 @@ func (l *logSink) String() string {
 	return l.buf.String()
 }
 
+// guessAnswer checks that m is one of the two refusals a guess may get.
+func guessAnswer(t *testing.T, m felix.Message) (throttled bool) {
+	t.Helper()
+	em, ok := m.(*felix.ErrorMessage)
+	require.True(t, ok, "%T", m)
+	if em.Message == "auth failed" {
+		require.Equal(t, felix.CodeUnauthenticated, em.Code.V)
+		return false
+	}
+	require.Equal(t, "auth throttled", em.Message, "checked or throttled, nothing else")
+	require.Equal(t, felix.CodeOverloaded, em.Code.V)
+	require.Equal(t, felix.RetryAfter, em.Retry.V)
+	require.True(t, em.Detail.Set && em.Detail.V.RetryAfterMs.Set && em.Detail.V.RetryAfterMs.V > 0, "%+v", em)
+	return true
+}
+
 // A guesser on many connections from one address gets at most
-// burst + rate×elapsed credentials checked; every guess gets the same
-// refusal; refusals are logged at warn at most once a second, without
-// the token; a client from another address authenticates at once; and a
-// client connected before the attack keeps being served.
+// burst + rate×elapsed failures answered within the wait, plus one per
+// connection (the failure over the budget bars its connection); every
+// guess gets one of the two refusals; refusals are logged at warn at most
+// once a second, without the token; a client from another address
+// authenticates at once; and a client connected before the attack keeps
+// being served.
 func TestAuthThrottlePerAddress(t *testing.T) {
-	const burst, rate, guesses = 10, 50.0, 300
+	const burst, rate, guesses, conns = 10, 50.0, 300, 4
 	var sink logSink
 	cfg := durableCfg()
 	cfg.AuthLimits = server.AuthLimits{AddrBurst: burst, AddrRate: rate, ConnBurst: 1 << 20, ConnRate: 1 << 20,
-		MaxWait: 200 * time.Millisecond}
+		GlobalBurst: 1 << 20, GlobalRate: 1 << 20, MaxWait: 50 * time.Millisecond}
 	cfg.Logger = slog.New(slog.NewTextHandler(&sink, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv := startBroker(t, cfg)
 	good := dial(t, srv, nil)
@@ -113,7 +134,7 @@ func TestAuthThrottlePerAddress(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	answers := make(chan felix.Message, guesses)
-	for c := range 4 {
+	for c := range conns {
 		r := dialRaw(t, srv)
 		for g := range 8 {
 			wg.Add(1)
@@ -137,23 +158,17 @@ func TestAuthThrottlePerAddress(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	close(answers)
-	n := 0
+	n, throttled := 0, 0
 	for m := range answers {
-		em, ok := m.(*felix.ErrorMessage)
-		require.True(t, ok, "%T", m)
-		if em.Message == "auth failed" {
-			require.Equal(t, felix.CodeUnauthenticated, em.Code.V)
-		} else {
-			require.Equal(t, "auth throttled", em.Message, "checked or throttled, nothing else")
-			require.Equal(t, felix.CodeOverloaded, em.Code.V)
-			require.Equal(t, felix.RetryAfter, em.Retry.V)
+		if guessAnswer(t, m) {
+			throttled++
 		}
 		n++
 	}
 	require.Equal(t, guesses, n)
 	st := srv.Stats()
-	require.Equal(t, uint64(guesses), st.AuthFailures+st.AuthThrottled)
-	require.LessOrEqual(t, float64(st.AuthFailures), burst+rate*elapsed.Seconds()+1,
+	require.Equal(t, uint64(throttled), st.AuthThrottled)
+	require.LessOrEqual(t, float64(st.AuthFailures), burst+rate*elapsed.Seconds()+conns+1,
 		"checked guesses are bounded by the throttle (elapsed %v)", elapsed)
 	logs := sink.String()
 	lines := strings.Count(logs, "auth refused")
@@ -163,27 +178,167 @@ func TestAuthThrottlePerAddress(t *testing.T) {
 	require.Contains(t, logs, "level=WARN")
 }
 
-// One connection gets its own, smaller budget: beyond it, auths are
-// refused unchecked; another connection from the same address is served.
+// One connection gets its own, smaller budget: beyond it, the connection
+// is barred (even a valid token is then refused unchecked on it, or a
+// guesser would keep guessing there); another connection from the same
+// address is served at once.
 func TestAuthThrottlePerConnection(t *testing.T) {
 	const guesses = 20
 	cfg := durableCfg()
-	cfg.AuthLimits = server.AuthLimits{AddrBurst: 1 << 20, AddrRate: 1 << 20, ConnBurst: 3, ConnRate: 1,
-		MaxWait: 100 * time.Millisecond}
+	cfg.AuthLimits = server.AuthLimits{AddrBurst: 1 << 20, AddrRate: 1 << 20, GlobalBurst: 1 << 20, GlobalRate: 1 << 20,
+		ConnBurst: 3, ConnRate: 1, MaxWait: 100 * time.Millisecond}
 	srv := startBroker(t, cfg)
 	r := dialRaw(t, srv)
 	start := time.Now()
+	throttled := 0
 	for range guesses {
-		m := authAnswer(t, r.qc, server.DemoTenant, "bad")
-		require.Contains(t, []string{"auth failed", "auth throttled"}, m.(*felix.ErrorMessage).Message)
+		if guessAnswer(t, authAnswer(t, r.qc, server.DemoTenant, "bad")) {
+			throttled++
+		}
 	}
 	elapsed := time.Since(start)
 	st := srv.Stats()
-	require.Equal(t, uint64(guesses), st.AuthFailures+st.AuthThrottled)
-	require.LessOrEqual(t, float64(st.AuthFailures), 3+elapsed.Seconds()+1)
+	require.Equal(t, uint64(throttled), st.AuthThrottled)
+	require.Equal(t, uint64(guesses), st.AuthFailures+st.AuthThrottled-1, "one failure both checked and throttled: the one that barred")
+	require.LessOrEqual(t, float64(st.AuthFailures), 3+elapsed.Seconds()+1+1)
+	require.True(t, guessAnswer(t, authAnswer(t, r.qc, server.DemoTenant, server.DemoToken)), "the barred connection checks nothing more")
 	fresh := dialRaw(t, srv)
 	require.IsType(t, &felix.AuthOK{}, authAnswer(t, fresh.qc, server.DemoTenant, server.DemoToken))
 	checkServing(t, dial(t, srv, nil))
+}
+
+// Issue 22 #3: guesses from the legitimate client's own address (one NAT)
+// never refuse or delay its valid token: every one of its new connections
+// authenticates at once, in less than the wait the guesses get, while the
+// guesser's checked failures stay bounded.
+func TestAuthThrottleSparesValidTokenBehindOneAddress(t *testing.T) {
+	// 8 guessers held one at a time per connection keep the budget
+	// 8/rate seconds in debt, over maxWait: failures are throttled.
+	const burst, rate, conns = 4, 1.0, 8
+	const maxWait = 2 * time.Second
+	cfg := durableCfg()
+	cfg.AuthLimits = server.AuthLimits{AddrBurst: burst, AddrRate: rate, ConnBurst: 1 << 20, ConnRate: 1 << 20,
+		GlobalBurst: burst, GlobalRate: rate, MaxWait: maxWait}
+	srv := startBroker(t, cfg)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var dials atomic.Int64
+	start := time.Now()
+	for range conns {
+		wg.Go(func() {
+			guessUntil(t, stop, func() *quic.Conn { return dialRaw(t, srv).qc }, "guess", &dials, nil)
+		})
+	}
+	// The guessers are over the budgets once a failure was throttled.
+	waitFor(t, func() bool { return srv.Stats().AuthThrottled > 0 })
+	for range 13 {
+		qc := dialRaw(t, srv).qc
+		t0 := time.Now()
+		require.IsType(t, &felix.AuthOK{}, authAnswer(t, qc, server.DemoTenant, server.DemoToken))
+		require.Less(t, time.Since(t0), maxWait, "a valid token is never held back")
+		_ = qc.CloseWithError(0, "")
+	}
+	checkServing(t, dial(t, srv, nil))
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+	st := srv.Stats()
+	require.Greater(t, st.AuthDelayed, uint64(0), "failures within the budget are held back")
+	require.LessOrEqual(t, float64(st.AuthFailures), burst+rate*elapsed.Seconds()+float64(dials.Load())+1,
+		"one check per budget token, or per new connection beyond the budget (elapsed %v)", elapsed)
+}
+
+// Issue 22 #2: guessers spread over many source addresses (each under its
+// own address budget) are held to the broker-wide budget: at most
+// burst + rate×elapsed failures answered, plus one per connection (each
+// connection over the budget is barred after one check). The throttle
+// remembers at most MaxAddrs addresses, and a valid token from one of the
+// guessing addresses authenticates at once throughout.
+func TestAuthThrottleBrokerWide(t *testing.T) {
+	const burst, rate, addrs, maxAddrs = 8, 10.0, 16, 6
+	cfg := durableCfg()
+	cfg.AuthLimits = server.AuthLimits{AddrBurst: 1 << 20, AddrRate: 1 << 20, ConnBurst: 1 << 20, ConnRate: 1 << 20,
+		GlobalBurst: burst, GlobalRate: rate, MaxWait: 100 * time.Millisecond, MaxAddrs: maxAddrs}
+	srv := startBroker(t, cfg)
+	good := dial(t, srv, nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var dials, answered atomic.Int64
+	maxTracked := 0
+	start := time.Now()
+	for i := range addrs {
+		ip := "127.0.0." + strconv.Itoa(10+i)
+		wg.Go(func() {
+			guessUntil(t, stop, func() *quic.Conn { return dialFrom(t, srv, ip) }, "guess-"+ip, &dials, &answered)
+		})
+	}
+	for answered.Load() < 400 {
+		qc := dialFrom(t, srv, "127.0.0.10")
+		t0 := time.Now()
+		require.IsType(t, &felix.AuthOK{}, authAnswer(t, qc, server.DemoTenant, server.DemoToken))
+		require.Less(t, time.Since(t0), time.Second, "a valid token is never held back")
+		_ = qc.CloseWithError(0, "")
+		checkServing(t, good)
+		a, _ := srv.Snapshot().ThrottledAddrs, 0
+		maxTracked = max(maxTracked, a)
+	}
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+	st := srv.Stats()
+	t.Logf("%d guesses answered in %v: %d checked, %d throttled, %d connections", answered.Load(), elapsed,
+		st.AuthFailures, st.AuthThrottled, dials.Load())
+	require.LessOrEqual(t, float64(st.AuthFailures), burst+rate*elapsed.Seconds()+float64(dials.Load())+1)
+	require.LessOrEqual(t, maxTracked, maxAddrs, "address buckets are bounded")
+}
+
+// guessUntil guesses token on connections from dial until stop, as a
+// guesser does: a barred (or timed out) connection is replaced by a new
+// one. It counts the connections in dials and the answers in answered
+// (when not nil).
+func guessUntil(t *testing.T, stop <-chan struct{}, dial func() *quic.Conn, token string, dials, answered *atomic.Int64) {
+	qc := dial()
+	dials.Add(1)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		m, err := tryAuth(ctxT(t), qc, server.DemoTenant, token)
+		if err == nil && answered != nil {
+			answered.Add(1)
+		}
+		if err != nil || guessAnswer(t, m) {
+			_ = qc.CloseWithError(0, "")
+			qc = dial()
+			dials.Add(1)
+		}
+	}
+}
+
+// tryAuth is authAnswer for a goroutine: errors are returned.
+func tryAuth(ctx context.Context, qc *quic.Conn, tenant, token string) (felix.Message, error) {
+	st, err := qc.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	defer st.CancelRead(0)
+	b, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: tenant, Token: token, ClientFlags: felix.Some(uint16(rawFlags)),
+		ClientFeatures: felix.Some(uint32(felix.FeatureErrorCodes))})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Write(b); err != nil {
+		return nil, err
+	}
+	r := felix.NewReader(st)
+	f, err := r.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	return felix.DecodeMessage(f.Payload)
 }
 
 // dialFrom dials the broker from a given local IP (a second loopback

@@ -99,6 +99,9 @@ func (h *handler) cache(m felix.Message) bool {
 		}
 		return h.write(ans)
 	case *felix.CacheShards:
+		if err := e.CheckCache(ref, ""); err != nil {
+			return h.fail(err)
+		}
 		var n uint32
 		if _, _, err := e.CacheOffsets(ref); err == nil {
 			n = 1

@@ -126,8 +126,12 @@ func (h *handler) handle(req conn.Request) bool {
 		if m.TenantID != h.id.Tenant {
 			return h.refuse(felix.CodeForbidden, "tenant mismatch")
 		}
+		t := engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}
+		if err := h.s.eng.CheckTopic(t); err != nil {
+			return h.fail(err)
+		}
 		view := &felix.StreamShardsView{RequestID: m.RequestID}
-		if c, ok := h.s.eng.StreamInfo(engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream}); ok {
+		if c, ok := h.s.eng.StreamInfo(t); ok {
 			view.Shards = max(c.Shards, 1)
 			if c.Routing != felix.RoutingModulo {
 				// Written only for jump_hash: absent means modulo (docs/messages.md §4).

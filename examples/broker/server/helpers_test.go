@@ -112,11 +112,17 @@ type rawStream struct {
 // features.
 func (c *raw) stream(t testing.TB, flags felix.Flags, feats felix.Features) *rawStream {
 	t.Helper()
+	return c.streamAs(t, server.DemoTenant, server.DemoToken, flags, feats)
+}
+
+// streamAs is stream with another tenant's credentials.
+func (c *raw) streamAs(t testing.TB, tenant, token string, flags felix.Flags, feats felix.Features) *rawStream {
+	t.Helper()
 	s, err := c.qc.OpenStreamSync(ctxT(t))
 	require.NoError(t, err)
 	rs := &rawStream{t: t, s: s, r: felix.NewReader(s)}
 	rs.r.SetLenientFlags(true)
-	a := &felix.Auth{TenantID: server.DemoTenant, Token: server.DemoToken,
+	a := &felix.Auth{TenantID: tenant, Token: token,
 		ClientFlags: felix.Some(uint16(flags)), ClientFeatures: felix.Some(uint32(feats))}
 	rs.send(a)
 	m := rs.recv()

@@ -84,8 +84,9 @@ type Config struct {
 	MaxSubscriptionsPerConn int
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
-	// AuthLimits throttles failed authentications per source address and
-	// per connection (zero fields take the defaults).
+	// AuthLimits throttles failed authentications per source address,
+	// per connection and broker-wide; valid tokens are never throttled
+	// (zero fields take the defaults).
 	AuthLimits AuthLimits
 	// AuthTimeout is passed to conn (0 = its default, negative disables).
 	AuthTimeout time.Duration
@@ -146,6 +147,7 @@ type Server struct {
 	stopOnce sync.Once
 
 	auth    *throttle
+	tokens  tokenIndex
 	authLog logLimiter
 	subReg  subRegistry // subscriptions served, for subscriptions_list
 
@@ -184,7 +186,8 @@ func Listen(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), auth: newThrottle(cfg.AuthLimits)}
+	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), auth: newThrottle(cfg.AuthLimits),
+		tokens: indexTokens(cfg.Tokens)}
 	tc := cfg.TLS
 	if tc == nil {
 		var err error
@@ -362,8 +365,9 @@ func (s *Server) Close() error { return s.Shutdown(context.Background()) }
 type Stats struct {
 	Connections, Streams, Requests, BadFrames uint64
 	// AuthFailures counts credentials checked and refused; AuthThrottled
-	// auths refused unchecked by the throttle; AuthDelayed auths held back
-	// by it before being checked.
+	// auths answered auth throttled (a failure over a budget, and the
+	// auths of connections it barred, refused unchecked); AuthDelayed
+	// failures whose answer the throttle held back.
 	AuthFailures, AuthThrottled, AuthDelayed uint64
 	// EventWriteTimeouts counts event streams reset because one write
 	// outlasted EventWriteTimeout.

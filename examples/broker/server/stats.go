@@ -23,7 +23,10 @@ type Snapshot struct {
 	// and rings, CacheLogBytes by cache write logs, CacheLiveBytes by live
 	// cache keys, values and counters.
 	QueuedBytes, LogBytes, CacheLogBytes, CacheLiveBytes int64
-	// ThrottledAddrs and ThrottledConns count the auth throttle's buckets.
+	// ThrottledAddrs counts the source addresses the auth throttle
+	// remembers (recent failures, at most AuthLimits.MaxAddrs);
+	// ThrottledConns the open connections holding throttle state (every
+	// connection that sent an auth).
 	ThrottledAddrs, ThrottledConns int
 	// Goroutines and the Go heap figures (runtime.MemStats).
 	Goroutines                         int

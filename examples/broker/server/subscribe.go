@@ -61,7 +61,8 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	}
 	// Listed (subscriptions_list) from here until the pump ends; the pump
 	// is the only path that does not end the subscription below.
-	unlist := h.registerSub(req.Topic, req.Shard, sub)
+	topic := sub.Topic() // the stream's own names, not the request's copies
+	unlist := h.registerSub(topic, req.Shard, sub)
 	ans := &felix.Subscribed{SubscriptionID: info.ID}
 	if info.Durable {
 		ans.StartOffset, ans.LiveOffset = felix.Some(info.StartOffset), felix.Some(info.LiveOffset)
@@ -81,7 +82,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: req.Topic, shard: req.Shard, unlist: unlist,
+	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: topic, shard: req.Shard, unlist: unlist,
 		notify: h.peer.Features.Has(felix.FeatureShardMoved)})
 }
 
@@ -275,12 +276,8 @@ func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.
 			_ = es.Close()
 			return
 		}
-		ev := &felix.CacheEvent{Key: d.Event.Key, Offset: d.Event.Offset, ExpiresAtMillis: d.Event.ExpiresAtMillis}
-		if !d.Event.Deleted {
-			ev.Value = felix.Some(d.Event.Value)
-		}
 		wd.arm()
-		err = es.WriteMessage(es.Context(), ev) // cut by the watchdog's reset
+		err = es.WriteEncoded(es.Context(), d.Frame()) // shared by the event's watches; cut by the watchdog's reset
 		wd.disarm()
 		if err != nil {
 			es.Abort()

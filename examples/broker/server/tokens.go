@@ -93,9 +93,11 @@ func (id Identity) Allows(p Perm) bool {
 // the permissions (see ParsePerm) to all. Blank lines and lines starting
 // with '#' are ignored. A token listed twice is an error, even with the same
 // identity: one token must name one identity.
+//
+// Errors name the line (from 1) of the entry they refuse, never the token.
 func ParseTokens(list string) (map[string]Identity, error) {
 	out := make(map[string]Identity)
-	for _, line := range strings.Split(list, "\n") {
+	for n, line := range strings.Split(list, "\n") {
 		if t := strings.TrimSpace(line); strings.HasPrefix(t, "#") {
 			continue
 		}
@@ -105,11 +107,13 @@ func ParseTokens(list string) (map[string]Identity, error) {
 				continue
 			}
 			tok, id, err := parseTokenEntry(item)
-			if err != nil {
-				return nil, err
+			if err == nil {
+				if _, dup := out[tok]; dup {
+					err = fmt.Errorf("token entry for tenant %q: token listed twice", id.Tenant)
+				}
 			}
-			if _, dup := out[tok]; dup {
-				return nil, fmt.Errorf("token entry for tenant %q: token listed twice", id.Tenant)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", n+1, err)
 			}
 			out[tok] = id
 		}
@@ -138,9 +142,16 @@ func parseTokenEntry(item string) (string, Identity, error) {
 	return parts[1], id, nil
 }
 
+// MaxTokensFileBytes bounds a tokens file (LoadTokens): a larger file is
+// refused whole, never read in part.
+const MaxTokensFileBytes = 16 << 20
+
 // LoadTokens reads a token list (ParseTokens syntax, typically one entry
 // per line) from a file, so that tokens need not appear on a command line
-// where the process list shows them.
+// where the process list shows them. A file over MaxTokensFileBytes is
+// refused (a cut entry such as tenant:token:principal, its permissions
+// lost, would otherwise load with every permission), and so is any
+// malformed line, named by its number.
 func LoadTokens(path string) (map[string]Identity, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -148,8 +159,12 @@ func LoadTokens(path string) (map[string]Identity, error) {
 	}
 	defer f.Close()
 	var b strings.Builder
-	if _, err := io.Copy(&b, bufio.NewReader(io.LimitReader(f, 16<<20))); err != nil {
+	n, err := io.Copy(&b, bufio.NewReader(io.LimitReader(f, MaxTokensFileBytes+1)))
+	if err != nil {
 		return nil, err
+	}
+	if n > MaxTokensFileBytes {
+		return nil, fmt.Errorf("%s: tokens file over %d bytes: refused whole (split it or remove unused entries)", path, MaxTokensFileBytes)
 	}
 	toks, err := ParseTokens(b.String())
 	if err != nil {
