@@ -119,7 +119,7 @@ func TestAckNoneDoesNotWait(t *testing.T) {
 	require.NoError(t, c.Connect(ctxT(t)))
 	r.dropAll.Store(true)
 	defer r.dropAll.Store(false)
-	_, err := c.Publish(context.Background(), topic, []byte("x"), client.PublishOptions{Ack: felix.AckNone})
+	_, err := c.Publish(context.Background(), topic, []byte("x"), client.PublishOptions{NoAck: true})
 	require.NoError(t, err)
 }
 

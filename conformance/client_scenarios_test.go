@@ -523,7 +523,7 @@ func Test_ack_none_does_not_wait_for_the_broker(t *testing.T) {
 		// its idle timeout first, with an error).
 		fx.scLink("stall", 600_000)
 		p := fx.key("none")
-		res, err := c.Publish(fx.ctx(), tp, []byte(p), client.PublishOptions{Ack: felix.AckNone})
+		res, err := c.Publish(fx.ctx(), tp, []byte(p), client.PublishOptions{NoAck: true})
 		require.NoError(t, err)
 		require.False(t, res.HasOffset, "no answer, so no offset")
 		fx.control("/heal", "{}")

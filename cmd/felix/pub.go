@@ -147,7 +147,7 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer c.Close()
 	topic := conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
-	o := conn.PublishOptions{Ack: ack}
+	o := conn.PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}
 	if *key != "" {
 		o.Key = []byte(*key)
 	}
