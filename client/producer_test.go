@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
