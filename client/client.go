@@ -84,7 +84,11 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Seeds) == 0 {
 		return nil, ErrNoBrokers
 	}
-	c := &Client{cfg: cfg.withDefaults(), brokers: make(map[string]*broker), nodes: make(map[string]string),
+	rcfg, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: rcfg, brokers: make(map[string]*broker), nodes: make(map[string]string),
 		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
 	c.log = c.cfg.Logger
 	c.ctx, c.cancel = context.WithCancel(context.Background())

@@ -66,6 +66,9 @@ func (c *Client) PublishBatchMayDuplicate(ctx context.Context, t Topic, payloads
 }
 
 func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, dup bool) (PublishResult, error) {
+	if err := c.checkTopic("publish", t); err != nil {
+		return PublishResult{}, err
+	}
 	// Fast path: one live connection, no routing (a standalone broker).
 	if !c.clustered.Load() {
 		if b := c.home.Load(); b != nil {

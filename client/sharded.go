@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"sync"
@@ -62,12 +63,15 @@ type shardItem struct {
 // while the others deliver; when no shard can start, the last shard's
 // error is returned.
 func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions) (*ShardedSubscription, error) {
+	if err := c.checkTopic("subscribe_sharded", t); err != nil {
+		return nil, err
+	}
 	n, _, err := c.StreamShards(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, ErrUnknownStream
+		return nil, fmt.Errorf("%w: %s/%s in tenant %q (check the names, or create the stream)", ErrUnknownStream, t.Namespace, t.Stream, t.TenantID)
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultShardEvents

@@ -119,7 +119,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 			return nil, &DialError{Addr: addr, Kind: ErrAuthRejected, Tenant: c.offer.TenantID, Err: err}
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, ctx.Err()) {
-			return nil, &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: time.Since(started), Err: err}
+			return nil, &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: err}
 		}
 		return nil, err
 	}

@@ -54,37 +54,29 @@ type DialError struct {
 
 // Error says what failed, where, and what to check.
 func (e *DialError) Error() string {
-	var b strings.Builder
-	b.WriteString("conn: dial ")
-	b.WriteString(e.Addr)
-	b.WriteString(": ")
 	switch e.Kind {
 	case ErrBadAddress:
-		b.WriteString("bad address (want host:port with a numeric UDP port, e.g. 127.0.0.1:7447): ")
-		b.WriteString(e.Err.Error())
+		return fmt.Sprintf("conn: bad broker address %q: want host:port with a UDP port number, e.g. 127.0.0.1:7447 (%v)", e.Addr, e.Err)
 	case ErrNoAnswer:
-		b.WriteString("no answer")
+		within := ""
 		if e.Waited > 0 {
-			b.WriteString(" within ")
-			b.WriteString(e.Waited.Round(time.Millisecond).String())
+			within = " within " + e.Waited.Round(time.Millisecond).String()
 		}
-		b.WriteString(": is a broker listening on that UDP address? (check the host and port, and that the broker is running; a QUIC handshake needs a round trip or two)")
+		return "conn: no answer from " + e.Addr + within + ": is a broker listening on that UDP address? (check the host, the port and that the broker is running)"
 	case ErrCertUntrusted:
-		b.WriteString(certAdvice(e.Err))
+		return "conn: the broker at " + e.Addr + " " + certAdvice(e.Err)
 	case ErrAuthRejected:
-		fmt.Fprintf(&b, "the broker refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Tenant)
+		s := fmt.Sprintf("conn: the broker at %s refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Addr, e.Tenant)
 		var be *BrokerError
 		if errors.As(e.Err, &be) {
-			b.WriteString(": ")
-			b.WriteString(be.Message)
+			s += ": " + be.Message
 			if be.Code != "" {
-				fmt.Fprintf(&b, " [%s]", be.Code)
+				s += " [" + string(be.Code) + "]"
 			}
 		}
-	default:
-		b.WriteString(e.Err.Error())
+		return s
 	}
-	return b.String()
+	return "conn: dial " + e.Addr + ": " + e.Err.Error()
 }
 
 // Unwrap returns the kind and the cause.
@@ -97,13 +89,13 @@ func certAdvice(err error) string {
 	var invalid x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &unknownCA):
-		return "the broker's certificate is signed by an authority this client does not trust: trust the broker's certificate (the PEM a reference broker writes with -cert-out: client.Config.CAFile, or conn.Config.TLS.RootCAs)"
+		return "presented a certificate signed by an authority this client does not trust: trust the broker's certificate (a reference broker writes it with -cert-out)"
 	case errors.As(err, &host):
-		return fmt.Sprintf("the broker's certificate is not valid for the server name %q (it holds %s): set the server name to one it holds", host.Host, certNames(host.Certificate))
+		return fmt.Sprintf("presented a certificate that is not valid for the server name %q (it holds %s): set the server name to one it holds", host.Host, certNames(host.Certificate))
 	case errors.As(err, &invalid):
-		return "the broker's certificate is not usable (" + invalid.Error() + "): the broker needs a new certificate"
+		return "presented a certificate that is not usable (" + invalid.Error() + "): the broker needs a new certificate"
 	}
-	return "the broker's certificate was refused: " + err.Error()
+	return "presented a certificate that was refused: " + err.Error()
 }
 
 // certNames lists the names a certificate holds, for an error message.
@@ -150,9 +142,19 @@ func dialErr(ctx context.Context, addr string, started time.Time, err error) err
 	case errors.Is(ctx.Err(), context.Canceled):
 		return ctx.Err() // the caller gave up: the plain context error, as everywhere
 	case ctx.Err() != nil:
-		return &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: time.Since(started), Err: ctx.Err()}
+		return &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: ctx.Err()}
 	case isTimeout(err):
-		return &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: time.Since(started), Err: &TransportError{Op: "dial", Err: err}}
+		return &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: &TransportError{Op: "dial", Err: err}}
 	}
 	return &TransportError{Op: "dial", Err: err}
+}
+
+// waited is how long a dial that started at started was given: the
+// caller's deadline when it set one (so that a 1 s timeout reads "1s"),
+// else the time it took.
+func waited(ctx context.Context, started time.Time) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return d.Sub(started).Round(time.Millisecond)
+	}
+	return time.Since(started)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -65,13 +64,9 @@ func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client
 	case c.insecure:
 		tc.InsecureSkipVerify = true
 	case c.cert != "":
-		pem, err := os.ReadFile(c.cert)
+		pool, err := conn.CertPoolFromFile(c.cert)
 		if err != nil {
-			return nil, fmt.Errorf("-cert: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-cert %s: no PEM certificate in the file (the broker writes one with -cert-out)", c.cert)
+			return nil, fmt.Errorf("-cert: %w", err)
 		}
 		tc.RootCAs = pool
 	}
