@@ -131,7 +131,10 @@ func (c *Client) Brokers() []string {
 	return out
 }
 
-// Close closes every subscription, watch and connection. It is idempotent.
+// Close closes every subscription, watch and connection. It drains:
+// each connection's publish streams are finished and the brokers given up
+// to 2 s to read what was written (fire-and-forget publishes included;
+// see Flush to wait without closing). It is idempotent.
 func (c *Client) Close() error {
 	c.spawnMu.Lock()
 	already := c.closed.Swap(true)

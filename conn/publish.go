@@ -240,6 +240,10 @@ type pubStream struct {
 	pending map[uint64]*pendingAnswer
 	err     error // sticky: set when the stream ended
 	done    chan struct{}
+
+	flushMu   sync.Mutex
+	unflushed Topic // last fire-and-forget topic since the last Flush
+	dirty     bool
 }
 
 // pendingAnswer is an outstanding request on a stream.
@@ -345,8 +349,13 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err) // the stream's send side was reset
 		}
-		if err == nil && ps.cs.hk != nil {
-			ps.sent(0, records(payloads, o.src), false)
+		if err == nil {
+			ps.flushMu.Lock()
+			ps.unflushed, ps.dirty = t, true
+			ps.flushMu.Unlock()
+			if ps.cs.hk != nil {
+				ps.sent(0, records(payloads, o.src), false)
+			}
 		}
 		return nil, 0, err
 	}
