@@ -15,6 +15,9 @@ var (
 	// ErrEmptyName: a Topic or CacheRef leaves its tenant, namespace or
 	// stream / cache name empty (a zero Topic{}, typically).
 	ErrEmptyName = errors.New("client: empty name")
+	// ErrUnknownCache: the broker reports 0 shards for the cache (it does
+	// not exist), so a sharded watch refuses it.
+	ErrUnknownCache = errors.New("client: unknown cache (0 shards)")
 )
 
 // NameError refuses a request whose Topic or CacheRef cannot be right,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"sync"
 
@@ -40,20 +39,11 @@ type ShardedOptions struct {
 type ShardedSubscription struct {
 	c      *Client
 	shards []*Subscription
-	ch     chan shardItem
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	live   int
+	in     *fanIn[Event]
 
 	mu      sync.Mutex
 	offsets map[uint32]uint64
 	once    sync.Once
-}
-
-type shardItem struct {
-	shard uint32
-	ev    Event
-	err   error // set on the shard's last item
 }
 
 // SubscribeSharded asks the stream's shard count and subscribes to every
@@ -76,7 +66,7 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultShardEvents
 	}
-	ss := &ShardedSubscription{c: c, ch: make(chan shardItem, o.Buffer+int(n)), offsets: make(map[uint32]uint64), live: int(n)}
+	ss := &ShardedSubscription{c: c, in: newFanIn[Event](int(n), o.Buffer), offsets: make(map[uint32]uint64)}
 	ss.shards = make([]*Subscription, n)
 	failed := make(map[uint32]error)
 	for i := uint32(0); i < n; i++ {
@@ -100,50 +90,24 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 		}
 		ss.shards[i] = s
 	}
-	pctx, cancel := context.WithCancel(context.Background())
-	ss.cancel = cancel
 	for i, s := range ss.shards {
+		shard := uint32(i)
 		if s == nil {
 			// A shard that could not start is lost from the outset; the
 			// others deliver.
-			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: uint32(i), Err: failed[uint32(i)]})
-			ss.ch <- shardItem{shard: uint32(i), err: failed[uint32(i)]}
+			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: failed[shard]})
+			ss.in.lost(shard, failed[shard])
 			continue
 		}
-		ss.wg.Add(1)
-		go ss.pump(pctx, uint32(i), s)
+		ss.in.start(shard, s.Next, func(err error) {
+			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Addr: s.addr, Stream: s.topic.Stream, Shard: shard, Err: err})
+		})
 	}
 	if !c.track(ss) {
 		ss.Close()
 		return nil, ErrClosed
 	}
 	return ss, nil
-}
-
-// pump moves one shard's records to the merged channel.
-func (ss *ShardedSubscription) pump(ctx context.Context, shard uint32, s *Subscription) {
-	defer ss.wg.Done()
-	for {
-		ev, err := s.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if err != io.EOF {
-				ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Addr: s.addr, Stream: s.topic.Stream, Shard: shard, Err: err})
-			}
-			select {
-			case ss.ch <- shardItem{shard: shard, err: err}:
-			case <-ctx.Done():
-			}
-			return
-		}
-		select {
-		case ss.ch <- shardItem{shard: shard, ev: ev}:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // Shards returns the number of shards subscribed.
@@ -153,53 +117,23 @@ func (ss *ShardedSubscription) Shards() int { return len(ss.shards) }
 // shard ended with an error (the others go on), io.EOF when every shard
 // has ended.
 func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
-	for {
-		if ss.live == 0 {
-			return ShardEvent{}, io.EOF
-		}
-		select {
-		case it, ok := <-ss.ch:
-			if !ok {
-				return ShardEvent{}, ErrClosed
-			}
-			if it.err != nil {
-				ss.live--
-				if it.err == io.EOF {
-					continue
-				}
-				return ShardEvent{}, &ShardLostError{Shard: it.shard, Err: it.err}
-			}
-			if it.ev.HasOffset {
-				ss.mu.Lock()
-				ss.offsets[it.shard] = it.ev.Offset + 1
-				ss.mu.Unlock()
-			}
-			return ShardEvent{Shard: it.shard, Event: it.ev}, nil
-		case <-ctx.Done():
-			return ShardEvent{}, ctx.Err()
-		}
+	shard, ev, err := ss.in.next(ctx)
+	if err != nil {
+		return ShardEvent{}, err
 	}
+	if ev.HasOffset {
+		ss.mu.Lock()
+		ss.offsets[shard] = ev.Offset + 1
+		ss.mu.Unlock()
+	}
+	return ShardEvent{Shard: shard, Event: ev}, nil
 }
 
 // All iterates over the records of every shard; a *ShardLostError is
 // yielded and iteration goes on; it stops when every shard ended, ctx
 // ends (its error is yielded) or the loop breaks.
 func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, error] {
-	return func(yield func(ShardEvent, error) bool) {
-		for {
-			ev, err := ss.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			if !yield(ev, err) {
-				return
-			}
-			var lost *ShardLostError
-			if err != nil && !errors.As(err, &lost) {
-				return
-			}
-		}
-	}
+	return allShards(ctx, ss.Next)
 }
 
 // Offsets returns, per shard, the offset after the last record Next
@@ -218,13 +152,12 @@ func (ss *ShardedSubscription) Offsets() map[uint32]uint64 {
 // Close ends every shard's subscription; it is idempotent.
 func (ss *ShardedSubscription) Close() error {
 	ss.once.Do(func() {
-		ss.cancel()
+		ss.in.stop()
 		for _, s := range ss.shards {
 			if s != nil {
 				s.Close()
 			}
 		}
-		ss.wg.Wait()
 		ss.c.untrack(ss)
 	})
 	return nil
