@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -13,41 +15,35 @@ import (
 	"github.com/flxproto/felix/examples/broker/server"
 )
 
-// A cluster-aware client over a broker started in-process: publish with an
-// acknowledgement, then read the record back from the earliest offset.
+// Hello world: publish with an acknowledgement, then read the record
+// back from the earliest offset. Only package client is imported; the
+// broker is one started in-process, as "go run ./examples/broker
+// -cert-out broker.pem" starts one on 127.0.0.1:7447.
 func Example() {
-	cfg := server.Config{Addr: "127.0.0.1:0"}
-	cfg.Engine.DefaultStream.Durable = true
-	srv, err := server.Listen(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
+	addr, caFile, stop := exampleBroker() // "127.0.0.1:7447", "broker.pem"
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Config{
-		Seeds: []string{srv.Addr().String()}, // one or more; the rest is discovered
-		Conn: conn.Config{
-			TLS:      &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
-			TenantID: server.DemoTenant,
-			Token:    server.DemoToken,
-		},
+		Seeds:    []string{addr}, // one or more; the rest of a cluster is discovered
+		TenantID: "t1",
+		Token:    "demo-token",
+		CAFile:   caFile, // the certificate the broker wrote with -cert-out
 	})
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // names the address and what to check
 	}
 	defer c.Close()
 
-	orders := client.Topic{TenantID: server.DemoTenant, Namespace: "shop", Stream: "orders"}
-	res, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{Ack: felix.AckPerBatch, Key: []byte("customer-7")})
+	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
+	res, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{Key: []byte("customer-7")})
 	if err != nil {
 		log.Fatal(err) // typed: *conn.BrokerError, *client.AmbiguousError, ...
 	}
-	fmt.Println("acked at offset", res.Offset)
+	fmt.Println("acked at offset", res.Offset) // the zero PublishOptions waits for the ack
 
-	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.StartEarliest})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -62,6 +58,28 @@ func Example() {
 	// Output:
 	// acked at offset 0
 	// order #1 at offset 0
+}
+
+// exampleBroker starts a reference broker in-process (durable streams
+// created on first use, the demo token) and writes its certificate to a
+// PEM file, as the broker's -cert-out flag does.
+func exampleBroker() (addr, caFile string, stop func()) {
+	cfg := server.Config{Addr: "127.0.0.1:0"}
+	cfg.Engine.DefaultStream.Durable = true
+	srv, err := server.Listen(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve()
+	dir, err := os.MkdirTemp("", "felix-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	caFile = filepath.Join(dir, "broker.pem")
+	if err := srv.WriteCertificate(caFile); err != nil {
+		log.Fatal(err)
+	}
+	return srv.Addr().String(), caFile, func() { srv.Close(); os.RemoveAll(dir) }
 }
 
 // Info tells where a subscription from earliest began: the oldest record

@@ -4,6 +4,12 @@
 // layer: framing, the per-stream auth handshake with capability negotiation,
 // stream roles and request/answer correlation. It holds no broker logic.
 //
+// Applications use package client (github.com/flxproto/felix/client)
+// instead: it is built on this package's Client and adds what one
+// connection cannot do (discovery, redirects to shard owners, re-dials,
+// retries, resumed subscriptions and watches). Use conn directly for one
+// connection under your own control, or to write a broker or proxy.
+//
 // # Transport
 //
 // Connections use TLS 1.3 over QUIC. The ALPN id "felix/1" (ALPN) is offered
