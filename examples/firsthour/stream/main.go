@@ -54,8 +54,8 @@ func main() {
 // report is what a run saw.
 type report struct {
 	acked, ambiguous, delivered, extra int
-	perShard                            []int
-	kills                               int
+	perShard                           []int
+	kills                              int
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
