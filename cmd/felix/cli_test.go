@@ -46,11 +46,19 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	require.Contains(t, func() string { _, out, _ := felixRun(t, "", "pub", "-h"); return out }(), `(default "127.0.0.1:7447")`)
 }
 
-// felix help lists every command in aligned columns, then every command's
-// flags.
+// felix help lists every command in aligned columns on one screen (no
+// flags); felix help all adds every command's synopsis and flags.
 func TestHelpIsAligned(t *testing.T) {
 	code, out, _ := felixRun(t, "", "help")
 	require.Equal(t, 0, code)
+	require.LessOrEqual(t, strings.Count(out, "\n"), 24, "one screen:\n%s", out)
+	for n := range commands {
+		require.Contains(t, out, "  felix "+n+" ", "the list names %s", n)
+	}
+	require.NotContains(t, out, "flags:", "flags are under felix help CMD")
+	for _, line := range strings.Split(out, "\n") {
+		require.LessOrEqual(t, len(line), 120, "line %q", line)
+	}
 	col := -1
 	for _, line := range strings.Split(out, "\n") {
 		if !strings.HasPrefix(line, "  felix ") {
@@ -71,10 +79,13 @@ func TestHelpIsAligned(t *testing.T) {
 		require.Equal(t, col, j, "summary column of %q", line)
 	}
 	require.Greater(t, col, 0)
+	code, all, _ := felixRun(t, "", "help", "all")
+	require.Equal(t, 0, code)
 	for _, name := range []string{"cache", "conform", "decode", "encode", "pub", "sub"} {
-		require.Contains(t, out, "usage: felix "+name)
+		require.Contains(t, all, "usage: felix "+name)
+		require.NotContains(t, out, "usage: felix "+name)
 	}
-	require.Contains(t, out, "-retained")
+	require.Contains(t, all, "-retained")
 }
 
 // Flag-looking arguments after the positional ones are refused with a hint;
