@@ -132,7 +132,7 @@ func (p *Proxy) publish(ctx context.Context, st *conn.Stream, req conn.Request, 
 	}
 	o := conn.PublishOptions{Ack: felix.AckPerBatch, Key: key.V}
 	if ack.Set {
-		o.Ack = ack.V
+		o.Ack, o.NoAck = ack.V, ack.V == felix.AckNone // "none": fire-and-forget upstream too
 	}
 	if err := p.up.PublishBatchAsync(ctx, t, payloads, o, pa.Post); err != nil {
 		pa.Post(conn.PublishResult{}, err)
