@@ -2,16 +2,13 @@ package client_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 )
 
@@ -85,33 +82,23 @@ func exampleBroker() (addr, caFile string, stop func()) {
 // Info tells where a subscription from earliest began: the oldest record
 // the broker still keeps.
 func ExampleSubscription_Info() {
-	cfg := server.Config{Addr: "127.0.0.1:0"}
-	cfg.Engine.DefaultStream.Durable = true
-	srv, err := server.Listen(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
+	addr, caFile, stop := exampleBroker()
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{
-		Seeds: []string{srv.Addr().String()},
-		Conn: conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
-			TenantID: server.DemoTenant, Token: server.DemoToken},
-	})
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	audit := client.Topic{TenantID: server.DemoTenant, Namespace: "shop", Stream: "audit"}
+	audit := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "audit"}
 	for _, p := range []string{"a", "b"} {
-		if _, err := c.Publish(ctx, audit, []byte(p), client.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+		if _, err := c.Publish(ctx, audit, []byte(p), client.PublishOptions{}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: client.StartEarliest})
 	if err != nil {
 		log.Fatal(err)
 	}

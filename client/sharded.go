@@ -2,10 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
-	"sync"
 
 	"github.com/flxproto/felix"
 )
@@ -37,13 +35,7 @@ type ShardedOptions struct {
 // shard has ended. Next and All are not safe for concurrent use; Close
 // may be called from any goroutine.
 type ShardedSubscription struct {
-	c      *Client
-	shards []*Subscription
-	in     *fanIn[Event]
-
-	mu      sync.Mutex
-	offsets map[uint32]uint64
-	once    sync.Once
+	set shardSet[Event, *Subscription]
 }
 
 // SubscribeSharded asks the stream's shard count and subscribes to every
@@ -66,42 +58,24 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultShardEvents
 	}
-	ss := &ShardedSubscription{c: c, in: newFanIn[Event](int(n), o.Buffer), offsets: make(map[uint32]uint64)}
-	ss.shards = make([]*Subscription, n)
-	failed := make(map[uint32]error)
-	for i := uint32(0); i < n; i++ {
-		so := SubscribeOptions{Start: o.Start, Shard: i}
-		if off, ok := o.From[i]; ok {
+	ss := &ShardedSubscription{}
+	err = ss.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
+		so := SubscribeOptions{Start: o.Start, Shard: shard}
+		off, ok := o.From[shard]
+		if ok {
 			so.Start = felix.StartAt(off)
-			ss.offsets[i] = off
 		}
 		s, err := c.Subscribe(ctx, t, so)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, ErrClosed) || len(failed) == int(n)-1 {
-				for _, s := range ss.shards {
-					if s != nil {
-						s.Close()
-					}
-				}
-				return nil, err
-			}
-			failed[i] = err
-			continue
+		return s, off, ok, err
+	}, func(shard uint32, s *Subscription, err error) {
+		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}
+		if s != nil {
+			ev.Addr = s.addr
 		}
-		ss.shards[i] = s
-	}
-	for i, s := range ss.shards {
-		shard := uint32(i)
-		if s == nil {
-			// A shard that could not start is lost from the outset; the
-			// others deliver.
-			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: failed[shard]})
-			ss.in.lost(shard, failed[shard])
-			continue
-		}
-		ss.in.start(shard, s.Next, func(err error) {
-			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Addr: s.addr, Stream: s.topic.Stream, Shard: shard, Err: err})
-		})
+		c.emit(ev)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !c.track(ss) {
 		ss.Close()
@@ -111,20 +85,15 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 }
 
 // Shards returns the number of shards subscribed.
-func (ss *ShardedSubscription) Shards() int { return len(ss.shards) }
+func (ss *ShardedSubscription) Shards() int { return len(ss.set.shards) }
 
 // Next returns the next record of any shard, a *ShardLostError when a
 // shard ended with an error (the others go on), io.EOF when every shard
 // has ended.
 func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
-	shard, ev, err := ss.in.next(ctx)
+	shard, ev, err := ss.set.next(ctx, func(ev Event) (uint64, bool) { return ev.Offset, ev.HasOffset })
 	if err != nil {
 		return ShardEvent{}, err
-	}
-	if ev.HasOffset {
-		ss.mu.Lock()
-		ss.offsets[shard] = ev.Offset + 1
-		ss.mu.Unlock()
 	}
 	return ShardEvent{Shard: shard, Event: ev}, nil
 }
@@ -139,26 +108,11 @@ func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, er
 // Offsets returns, per shard, the offset after the last record Next
 // returned (or the From offset given): pass it as ShardedOptions.From to
 // resume.
-func (ss *ShardedSubscription) Offsets() map[uint32]uint64 {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	out := make(map[uint32]uint64, len(ss.offsets))
-	for k, v := range ss.offsets {
-		out[k] = v
-	}
-	return out
-}
+func (ss *ShardedSubscription) Offsets() map[uint32]uint64 { return ss.set.resumeOffsets() }
 
 // Close ends every shard's subscription; it is idempotent.
 func (ss *ShardedSubscription) Close() error {
-	ss.once.Do(func() {
-		ss.in.stop()
-		for _, s := range ss.shards {
-			if s != nil {
-				s.Close()
-			}
-		}
-		ss.c.untrack(ss)
-	})
+	ss.set.close()
+	ss.set.c.untrack(ss)
 	return nil
 }

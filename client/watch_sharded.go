@@ -2,10 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
-	"sync"
 
 	"github.com/flxproto/felix"
 )
@@ -45,13 +43,7 @@ type ShardedWatchOptions struct {
 // CacheWatch with WatchOptions.Key. What a watch sees is described in
 // the package overview (# Caches and counters).
 type ShardedWatch struct {
-	c      *Client
-	shards []*Watch
-	in     *fanIn[CacheEvent]
-
-	mu      sync.Mutex
-	offsets map[uint32]uint64
-	once    sync.Once
+	set shardSet[CacheEvent, *Watch]
 }
 
 // CacheWatchSharded asks the cache's shard count (CacheShards, needs
@@ -74,42 +66,26 @@ func (c *Client) CacheWatchSharded(ctx context.Context, ref CacheRef, o ShardedW
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultShardEvents
 	}
-	sw := &ShardedWatch{c: c, in: newFanIn[CacheEvent](int(n), o.Buffer), offsets: make(map[uint32]uint64), shards: make([]*Watch, n)}
-	failed := make(map[uint32]error)
-	for i := range n {
-		wo := WatchOptions{Prefix: felix.Some(o.Prefix), Shard: felix.Some(i), Retained: o.Retained}
-		if off, ok := o.From[i]; ok {
+	sw := &ShardedWatch{}
+	err = sw.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Watch, uint64, bool, error) {
+		wo := WatchOptions{Prefix: felix.Some(o.Prefix), Shard: felix.Some(shard), Retained: o.Retained}
+		off, ok := o.From[shard]
+		if ok {
 			wo.FromOffset, wo.Retained = felix.Some(off), false
-			sw.offsets[i] = off
 		}
 		w, err := c.CacheWatch(ctx, ref, wo)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, ErrClosed) || len(failed) == int(n)-1 {
-				for _, w := range sw.shards {
-					if w != nil {
-						w.Close()
-					}
-				}
-				return nil, err
-			}
-			failed[i] = err
-			continue
+			return nil, 0, false, err
 		}
-		sw.shards[i] = w
-		if _, ok := sw.offsets[i]; !ok {
-			sw.offsets[i] = w.Info().ResumeOffset
+		if !ok {
+			off = w.Info().ResumeOffset // where it went live
 		}
-	}
-	for i, w := range sw.shards {
-		shard := uint32(i)
-		if w == nil {
-			c.emit(Notice{Kind: NoticeShardLost, Op: "cache_watch", Stream: ref.Cache, Shard: shard, Err: failed[shard]})
-			sw.in.lost(shard, failed[shard])
-			continue
-		}
-		sw.in.start(shard, w.Next, func(err error) {
-			c.emit(Notice{Kind: NoticeShardLost, Op: "cache_watch", Stream: ref.Cache, Shard: shard, Err: err})
-		})
+		return w, off, true, nil
+	}, func(shard uint32, _ *Watch, err error) {
+		c.emit(Notice{Kind: NoticeShardLost, Op: "cache_watch", Stream: ref.Cache, Shard: shard, Err: err})
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !c.track(sw) {
 		sw.Close()
@@ -119,19 +95,16 @@ func (c *Client) CacheWatchSharded(ctx context.Context, ref CacheRef, o ShardedW
 }
 
 // Shards returns the number of shards watched.
-func (sw *ShardedWatch) Shards() int { return len(sw.shards) }
+func (sw *ShardedWatch) Shards() int { return len(sw.set.shards) }
 
 // Next returns the next change of any shard, a *ShardLostError when a
 // shard's watch ended with an error (the others go on), io.EOF when
 // every shard has ended.
 func (sw *ShardedWatch) Next(ctx context.Context) (ShardCacheEvent, error) {
-	shard, ev, err := sw.in.next(ctx)
+	shard, ev, err := sw.set.next(ctx, func(ev CacheEvent) (uint64, bool) { return ev.Offset, true })
 	if err != nil {
 		return ShardCacheEvent{}, err
 	}
-	sw.mu.Lock()
-	sw.offsets[shard] = ev.Offset + 1
-	sw.mu.Unlock()
 	return ShardCacheEvent{Shard: shard, CacheEvent: ev}, nil
 }
 
@@ -145,26 +118,11 @@ func (sw *ShardedWatch) All(ctx context.Context) iter.Seq2[ShardCacheEvent, erro
 // Offsets returns, per shard, the cache-log offset after the last change
 // Next returned (before any, where the shard's watch started): pass it as
 // ShardedWatchOptions.From to resume every shard without a gap.
-func (sw *ShardedWatch) Offsets() map[uint32]uint64 {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	out := make(map[uint32]uint64, len(sw.offsets))
-	for k, v := range sw.offsets {
-		out[k] = v
-	}
-	return out
-}
+func (sw *ShardedWatch) Offsets() map[uint32]uint64 { return sw.set.resumeOffsets() }
 
 // Close ends every shard's watch; it is idempotent.
 func (sw *ShardedWatch) Close() error {
-	sw.once.Do(func() {
-		sw.in.stop()
-		for _, w := range sw.shards {
-			if w != nil {
-				w.Close()
-			}
-		}
-		sw.c.untrack(sw)
-	})
+	sw.set.close()
+	sw.set.c.untrack(sw)
 	return nil
 }
