@@ -163,8 +163,8 @@ func TestSubBrokerGoneCLI(t *testing.T) {
 	require.Equal(t, 0, code, errb)
 
 	type result struct {
-		code     int
-		out, err string
+		code int
+		err  string
 	}
 	got := make(chan result, 1)
 	pr, pw := io.Pipe()
