@@ -183,6 +183,7 @@ func TestSubBrokerGoneCLI(t *testing.T) {
 	srv.Close()
 	require.NoError(t, <-done)
 	r := <-got
+	t.Log(r.err)
 	require.Equal(t, 1, r.code, r.err)
 	oneErrLine(t, r.err)
 	require.Contains(t, r.err, "subscription to gone ended")
