@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors of requests refused by the client before sending
@@ -62,8 +63,8 @@ func (e *NameError) Error() string {
 			empty = append(empty, "Stream")
 		}
 	}
-	return fmt.Sprintf("client: %s: empty %s name (tenant %q, namespace %q, %s %q): set %v; nothing was sent",
-		e.Op, what, e.Tenant, e.Namespace, what, e.Name, empty)
+	return fmt.Sprintf("client: %s: empty %s name (tenant %q, namespace %q, %s %q): set %s; nothing was sent",
+		e.Op, what, e.Tenant, e.Namespace, what, e.Name, strings.Join(empty, ", "))
 }
 
 // Is matches Kind.

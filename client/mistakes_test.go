@@ -53,12 +53,12 @@ func TestMistakesSayWhatToDo(t *testing.T) {
 			kind: client.ErrTenantMismatch, dials: 0,
 			want: []string{`the stream ns/s is in tenant "t2", but this client authenticates as tenant "t1"`, "nothing was sent"}},
 		{name: "zero topic", call: publish(client.Topic{}, []byte("x")), kind: client.ErrEmptyName, dials: 0,
-			want: []string{"empty stream name", "[TenantID Namespace Stream]"}},
+			want: []string{"empty stream name", "set TenantID, Namespace, Stream;"}},
 		{name: "zero cache", kind: client.ErrEmptyName, dials: 0,
 			call: func(ctx context.Context, c *client.Client) error {
 				return c.CachePut(ctx, client.CacheRef{TenantID: server.DemoTenant}, "k", []byte("v"), 0)
 			},
-			want: []string{"cache_put: empty cache name", "[Namespace Cache]"}},
+			want: []string{"cache_put: empty cache name", "set Namespace, Cache;"}},
 		{name: "payload above the frame limit", call: publish(topic, make([]byte, 20<<20)), kind: felix.ErrFrameTooLarge, dials: 1,
 			want: []string{"exceeds the frame limit of 16777216 bytes", "nothing was sent"}},
 		{name: "wrong token", cfg: func(c *client.Config) { c.Token = "nope" }, call: connect, kind: conn.ErrAuthRejected, dials: 1,
