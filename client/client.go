@@ -509,10 +509,10 @@ func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *con
 			return ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			if lastErr != nil {
+			if lastErr != nil && !errors.Is(lastErr, err) {
 				return errors.Join(err, lastErr)
 			}
-			return err
+			return err // one wording: the context's error, not twice
 		}
 		b := target
 		target = nil

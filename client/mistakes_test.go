@@ -149,3 +149,17 @@ func otherPEM(t *testing.T) string {
 	require.NoError(t, srv.WriteCertificate(p))
 	return p
 }
+
+// A cancelled call says so once, in the context's words, whatever it was
+// waiting for (here: a dial to an address nobody answers).
+func TestCancelledCallReadsAsTheContextError(t *testing.T) {
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	c, _ := newClient(t, []string{silent.LocalAddr().String()}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	err = c.Connect(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, "context canceled", err.Error())
+}
