@@ -107,3 +107,77 @@ func ExampleSubscription_Info() {
 	// Output:
 	// earliest retained offset: 0
 }
+
+// A prefix watch over every shard of a cache, then values with and
+// without a TTL and a counter: the watch sees the value writes (a counter
+// is a keyspace of its own, and an expiry writes no event).
+func ExampleClient_CacheWatchSharded() {
+	addr, caFile, stop := exampleBroker()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	sessions := client.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
+	if err := c.CachePut(ctx, sessions, "warm-up", nil, 0); err != nil { // creates the cache
+		log.Fatal(err)
+	}
+	w, err := c.CacheWatchSharded(ctx, sessions, client.ShardedWatchOptions{Prefix: "user/"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Close()
+	if err := c.CachePut(ctx, sessions, "user/ann", []byte("cart=2"), time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	if _, _, err := c.CounterAdd(ctx, sessions, "user/ann", 1); err != nil { // not a value: no event
+		log.Fatal(err)
+	}
+	if err := c.CachePut(ctx, sessions, "user/bob", []byte("cart=0"), 0); err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("shard %d: %s = %s (expires: %v)\n", ev.Shard, ev.Key, ev.Value, !ev.ExpiresAt.IsZero())
+	}
+	// Output:
+	// shard 0: user/ann = cart=2 (expires: true)
+	// shard 0: user/bob = cart=0 (expires: false)
+}
+
+// Fire-and-forget publishes are asked for with NoAck; Flush waits until
+// the broker has read them.
+func ExampleClient_Flush() {
+	addr, caFile, stop := exampleBroker()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	clicks := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "clicks"}
+	for i := range 100 {
+		if _, err := c.Publish(ctx, clicks, []byte(fmt.Sprint("click ", i)), client.PublishOptions{NoAck: true}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		log.Fatal(err)
+	}
+	page, err := c.StreamRead(ctx, clicks, 0, client.ReadOptions{From: 0, MaxRecords: 1000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(page.Records), "records read by the broker")
+	// Output:
+	// 100 records read by the broker
+}
