@@ -241,6 +241,20 @@ func TestNetworkErrorsAreActionable(t *testing.T) {
 	code, _, errb = felixRun(t, "", "cache", "get", "-addr", srv.Addr().String(), "-cert", other, "c", "k")
 	require.Equal(t, 1, code)
 	require.Contains(t, errb, "-cert "+other+" does not sign it: pass the PEM that this broker wrote with -cert-out")
+
+	// An address without a port, and refused credentials: the library's
+	// message, then the flag that fixes it.
+	code, _, errb = felixRun(t, "", "pub", "-addr", "localhost", "-insecure", "orders", "hi")
+	require.Equal(t, 1, code)
+	oneErrLine(t, errb)
+	require.Contains(t, errb, `bad broker address "localhost"`)
+	require.Contains(t, errb, "set -addr / FELIX_ADDR")
+	code, _, errb = felixRun(t, "", "pub", "-addr", srv.Addr().String(), "-insecure", "-token", "s3cr3t-guess", "orders", "hi")
+	require.Equal(t, 1, code)
+	oneErrLine(t, errb)
+	require.Contains(t, errb, `refused the credentials offered for tenant "t1": check the tenant id and the token`)
+	require.Contains(t, errb, "set -tenant and -token")
+	require.NotContains(t, errb, "s3cr3t-guess", "the token is never echoed")
 }
 
 func mustHex(t *testing.T, s string) []byte {
