@@ -19,10 +19,9 @@ type Topic struct {
 type PublishOptions struct {
 	// Ack selects the mode of an acknowledged publish: felix.AckPerBatch
 	// (also what the zero value, felix.AckNone, means unless NoAck is set)
-	// or felix.AckPerMessage. Both get one answer per request, and that
-	// answer covers every record of the batch: a client sees no
-	// difference between them: the mode is carried to the broker, which
-	// answers one ack per request frame whatever the mode
+	// or felix.AckPerMessage. A client sees no difference between the two:
+	// the mode is carried to the broker, which answers one ack per request
+	// frame whatever the mode, covering every record of the batch
 	// (docs/client-and-broker-notes.md, note 13).
 	Ack felix.AckMode
 	// NoAck publishes fire-and-forget: the call returns once the frame is
@@ -72,11 +71,12 @@ func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o Publish
 
 // PublishBatch publishes records as one batch. A fire-and-forget publish
 // (NoAck) returns once the frame is written. An acked publish (the
-// default) waits for the
-// broker's answer: nil and the result on success, a *BrokerError for a
-// publish_error or failed ack. Acked publishes are pipelined: up to the
-// granted publish_window (DefaultPipelineDepth without a grant) may be
-// unanswered on a stream at once, and answers are matched by request_id.
+// default) waits for the broker's answer: nil and the result on success,
+// a *BrokerError for a publish_error or failed ack. Acked publishes are
+// pipelined: up to the granted publish_window (DefaultPipelineDepth
+// without a grant) may be unanswered on a stream at once, and answers are
+// matched by request_id. A batch whose frame would exceed
+// Config.MaxFrameBytes is refused before sending (*FrameLimitError).
 //
 // The encoding follows what the broker advertised on the publish stream:
 // binary batches when it advertised the needed bits (0x0008 acked, 0x0040
