@@ -89,6 +89,15 @@
 // broker finishes before it closes the connection, or with ErrBrokerShutdown
 // when the close came first.
 //
+// A failed Dial is a *DialError naming the address and what to check:
+// ErrBadAddress (no port, an unknown port or host), ErrNoAnswer (nothing
+// answered the handshake in time), ErrCertUntrusted (the broker's
+// certificate was refused; CertPoolFromFile loads the PEM a reference
+// broker writes with -cert-out) or ErrAuthRejected (the tenant or the
+// token was refused). A request whose frame would exceed
+// Config.MaxFrameBytes is refused before sending with a *FrameLimitError.
+// A cancelled context ends a call with the context's error.
+//
 // # Queues, commits, inspection and raw requests
 //
 // Client.Group returns a consumer-group handle: Poll claims records (each
