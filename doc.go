@@ -2,6 +2,11 @@
 // FLX1 frame header, flag and feature bits, JSON control messages, binary
 // publish, ack and event batches, and capability negotiation.
 //
+// To publish, subscribe or use caches against a broker, use package
+// client (github.com/flxproto/felix/client), the cluster-aware client;
+// package conn is the single QUIC connection under it and the server half
+// of a broker. This package is for encoding and decoding frames.
+//
 // It depends on the standard library alone and performs no I/O beyond the
 // io.Reader / io.Writer helpers Reader and Writer. Encoders append to a
 // caller's buffer (AppendX(dst, ...) []byte); decoders validate a whole

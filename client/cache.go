@@ -15,6 +15,9 @@ import (
 
 // CachePut writes key = value with an optional TTL (0: no expiry).
 func (c *Client) CachePut(ctx context.Context, ref CacheRef, key string, value []byte, ttl time.Duration) error {
+	if err := c.checkCache("cache_put", ref); err != nil {
+		return err
+	}
 	return c.run(ctx, call{op: "cache_put", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		return cc.CachePut(ctx, ref, key, value, ttl)
 	})
@@ -22,6 +25,9 @@ func (c *Client) CachePut(ctx context.Context, ref CacheRef, key string, value [
 
 // CacheGet reads key; a miss is found == false, not an error.
 func (c *Client) CacheGet(ctx context.Context, ref CacheRef, key string) (value []byte, found bool, err error) {
+	if err := c.checkCache("cache_get", ref); err != nil {
+		return nil, false, err
+	}
 	err = c.run(ctx, call{op: "cache_get", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		value, found, err = cc.CacheGet(ctx, ref, key)
@@ -33,6 +39,9 @@ func (c *Client) CacheGet(ctx context.Context, ref CacheRef, key string) (value 
 // CacheDelete removes key and returns the value it held (found == false
 // when there was none).
 func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old []byte, found bool, err error) {
+	if err := c.checkCache("cache_delete", ref); err != nil {
+		return nil, false, err
+	}
 	err = c.run(ctx, call{op: "cache_delete", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		old, found, err = cc.CacheDelete(ctx, ref, key)
@@ -44,6 +53,9 @@ func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old
 // CounterAdd adds delta in one round trip and returns the new total. It is
 // not re-sent when its outcome is unknown (*AmbiguousError).
 func (c *Client) CounterAdd(ctx context.Context, ref CacheRef, key string, delta int64) (value int64, found bool, err error) {
+	if err := c.checkCache("counter_add", ref); err != nil {
+		return 0, false, err
+	}
 	err = c.run(ctx, call{op: "counter_add"}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		value, found, err = cc.CounterAdd(ctx, ref, key, delta)
@@ -54,6 +66,9 @@ func (c *Client) CounterAdd(ctx context.Context, ref CacheRef, key string, delta
 
 // CounterGet reads a counter; found is false when it was never written.
 func (c *Client) CounterGet(ctx context.Context, ref CacheRef, key string) (value int64, found bool, err error) {
+	if err := c.checkCache("counter_get", ref); err != nil {
+		return 0, false, err
+	}
 	err = c.run(ctx, call{op: "counter_get", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		value, found, err = cc.CounterGet(ctx, ref, key)

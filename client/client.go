@@ -84,7 +84,11 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Seeds) == 0 {
 		return nil, ErrNoBrokers
 	}
-	c := &Client{cfg: cfg.withDefaults(), brokers: make(map[string]*broker), nodes: make(map[string]string),
+	rcfg, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: rcfg, brokers: make(map[string]*broker), nodes: make(map[string]string),
 		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
 	c.log = c.cfg.Logger
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -127,7 +131,10 @@ func (c *Client) Brokers() []string {
 	return out
 }
 
-// Close closes every subscription, watch and connection. It is idempotent.
+// Close closes every subscription, watch and connection. It drains:
+// each connection's publish streams are finished and the brokers given up
+// to 2 s to read what was written (fire-and-forget publishes included;
+// see Flush to wait without closing). It is idempotent.
 func (c *Client) Close() error {
 	c.spawnMu.Lock()
 	already := c.closed.Swap(true)
@@ -502,10 +509,10 @@ func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *con
 			return ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			if lastErr != nil {
+			if lastErr != nil && !errors.Is(lastErr, err) {
 				return errors.Join(err, lastErr)
 			}
-			return err
+			return err // one wording: the context's error, not twice
 		}
 		b := target
 		target = nil

@@ -196,12 +196,15 @@ func TestDiscoversBrokersFromOneSeed(t *testing.T) {
 	require.Equal(t, []string{"r0", "r1"}, readLog(t, real, topic))
 }
 
-// retry.terminal_failures_are_not_retried: a forbidden publish (another
-// tenant) is returned at once, typed, with no retry.
+// retry.terminal_failures_are_not_retried: a forbidden publish (a token
+// without the publish permission) is returned at once, typed, with no
+// retry.
 func TestTerminalFailureNotRetried(t *testing.T) {
-	b := startBroker(t)
+	b := startBrokerCfg(t, func(cfg *server.Config) {
+		cfg.Tokens = map[string]server.Identity{server.DemoToken: {Tenant: server.DemoTenant, Principal: "reader", Deny: server.PermAll}}
+	})
 	c, n := newClient(t, []string{b.addr}, nil)
-	_, err := c.Publish(ctxT(t), client.Topic{TenantID: "other", Namespace: "ns", Stream: "s"}, []byte("x"), acked)
+	_, err := c.Publish(ctxT(t), topic, []byte("x"), acked)
 	var be *conn.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)

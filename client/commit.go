@@ -60,6 +60,9 @@ func (c *Client) Commit(ctx context.Context, req CommitRequest) (offset uint64, 
 // the shard the entity key routes to. A key never written or deleted is
 // Found == false (absent, not empty). Needs felix.FeatureAtomicCommit.
 func (c *Client) StateGet(ctx context.Context, t Topic, entityKey []byte, key string) (v StateValue, err error) {
+	if err := c.checkTopic("state_get", t); err != nil {
+		return v, err
+	}
 	rk := c.streamKey(ctx, t, routingEntity(entityKey))
 	err = c.run(ctx, call{op: "state_get", key: rk, safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
@@ -77,6 +80,9 @@ func (c *Client) StateGet(ctx context.Context, t Topic, entityKey []byte, key st
 // unknown (*AmbiguousError): a re-send of an applied write would be
 // refused as stale.
 func (c *Client) PublishIf(ctx context.Context, t Topic, payloads [][]byte, key []byte, expected uint64) (res PublishResult, err error) {
+	if err := c.checkTopic("publish_if", t); err != nil {
+		return res, err
+	}
 	rk := c.streamKey(ctx, t, key)
 	err = c.run(ctx, call{op: "publish_if", key: rk}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
@@ -92,6 +98,9 @@ func (c *Client) PublishIf(ctx context.Context, t Topic, payloads [][]byte, key 
 // which forwards it. Not re-sent when its outcome is unknown
 // (*AmbiguousError). Needs felix.FeatureCacheConditional.
 func (c *Client) CachePutIf(ctx context.Context, ref CacheRef, key string, value []byte, cond felix.CacheCondition, ttl time.Duration) (r CondResult, err error) {
+	if err := c.checkCache("cache_put_if", ref); err != nil {
+		return r, err
+	}
 	err = c.run(ctx, call{op: "cache_put_if"}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		r, err = cc.CachePutIf(ctx, ref, key, value, cond, ttl)
@@ -104,6 +113,9 @@ func (c *Client) CachePutIf(ctx context.Context, ref CacheRef, key string, value
 // when its outcome is unknown (*AmbiguousError). Needs
 // felix.FeatureCacheConditional.
 func (c *Client) CacheDeleteIf(ctx context.Context, ref CacheRef, key string, version uint64) (r CondResult, err error) {
+	if err := c.checkCache("cache_delete_if", ref); err != nil {
+		return r, err
+	}
 	err = c.run(ctx, call{op: "cache_delete_if"}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		r, err = cc.CacheDeleteIf(ctx, ref, key, version)
@@ -115,6 +127,9 @@ func (c *Client) CacheDeleteIf(ctx context.Context, ref CacheRef, key string, ve
 // CacheGetVersioned is CacheGet returning the entry's version too (for
 // CachePutIf and CacheDeleteIf).
 func (c *Client) CacheGetVersioned(ctx context.Context, ref CacheRef, key string) (item conn.CacheItem, err error) {
+	if err := c.checkCache("cache_get", ref); err != nil {
+		return item, err
+	}
 	err = c.run(ctx, call{op: "cache_get", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		item, err = cc.CacheGetVersioned(ctx, ref, key)

@@ -1,6 +1,10 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -30,13 +34,25 @@ const (
 	DefaultShardEvents = 256
 )
 
-// Config configures a Client. Seeds and the credentials in Conn are
-// required; every other zero field takes its default.
+// Config configures a Client. Seeds and the credentials (TenantID and
+// Token, or the same fields of Conn) are required; every other zero field
+// takes its default.
 type Config struct {
 	// Seeds are broker addresses (host:port) to start from. The client
 	// learns the rest of the cluster from them (topology, listener ports,
 	// owner hints) and keeps using what it learnt after a seed is gone.
 	Seeds []string
+	// TenantID and Token are the credentials sent in the auth of every
+	// stream; they fill Conn.TenantID and Conn.Token (set one or the
+	// other, not both). Every Topic and CacheRef must name this tenant:
+	// a connection acts for one tenant.
+	TenantID, Token string
+	// CAFile names a PEM file of the certificates to trust for the
+	// brokers (a reference broker writes its own with -cert-out); CAPEM
+	// is the same as bytes. Either fills Conn.TLS.RootCAs (on a clone of
+	// Conn.TLS). With neither, the system roots are trusted.
+	CAFile string
+	CAPEM  []byte
 	// Conn is the configuration of every connection (TLS, tenant, token,
 	// offers, QUIC settings). Its idle timeout and keep-alive default to
 	// conn.DefaultIdleTimeout (6 s) and conn.DefaultKeepAlive (2 s), as
@@ -64,6 +80,49 @@ type Config struct {
 	// redirects, retries and resumes at Info, the rest at Debug); nil
 	// discards them.
 	Logger *slog.Logger
+}
+
+// resolve fills Conn from the credential and trust fields and checks
+// them: conflicting credentials or an unusable CA are refused at New.
+func (c *Config) resolve() (Config, error) {
+	d := *c
+	if d.TenantID != "" {
+		if d.Conn.TenantID != "" && d.Conn.TenantID != d.TenantID {
+			return d, fmt.Errorf("client: Config.TenantID %q and Config.Conn.TenantID %q differ: set one", d.TenantID, d.Conn.TenantID)
+		}
+		d.Conn.TenantID = d.TenantID
+	}
+	if d.Token != "" {
+		if d.Conn.Token != "" && d.Conn.Token != d.Token {
+			return d, errors.New("client: Config.Token and Config.Conn.Token differ: set one")
+		}
+		d.Conn.Token = d.Token
+	}
+	d.TenantID, d.Token = d.Conn.TenantID, d.Conn.Token
+	if d.CAFile != "" || d.CAPEM != nil {
+		if d.CAFile != "" && d.CAPEM != nil {
+			return d, errors.New("client: Config.CAFile and Config.CAPEM are both set: set one")
+		}
+		var pool *x509.CertPool
+		var err error
+		if d.CAFile != "" {
+			pool, err = conn.CertPoolFromFile(d.CAFile)
+		} else {
+			pool, err = conn.CertPoolFromPEM(d.CAPEM, "Config.CAPEM")
+		}
+		if err != nil {
+			return d, fmt.Errorf("client: %w", err)
+		}
+		var tc *tls.Config
+		if d.Conn.TLS != nil {
+			tc = d.Conn.TLS.Clone()
+		} else {
+			tc = &tls.Config{}
+		}
+		tc.RootCAs = pool
+		d.Conn.TLS = tc
+	}
+	return d.withDefaults(), nil
 }
 
 func (c *Config) withDefaults() Config {

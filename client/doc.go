@@ -1,5 +1,24 @@
-// Package client is the Felix client to use: a cluster-aware client built
-// on conn.Client, the single-connection building block (one QUIC
+// Package client is the Felix client to use: one import for publishing,
+// subscribing and caches against one broker or a cluster.
+//
+//	c, err := client.Dial(ctx, client.Config{
+//		Seeds:    []string{"127.0.0.1:7447"}, // the rest of a cluster is discovered
+//		TenantID: "t1", Token: "demo-token",
+//		CAFile:   "broker.pem", // the broker's certificate (-cert-out)
+//	})
+//	if err != nil {
+//		return err // says which address failed and what to check
+//	}
+//	defer c.Close() // drains what was written
+//	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
+//	res, err := c.Publish(ctx, orders, []byte("hello"), client.PublishOptions{}) // acknowledged
+//	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.StartEarliest})
+//	for ev, err := range sub.All(ctx) { // resumes by itself after a lost connection
+//		fmt.Println(ev.Offset, string(ev.Payload), err)
+//	}
+//
+// Example (client/example_test.go) is the runnable version. The client is
+// built on conn.Client, the single-connection building block (one QUIC
 // connection to one broker, no re-dial, typed errors passed through).
 //
 // A Client starts from one or more seed addresses and learns the cluster
@@ -47,8 +66,57 @@
 // errors for the caller to decide). A ShardedSubscription reads every
 // shard of a stream through one iterator, each shard following its owner;
 // a lost shard is reported while the others keep delivering, and its
-// Offsets map resumes every shard. Cache watches (Watch) resume the same
-// way from the cache-log offset after the last change.
+// Offsets map resumes every shard. Cache watches (Watch, ShardedWatch)
+// resume the same way from the cache-log offset after the last change.
+//
+// # Publishing
+//
+// The zero PublishOptions publishes acknowledged: the call returns after
+// the broker's answer, with the first record's offset. AckPerMessage and
+// AckPerBatch behave the same from the client's side (one answer per
+// batch covering every record of it); the mode is only carried to the
+// broker. NoAck is the explicit fire-and-forget: the call returns once
+// the batch is written, a refusal is never seen, Flush waits until the
+// brokers read what was written, and Close drains.
+//
+// Mistakes are refused before anything is sent when the client can tell:
+// a Topic or CacheRef of another tenant than Config.TenantID or with an
+// empty name (*NameError: ErrTenantMismatch, ErrEmptyName), a request
+// above the frame limit (*conn.FrameLimitError, errors.Is
+// felix.ErrFrameTooLarge). A failed dial is a *conn.DialError naming the
+// address and what to check (conn.ErrBadAddress, conn.ErrNoAnswer,
+// conn.ErrCertUntrusted, conn.ErrAuthRejected). Cancelling ctx ends a call
+// with ctx's error (errors.Is(err, context.Canceled)).
+//
+// # Caches and counters
+//
+// A cache holds two separate keyspaces: values (CachePut, CacheGet,
+// CacheDelete, CachePutIf, CacheDeleteIf) and counters (CounterAdd,
+// CounterGet). The same key names a value and a counter independently:
+// CacheGet of a key only ever counted misses, and CounterAdd on a key
+// holding a value succeeds and leaves the value alone.
+//
+// A TTL (CachePut's ttl, 0 for none) makes a value expire: reads miss it
+// from then on, but the expiry is lazy and writes nothing to the cache
+// log, so a watch sends no event for it. A watcher that must forget
+// expired values uses the event's ExpiresAt. Watches (CacheWatch,
+// CacheWatchSharded) see value writes and deletes, not counter adds.
+//
+// A counter add is sent once per call, by conn and by this package alike:
+// neither re-sends it, because counter_add carries nothing that would let
+// a broker drop a duplicate (a re-sent add counts twice: the protocol's
+// adds are at-least-once for whoever re-sends). When its answer is lost
+// the call returns an *AmbiguousError: the add may or may not have
+// counted; read the counter to find out. Value puts, gets and deletes are
+// re-sent after a lost connection (applying one twice has the same
+// effect); conditional writes are not (*AmbiguousError).
+//
+// A cache may have several shards (CacheShards). A key lives on one
+// shard, so a watch of one key (WatchOptions.Key) needs no more; a prefix
+// watch (WatchOptions.Prefix) follows one shard (WatchOptions.Shard, 0 by
+// default), and CacheWatchSharded watches a prefix on every shard, each
+// resuming from its own cache-log offset (docs/limits.md bounds the
+// caches and watch queues).
 //
 // # Queues, commits and inspection
 //

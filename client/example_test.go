@@ -2,52 +2,45 @@ package client_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 )
 
-// A cluster-aware client over a broker started in-process: publish with an
-// acknowledgement, then read the record back from the earliest offset.
+// Hello world: publish with an acknowledgement, then read the record
+// back from the earliest offset. Only package client is imported; the
+// broker is one started in-process, as "go run ./examples/broker
+// -cert-out broker.pem" starts one on 127.0.0.1:7447.
 func Example() {
-	cfg := server.Config{Addr: "127.0.0.1:0"}
-	cfg.Engine.DefaultStream.Durable = true
-	srv, err := server.Listen(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close()
+	addr, caFile, stop := exampleBroker() // "127.0.0.1:7447", "broker.pem"
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Config{
-		Seeds: []string{srv.Addr().String()}, // one or more; the rest is discovered
-		Conn: conn.Config{
-			TLS:      &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
-			TenantID: server.DemoTenant,
-			Token:    server.DemoToken,
-		},
+		Seeds:    []string{addr}, // one or more; the rest of a cluster is discovered
+		TenantID: "t1",
+		Token:    "demo-token",
+		CAFile:   caFile, // the certificate the broker wrote with -cert-out
 	})
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // names the address and what to check
 	}
 	defer c.Close()
 
-	orders := client.Topic{TenantID: server.DemoTenant, Namespace: "shop", Stream: "orders"}
-	res, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{Ack: felix.AckPerBatch, Key: []byte("customer-7")})
+	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
+	res, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{Key: []byte("customer-7")})
 	if err != nil {
 		log.Fatal(err) // typed: *conn.BrokerError, *client.AmbiguousError, ...
 	}
-	fmt.Println("acked at offset", res.Offset)
+	fmt.Println("acked at offset", res.Offset) // the zero PublishOptions waits for the ack
 
-	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.StartEarliest})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,9 +57,10 @@ func Example() {
 	// order #1 at offset 0
 }
 
-// Info tells where a subscription from earliest began: the oldest record
-// the broker still keeps.
-func ExampleSubscription_Info() {
+// exampleBroker starts a reference broker in-process (durable streams
+// created on first use, the demo token) and writes its certificate to a
+// PEM file, as the broker's -cert-out flag does.
+func exampleBroker() (addr, caFile string, stop func()) {
 	cfg := server.Config{Addr: "127.0.0.1:0"}
 	cfg.Engine.DefaultStream.Durable = true
 	srv, err := server.Listen(cfg)
@@ -74,26 +68,37 @@ func ExampleSubscription_Info() {
 		log.Fatal(err)
 	}
 	go srv.Serve()
-	defer srv.Close()
+	dir, err := os.MkdirTemp("", "felix-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	caFile = filepath.Join(dir, "broker.pem")
+	if err := srv.WriteCertificate(caFile); err != nil {
+		log.Fatal(err)
+	}
+	return srv.Addr().String(), caFile, func() { srv.Close(); os.RemoveAll(dir) }
+}
+
+// Info tells where a subscription from earliest began: the oldest record
+// the broker still keeps.
+func ExampleSubscription_Info() {
+	addr, caFile, stop := exampleBroker()
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{
-		Seeds: []string{srv.Addr().String()},
-		Conn: conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
-			TenantID: server.DemoTenant, Token: server.DemoToken},
-	})
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	audit := client.Topic{TenantID: server.DemoTenant, Namespace: "shop", Stream: "audit"}
+	audit := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "audit"}
 	for _, p := range []string{"a", "b"} {
-		if _, err := c.Publish(ctx, audit, []byte(p), client.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+		if _, err := c.Publish(ctx, audit, []byte(p), client.PublishOptions{}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: client.StartEarliest})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -101,4 +106,78 @@ func ExampleSubscription_Info() {
 	fmt.Println("earliest retained offset:", sub.Info().StartOffset.V)
 	// Output:
 	// earliest retained offset: 0
+}
+
+// A prefix watch over every shard of a cache, then values with and
+// without a TTL and a counter: the watch sees the value writes (a counter
+// is a keyspace of its own, and an expiry writes no event).
+func ExampleClient_CacheWatchSharded() {
+	addr, caFile, stop := exampleBroker()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	sessions := client.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
+	if err := c.CachePut(ctx, sessions, "warm-up", nil, 0); err != nil { // creates the cache
+		log.Fatal(err)
+	}
+	w, err := c.CacheWatchSharded(ctx, sessions, client.ShardedWatchOptions{Prefix: "user/"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Close()
+	if err := c.CachePut(ctx, sessions, "user/ann", []byte("cart=2"), time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	if _, _, err := c.CounterAdd(ctx, sessions, "user/ann", 1); err != nil { // not a value: no event
+		log.Fatal(err)
+	}
+	if err := c.CachePut(ctx, sessions, "user/bob", []byte("cart=0"), 0); err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("shard %d: %s = %s (expires: %v)\n", ev.Shard, ev.Key, ev.Value, !ev.ExpiresAt.IsZero())
+	}
+	// Output:
+	// shard 0: user/ann = cart=2 (expires: true)
+	// shard 0: user/bob = cart=0 (expires: false)
+}
+
+// Fire-and-forget publishes are asked for with NoAck; Flush waits until
+// the broker has read them.
+func ExampleClient_Flush() {
+	addr, caFile, stop := exampleBroker()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	clicks := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "clicks"}
+	for i := range 100 {
+		if _, err := c.Publish(ctx, clicks, []byte(fmt.Sprint("click ", i)), client.PublishOptions{NoAck: true}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		log.Fatal(err)
+	}
+	page, err := c.StreamRead(ctx, clicks, 0, client.ReadOptions{From: 0, MaxRecords: 1000})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(page.Records), "records read by the broker")
+	// Output:
+	// 100 records read by the broker
 }

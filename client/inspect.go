@@ -43,6 +43,9 @@ func (c *Client) read(ctx context.Context, op string, key *ownerKey, fn func(ctx
 // CacheShards asks for a cache's shard count (0: unknown cache). Needs
 // felix.FeatureCacheShards.
 func (c *Client) CacheShards(ctx context.Context, ref CacheRef) (n uint32, err error) {
+	if err := c.checkCache("cache_shards", ref); err != nil {
+		return 0, err
+	}
 	err = c.read(ctx, "cache_shards", nil, func(ctx context.Context, cc *conn.Client) error {
 		var err error
 		n, err = cc.CacheShards(ctx, ref)
@@ -83,6 +86,9 @@ func (c *Client) Topology(ctx context.Context) (brokers []felix.BrokerEndpoint, 
 // at or after at, asking the shard's leader; found is false when no
 // readable record is that recent. Needs felix.FeatureRecordTimestamps.
 func (c *Client) OffsetForTime(ctx context.Context, t Topic, shard uint32, at time.Time) (offset uint64, found bool, err error) {
+	if err := c.checkTopic("offset_for_time", t); err != nil {
+		return 0, false, err
+	}
 	err = c.read(ctx, "offset_for_time", c.shardKey(t, shard), func(ctx context.Context, cc *conn.Client) error {
 		var err error
 		offset, found, err = cc.OffsetForTime(ctx, t, shard, at)
@@ -95,6 +101,9 @@ func (c *Client) OffsetForTime(ctx context.Context, t Topic, shard uint32, at ti
 // without a subscription. An offset outside the retained range is a
 // *conn.CursorError. Needs felix.FeatureStreamRead.
 func (c *Client) StreamRead(ctx context.Context, t Topic, shard uint32, o ReadOptions) (page ReadPage, err error) {
+	if err := c.checkTopic("stream_read", t); err != nil {
+		return page, err
+	}
 	err = c.read(ctx, "stream_read", c.shardKey(t, shard), func(ctx context.Context, cc *conn.Client) error {
 		var err error
 		page, err = cc.StreamRead(ctx, t, shard, o)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
@@ -119,7 +118,7 @@ func TestAckNoneDoesNotWait(t *testing.T) {
 	require.NoError(t, c.Connect(ctxT(t)))
 	r.dropAll.Store(true)
 	defer r.dropAll.Store(false)
-	_, err := c.Publish(context.Background(), topic, []byte("x"), client.PublishOptions{Ack: felix.AckNone})
+	_, err := c.Publish(context.Background(), topic, []byte("x"), client.PublishOptions{NoAck: true})
 	require.NoError(t, err)
 }
 

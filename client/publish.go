@@ -14,10 +14,20 @@ type PublishResult = conn.PublishResult
 
 // PublishOptions selects how a publish is acknowledged and routed.
 type PublishOptions struct {
-	// Ack is felix.AckNone (fire-and-forget, the zero value: returns once
-	// written, no broker round trip), felix.AckPerMessage or
-	// felix.AckPerBatch (returns after the broker's answer).
+	// Ack is the mode of an acknowledged publish: felix.AckPerBatch (what
+	// the zero value means) or felix.AckPerMessage. The call returns after
+	// the broker's answer either way, and the broker answers once per
+	// batch, for every record of it, whatever the mode: a client sees no
+	// difference between the two (docs/client-and-broker-notes.md, note
+	// 13). PublishResult.Offset is the first record's offset; record i is
+	// at Offset+i.
 	Ack felix.AckMode
+	// NoAck publishes fire-and-forget: the call returns once the batch is
+	// written to the connection, with no broker round trip, and a refusal
+	// is never seen. It must be asked for: the zero PublishOptions is
+	// acknowledged. Leave Ack zero with it. Flush waits until the brokers
+	// read what was written this way; Close drains it too.
+	NoAck bool
 	// Key is the routing key of every record (nil: unkeyed, shard 0).
 	Key []byte
 }
@@ -51,13 +61,14 @@ func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o
 // outcome_unknown) is RE-SENT, so it MAY BE WRITTEN TWICE. Use it only when
 // consumers tolerate duplicates; prefer an idempotent Producer otherwise.
 func (c *Client) PublishBatchMayDuplicate(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
-	if o.Ack == felix.AckNone {
-		o.Ack = felix.AckPerBatch // re-sending needs an answer to wait for
-	}
+	o.NoAck = false // re-sending needs an answer to wait for
 	return c.publish(ctx, t, payloads, o, true)
 }
 
 func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, dup bool) (PublishResult, error) {
+	if err := c.checkTopic("publish", t); err != nil {
+		return PublishResult{}, err
+	}
 	// Fast path: one live connection, no routing (a standalone broker).
 	if !c.clustered.Load() {
 		if b := c.home.Load(); b != nil {
@@ -65,7 +76,7 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 			cc := b.cc
 			b.mu.Unlock()
 			if cc != nil && cc.Context().Err() == nil {
-				res, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, Key: o.Key})
+				res, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, NoAck: o.NoAck, Key: o.Key})
 				if err == nil {
 					return res, nil
 				}
@@ -82,7 +93,7 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 	key := c.streamKey(ctx, t, o.Key)
 	var res PublishResult
 	err := c.run(ctx, call{op: "publish", key: key, safe: dup}, func(ctx context.Context, cc *conn.Client, b *broker) error {
-		r, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, Key: o.Key})
+		r, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, NoAck: o.NoAck, Key: o.Key})
 		if err != nil {
 			return err
 		}

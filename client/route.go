@@ -46,6 +46,9 @@ func (c *Client) shardInfo(ctx context.Context, t Topic) (shardInfo, bool) {
 // how it maps keys to shards. The answer is cached for routing keyed
 // publishes (felix.Routing) to their shard's owner.
 func (c *Client) StreamShards(ctx context.Context, t Topic) (shards uint32, routing felix.Routing, err error) {
+	if err := c.checkTopic("stream_shards", t); err != nil {
+		return 0, routing, err
+	}
 	err = c.run(ctx, call{op: "stream_shards", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		v, err := cc.StreamShards(ctx, t)
 		if err != nil {

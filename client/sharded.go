@@ -2,10 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
-	"io"
+	"fmt"
 	"iter"
-	"sync"
 
 	"github.com/flxproto/felix"
 )
@@ -37,22 +35,7 @@ type ShardedOptions struct {
 // shard has ended. Next and All are not safe for concurrent use; Close
 // may be called from any goroutine.
 type ShardedSubscription struct {
-	c      *Client
-	shards []*Subscription
-	ch     chan shardItem
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	live   int
-
-	mu      sync.Mutex
-	offsets map[uint32]uint64
-	once    sync.Once
-}
-
-type shardItem struct {
-	shard uint32
-	ev    Event
-	err   error // set on the shard's last item
+	set shardSet[Event, *Subscription]
 }
 
 // SubscribeSharded asks the stream's shard count and subscribes to every
@@ -62,52 +45,37 @@ type shardItem struct {
 // while the others deliver; when no shard can start, the last shard's
 // error is returned.
 func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions) (*ShardedSubscription, error) {
+	if err := c.checkTopic("subscribe_sharded", t); err != nil {
+		return nil, err
+	}
 	n, _, err := c.StreamShards(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, ErrUnknownStream
+		return nil, fmt.Errorf("%w: %s/%s in tenant %q (check the names, or create the stream)", ErrUnknownStream, t.Namespace, t.Stream, t.TenantID)
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultShardEvents
 	}
-	ss := &ShardedSubscription{c: c, ch: make(chan shardItem, o.Buffer+int(n)), offsets: make(map[uint32]uint64), live: int(n)}
-	ss.shards = make([]*Subscription, n)
-	failed := make(map[uint32]error)
-	for i := uint32(0); i < n; i++ {
-		so := SubscribeOptions{Start: o.Start, Shard: i}
-		if off, ok := o.From[i]; ok {
+	ss := &ShardedSubscription{}
+	err = ss.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
+		so := SubscribeOptions{Start: o.Start, Shard: shard}
+		off, ok := o.From[shard]
+		if ok {
 			so.Start = felix.StartAt(off)
-			ss.offsets[i] = off
 		}
 		s, err := c.Subscribe(ctx, t, so)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, ErrClosed) || len(failed) == int(n)-1 {
-				for _, s := range ss.shards {
-					if s != nil {
-						s.Close()
-					}
-				}
-				return nil, err
-			}
-			failed[i] = err
-			continue
+		return s, off, ok, err
+	}, func(shard uint32, s *Subscription, err error) {
+		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}
+		if s != nil {
+			ev.Addr = s.addr
 		}
-		ss.shards[i] = s
-	}
-	pctx, cancel := context.WithCancel(context.Background())
-	ss.cancel = cancel
-	for i, s := range ss.shards {
-		if s == nil {
-			// A shard that could not start is lost from the outset; the
-			// others deliver.
-			ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: uint32(i), Err: failed[uint32(i)]})
-			ss.ch <- shardItem{shard: uint32(i), err: failed[uint32(i)]}
-			continue
-		}
-		ss.wg.Add(1)
-		go ss.pump(pctx, uint32(i), s)
+		c.emit(ev)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !c.track(ss) {
 		ss.Close()
@@ -116,112 +84,35 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	return ss, nil
 }
 
-// pump moves one shard's records to the merged channel.
-func (ss *ShardedSubscription) pump(ctx context.Context, shard uint32, s *Subscription) {
-	defer ss.wg.Done()
-	for {
-		ev, err := s.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if err != io.EOF {
-				ss.c.emit(Notice{Kind: NoticeShardLost, Op: "subscribe", Addr: s.addr, Stream: s.topic.Stream, Shard: shard, Err: err})
-			}
-			select {
-			case ss.ch <- shardItem{shard: shard, err: err}:
-			case <-ctx.Done():
-			}
-			return
-		}
-		select {
-		case ss.ch <- shardItem{shard: shard, ev: ev}:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // Shards returns the number of shards subscribed.
-func (ss *ShardedSubscription) Shards() int { return len(ss.shards) }
+func (ss *ShardedSubscription) Shards() int { return len(ss.set.shards) }
 
 // Next returns the next record of any shard, a *ShardLostError when a
 // shard ended with an error (the others go on), io.EOF when every shard
 // has ended.
 func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
-	for {
-		if ss.live == 0 {
-			return ShardEvent{}, io.EOF
-		}
-		select {
-		case it, ok := <-ss.ch:
-			if !ok {
-				return ShardEvent{}, ErrClosed
-			}
-			if it.err != nil {
-				ss.live--
-				if it.err == io.EOF {
-					continue
-				}
-				return ShardEvent{}, &ShardLostError{Shard: it.shard, Err: it.err}
-			}
-			if it.ev.HasOffset {
-				ss.mu.Lock()
-				ss.offsets[it.shard] = it.ev.Offset + 1
-				ss.mu.Unlock()
-			}
-			return ShardEvent{Shard: it.shard, Event: it.ev}, nil
-		case <-ctx.Done():
-			return ShardEvent{}, ctx.Err()
-		}
+	shard, ev, err := ss.set.next(ctx, func(ev Event) (uint64, bool) { return ev.Offset, ev.HasOffset })
+	if err != nil {
+		return ShardEvent{}, err
 	}
+	return ShardEvent{Shard: shard, Event: ev}, nil
 }
 
 // All iterates over the records of every shard; a *ShardLostError is
 // yielded and iteration goes on; it stops when every shard ended, ctx
 // ends (its error is yielded) or the loop breaks.
 func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, error] {
-	return func(yield func(ShardEvent, error) bool) {
-		for {
-			ev, err := ss.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			if !yield(ev, err) {
-				return
-			}
-			var lost *ShardLostError
-			if err != nil && !errors.As(err, &lost) {
-				return
-			}
-		}
-	}
+	return allShards(ctx, ss.Next)
 }
 
 // Offsets returns, per shard, the offset after the last record Next
 // returned (or the From offset given): pass it as ShardedOptions.From to
 // resume.
-func (ss *ShardedSubscription) Offsets() map[uint32]uint64 {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	out := make(map[uint32]uint64, len(ss.offsets))
-	for k, v := range ss.offsets {
-		out[k] = v
-	}
-	return out
-}
+func (ss *ShardedSubscription) Offsets() map[uint32]uint64 { return ss.set.resumeOffsets() }
 
 // Close ends every shard's subscription; it is idempotent.
 func (ss *ShardedSubscription) Close() error {
-	ss.once.Do(func() {
-		ss.cancel()
-		for _, s := range ss.shards {
-			if s != nil {
-				s.Close()
-			}
-		}
-		ss.wg.Wait()
-		ss.c.untrack(ss)
-	})
+	ss.set.close()
+	ss.set.c.untrack(ss)
 	return nil
 }

@@ -60,6 +60,9 @@ type Subscription struct {
 // request goes to the shard's owner: redirects are followed with the
 // original request, so an explicit start offset survives every hop.
 func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*Subscription, error) {
+	if err := c.checkTopic("subscribe", t); err != nil {
+		return nil, err
+	}
 	s := &Subscription{c: c, topic: t, o: o}
 	if err := s.open(ctx, o.Start, nil); err != nil {
 		return nil, err

@@ -45,6 +45,9 @@ type Watch struct {
 
 // CacheWatch starts a resumable watch.
 func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (*Watch, error) {
+	if err := c.checkCache("cache_watch", ref); err != nil {
+		return nil, err
+	}
 	w := &Watch{c: c, ref: ref, o: o}
 	if err := w.open(ctx, o, nil); err != nil {
 		return nil, err

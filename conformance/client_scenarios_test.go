@@ -560,7 +560,7 @@ func Test_ack_none_does_not_wait_for_the_broker(t *testing.T) {
 		fx.scLink("stall", stall)
 		p := fx.key("none")
 		began := time.Now()
-		res, err := c.Publish(fx.ctx(), tp, []byte(p), client.PublishOptions{Ack: felix.AckNone})
+		res, err := c.Publish(fx.ctx(), tp, []byte(p), client.PublishOptions{NoAck: true})
 		took := time.Since(began)
 		require.NoError(t, err)
 		require.False(t, res.HasOffset, "no answer, so no offset")

@@ -273,7 +273,7 @@ func TestAnswerPublishForms(t *testing.T) {
 			// Fire-and-forget publishes get no answer; the stream goes on.
 			tp := topic
 			tp.Stream = "unavail"
-			_, err = c.Publish(ctx, tp, []byte("x"), PublishOptions{})
+			_, err = c.Publish(ctx, tp, []byte("x"), PublishOptions{NoAck: true})
 			require.NoError(t, err)
 			_, err = publish("ok")
 			require.NoError(t, err)

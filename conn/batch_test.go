@@ -41,7 +41,7 @@ func TestPublishSeqAndView(t *testing.T) {
 			res, err = c.PublishSeq(ctx, tp, slices.Values([][]byte{[]byte("d"), []byte("e")}), PublishOptions{Ack: felix.AckPerBatch, Key: []byte("k")})
 			require.NoError(t, err)
 			require.Equal(t, uint64(3), res.Offset)
-			_, err = c.PublishSeq(ctx, tp, v.Payloads(), PublishOptions{}) // fire-and-forget
+			_, err = c.PublishSeq(ctx, tp, v.Payloads(), PublishOptions{NoAck: true}) // fire-and-forget
 			require.NoError(t, err)
 			done := make(chan error, 1)
 			require.NoError(t, c.PublishViewAsync(ctx, tp, &v, PublishOptions{Ack: felix.AckPerBatch}, func(r PublishResult, err error) {

@@ -84,12 +84,12 @@ func TestCancelPublish(t *testing.T) {
 	_, err := c.Publish(shortCtx(t), topic, []byte("b"), PublishOptions{Ack: felix.AckPerBatch})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// Fire-and-forget does not take a slot.
-	_, err = c.Publish(testCtx(t), topic, []byte("c"), PublishOptions{})
+	_, err = c.Publish(testCtx(t), topic, []byte("c"), PublishOptions{NoAck: true})
 	require.NoError(t, err)
 	// A cancelled context fails at once.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{})
+	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{NoAck: true})
 	require.ErrorIs(t, err, context.Canceled)
 }
 

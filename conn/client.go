@@ -69,9 +69,10 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	if c.cfg.CacheStreams <= 0 {
 		c.cfg.CacheStreams = 2
 	}
-	ua, err := net.ResolveUDPAddr("udp", addr)
+	started := time.Now()
+	ua, err := resolveDialAddr(addr)
 	if err != nil {
-		return nil, &TransportError{Op: "dial", Err: err}
+		return nil, err
 	}
 	// Bind the family of the broker's address (as quic.DialAddr does): a
 	// dual-stack socket would hand every IPv4 packet over as a mapped IPv6
@@ -101,10 +102,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 	if err != nil {
 		c.tr.Close()
 		udp.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &TransportError{Op: "dial", Err: err}
+		return nil, dialErr(ctx, addr, started, err)
 	}
 	c.qc = qc
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -117,6 +115,12 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 		c.wg.Wait()
 		c.tr.Close()
 		udp.Close()
+		if errors.Is(err, ErrAuthRejected) {
+			return nil, &DialError{Addr: addr, Kind: ErrAuthRejected, Tenant: c.offer.TenantID, Err: err}
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, ctx.Err()) {
+			return nil, &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: err}
+		}
 		return nil, err
 	}
 	c.caps = ps.caps
@@ -264,6 +268,7 @@ func (c *Client) openStreamOnce(ctx context.Context) (*clientStream, error) {
 	// for one caller's cancellation never interrupts another caller's frame.
 	cs.w.interruptible(s, func() { s.CancelWrite(0) })
 	cs.r.SetMaxPayload(c.cfg.MaxFrameBytes)
+	cs.w.limit = c.cfg.MaxFrameBytes
 	caps, err := c.authenticate(ctx, cs.s, cs.r, cs.w)
 	if err != nil {
 		s.CancelWrite(0)

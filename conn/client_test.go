@@ -100,7 +100,7 @@ func TestPublishSubscribeBinary(t *testing.T) {
 	require.EqualValues(t, 2, res.Offset)
 	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{Key: []byte("k"), Ack: felix.AckPerBatch})
 	require.NoError(t, err)
-	_, err = c.Publish(ctx, topic, []byte("e"), PublishOptions{}) // fire-and-forget
+	_, err = c.Publish(ctx, topic, []byte("e"), PublishOptions{NoAck: true}) // fire-and-forget
 	require.NoError(t, err)
 
 	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
@@ -130,7 +130,7 @@ func TestPublishSubscribeBinary(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close())
-	_, err = c.Publish(ctx, topic, []byte("x"), PublishOptions{})
+	_, err = c.Publish(ctx, topic, []byte("x"), PublishOptions{NoAck: true})
 	require.ErrorIs(t, err, ErrClosed)
 }
 
@@ -182,9 +182,9 @@ func TestLegacyBrokerFallsBackToJSON(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.PublishBatch(ctx, topic, [][]byte{[]byte("b"), []byte("c")}, PublishOptions{Ack: felix.AckPerBatch, Key: []byte("k")})
 	require.NoError(t, err)
-	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{}) // unacked: binary 0x0001 is original v1
+	_, err = c.Publish(ctx, topic, []byte("d"), PublishOptions{NoAck: true}) // unacked: binary 0x0001 is original v1
 	require.NoError(t, err)
-	_, err = c.Publish(ctx, topic, []byte("e"), PublishOptions{Key: []byte("k")}) // keyed unacked: JSON
+	_, err = c.Publish(ctx, topic, []byte("e"), PublishOptions{NoAck: true, Key: []byte("k")}) // keyed unacked: JSON
 	require.NoError(t, err)
 	// Start positions and feature requests are refused locally.
 	_, err = c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
@@ -219,7 +219,7 @@ func TestForceJSON(t *testing.T) {
 	res, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	require.True(t, res.HasOffset)
-	_, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{})
+	_, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{NoAck: true})
 	require.NoError(t, err)
 	p, err := c.NewProducer(ctx)
 	require.NoError(t, err)
@@ -418,7 +418,7 @@ func TestPublishBatchAsync(t *testing.T) {
 	done := func(r PublishResult, err error) { results <- res{r, err} }
 	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch}, done))
 	require.NoError(t, c.PublishBatchAsync(ctx, Topic{"t1", "ns", "missing"}, [][]byte{[]byte("x")}, PublishOptions{Ack: felix.AckPerBatch}, done))
-	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("c")}, PublishOptions{}, done))
+	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("c")}, PublishOptions{NoAck: true}, done))
 	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("d")}, PublishOptions{Ack: felix.AckPerMessage}, done))
 	var offsets []uint64
 	var brokerErrs int
@@ -442,7 +442,7 @@ func TestPublishBatchAsync(t *testing.T) {
 	require.NoError(t, c.PublishBatchAsync(ctx, Topic{"t1", "ns", "stall"}, [][]byte{[]byte("s")}, PublishOptions{Ack: felix.AckPerBatch}, done))
 	c.Close()
 	require.Error(t, (<-results).err)
-	require.ErrorIs(t, c.PublishBatchAsync(ctx, topic, nil, PublishOptions{}, done), ErrClosed)
+	require.ErrorIs(t, c.PublishBatchAsync(ctx, topic, nil, PublishOptions{NoAck: true}, done), ErrClosed)
 }
 
 func TestServerName(t *testing.T) {

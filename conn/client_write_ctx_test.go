@@ -24,7 +24,7 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	c := b.dial(t, func(cfg *Config) { cfg.PublishStreams = 1 })
 	frozen := Topic{"t1", "ns", "freeze"}
 	// The broker reads this frame and then stops reading the stream.
-	_, err := c.Publish(testCtx(t), frozen, []byte("x"), PublishOptions{})
+	_, err := c.Publish(testCtx(t), frozen, []byte("x"), PublishOptions{NoAck: true})
 	require.NoError(t, err)
 
 	ctxA, cancelA := context.WithCancel(context.Background())
@@ -44,7 +44,7 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	ps.cs.w.d = dl
 	errA := make(chan error, 1)
 	go func() {
-		_, err := c.Publish(ctxA, frozen, big, PublishOptions{})
+		_, err := c.Publish(ctxA, frozen, big, PublishOptions{NoAck: true})
 		errA <- err
 	}()
 	select {
@@ -57,7 +57,7 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	ctxB, cancelB := context.WithCancel(context.Background())
 	errB := make(chan error, 1)
 	go func() {
-		_, err := c.Publish(ctxB, frozen, []byte("y"), PublishOptions{})
+		_, err := c.Publish(ctxB, frozen, []byte("y"), PublishOptions{NoAck: true})
 		errB <- err
 	}()
 	// The second publish is queued behind the first, waiting for the lock.

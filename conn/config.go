@@ -84,7 +84,9 @@ type Config struct {
 	ForceJSON bool
 
 	// MaxFrameBytes bounds the payload of frames read after a stream
-	// authenticated (0: felix.DefaultMaxFrameBytes, 16 MiB).
+	// authenticated, and of the frames this client writes: a larger
+	// request is refused before sending with a *FrameLimitError (0:
+	// felix.DefaultMaxFrameBytes, 16 MiB, a broker's default limit too).
 	MaxFrameBytes uint32
 	// PublishStreams is the number of publish streams (default 1). Publishes
 	// are spread over them round-robin.

@@ -4,6 +4,12 @@
 // layer: framing, the per-stream auth handshake with capability negotiation,
 // stream roles and request/answer correlation. It holds no broker logic.
 //
+// Applications use package client (github.com/flxproto/felix/client)
+// instead: it is built on this package's Client and adds what one
+// connection cannot do (discovery, redirects to shard owners, re-dials,
+// retries, resumed subscriptions and watches). Use conn directly for one
+// connection under your own control, or to write a broker or proxy.
+//
 // # Transport
 //
 // Connections use TLS 1.3 over QUIC. The ALPN id "felix/1" (ALPN) is offered
@@ -82,6 +88,15 @@
 // ends with io.EOF when Next read the end of its event stream, which the
 // broker finishes before it closes the connection, or with ErrBrokerShutdown
 // when the close came first.
+//
+// A failed Dial is a *DialError naming the address and what to check:
+// ErrBadAddress (no port, an unknown port or host), ErrNoAnswer (nothing
+// answered the handshake in time), ErrCertUntrusted (the broker's
+// certificate was refused; CertPoolFromFile loads the PEM a reference
+// broker writes with -cert-out) or ErrAuthRejected (the tenant or the
+// token was refused). A request whose frame would exceed
+// Config.MaxFrameBytes is refused before sending with a *FrameLimitError.
+// A cancelled context ends a call with the context's error.
 //
 // # Queues, commits, inspection and raw requests
 //

@@ -82,7 +82,9 @@ type BrokerError struct {
 }
 
 // Error formats the error: "conn: broker <type> (request N): message
-// [code, retry] reason R", with type "error" when Type is empty.
+// [code, retry] reason R", with type "error" when Type is empty; a refused
+// auth adds what to check (the broker never says whether the tenant or
+// the token was wrong).
 func (e *BrokerError) Error() string {
 	typ := e.Type
 	if typ == "" {
@@ -102,6 +104,9 @@ func (e *BrokerError) Error() string {
 	}
 	if e.Reason != "" {
 		s += " reason " + e.Reason
+	}
+	if e.Auth {
+		s += " (check the tenant id and the token)"
 	}
 	return s
 }

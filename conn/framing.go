@@ -22,6 +22,9 @@ import (
 // write interrupted that way calls abort before the lock is released, so
 // no other writer can append to a partial frame.
 type frameWriter struct {
+	// limit, when set, refuses frames whose payload exceeds it before
+	// writing (a client's Config.MaxFrameBytes).
+	limit uint32
 	sem   chan struct{}
 	w     io.Writer
 	d     writeDeadliner // nil: writes are not interruptible here
@@ -91,6 +94,9 @@ func (fw *frameWriter) unlock() { <-fw.sem }
 // after the stream was reset. A frame written whole is reported to the
 // writer's hooks.
 func (fw *frameWriter) put(ctx context.Context, b []byte) error {
+	if n := len(b) - felix.HeaderLen; fw.limit > 0 && n > int(fw.limit) {
+		return &FrameLimitError{Size: n, Limit: fw.limit}
+	}
 	err := fw.write(ctx, b)
 	if err == nil && fw.hk != nil {
 		fw.hk.frame(false, fw.side, fw.sid, fw.remote, b)

@@ -49,7 +49,7 @@ func BenchmarkPublishHooks(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for range b.N {
-					if _, err := c.PublishBatch(ctx, t, ps, PublishOptions{Ack: ack}); err != nil {
+					if _, err := c.PublishBatch(ctx, t, ps, PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}); err != nil {
 						b.Fatal(err)
 					}
 				}

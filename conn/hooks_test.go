@@ -69,7 +69,7 @@ func TestHooksFireOverQUIC(t *testing.T) {
 	res, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	_ = res
-	_, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{})
+	_, err = c.Publish(ctx, topic, []byte("c"), PublishOptions{NoAck: true})
 	require.NoError(t, err)
 	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(0)})
 	require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestHooksCountSeqAndViewPublishes(t *testing.T) {
 	require.NoError(t, err)
 	v, err := felix.ParsePublishBatch(f.Flags, f.Payload)
 	require.NoError(t, err)
-	_, err = c.PublishView(ctx, topic, &v, PublishOptions{})
+	_, err = c.PublishView(ctx, topic, &v, PublishOptions{NoAck: true})
 	require.NoError(t, err)
 	cli.mu.Lock()
 	defer cli.mu.Unlock()

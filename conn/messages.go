@@ -66,6 +66,8 @@ func answerRequestID(m felix.Message) (uint64, bool) {
 		return a.RequestID, true
 	case *felix.CacheConditionResult:
 		return a.RequestID, true
+	case *felix.StreamShardsView: // a Flush query on a publish stream
+		return a.RequestID, true
 	case *felix.Unsupported:
 		return a.RequestID.Get()
 	}

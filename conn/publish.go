@@ -17,10 +17,19 @@ type Topic struct {
 
 // PublishOptions selects how a publish is sent and answered.
 type PublishOptions struct {
-	// Ack selects fire-and-forget (felix.AckNone, the zero value) or an
-	// acknowledged publish (felix.AckPerMessage / felix.AckPerBatch: one
-	// answer per request either way).
+	// Ack selects the mode of an acknowledged publish: felix.AckPerBatch
+	// (also what the zero value, felix.AckNone, means unless NoAck is set)
+	// or felix.AckPerMessage. A client sees no difference between the two:
+	// the mode is carried to the broker, which answers one ack per request
+	// frame whatever the mode, covering every record of the batch
+	// (docs/client-and-broker-notes.md, note 13).
 	Ack felix.AckMode
+	// NoAck publishes fire-and-forget: the call returns once the frame is
+	// written, without a broker round trip, and a refusal is never seen
+	// (the broker drops the batch or resets the stream). It must be asked
+	// for: the zero PublishOptions is acknowledged. Ack must be left
+	// AckNone with it.
+	NoAck bool
 	// Key is the routing key shared by every record; nil means unkeyed
 	// (shard 0). An empty non-nil key is a real key. Keyed publishes need
 	// flag 0x0040 for the binary form and fall back to JSON otherwise.
@@ -43,6 +52,17 @@ type PublishResult struct {
 	HasOwner bool
 }
 
+// check refuses an unknown ack mode and NoAck with an ack mode.
+func (o *PublishOptions) check() error {
+	switch {
+	case o.Ack > felix.AckPerBatch:
+		return &felix.Error{Class: felix.ErrInvalidValue, Layout: "publish", Field: "ack", Offset: -1, Detail: "unknown ack mode"}
+	case o.NoAck && o.Ack != felix.AckNone:
+		return &felix.Error{Class: felix.ErrInvalidValue, Layout: "publish", Field: "ack", Offset: -1, Detail: "NoAck with ack mode " + o.Ack.String()}
+	}
+	return nil
+}
+
 // Publish publishes one record; see PublishBatch.
 func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o PublishOptions) (PublishResult, error) {
 	p := [1][]byte{payload}
@@ -50,11 +70,13 @@ func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o Publish
 }
 
 // PublishBatch publishes records as one batch. A fire-and-forget publish
-// returns once the frame is written. An acked publish waits for the
-// broker's answer: nil and the result on success, a *BrokerError for a
-// publish_error or failed ack. Acked publishes are pipelined: up to the
-// granted publish_window (DefaultPipelineDepth without a grant) may be
-// unanswered on a stream at once, and answers are matched by request_id.
+// (NoAck) returns once the frame is written. An acked publish (the
+// default) waits for the broker's answer: nil and the result on success,
+// a *BrokerError for a publish_error or failed ack. Acked publishes are
+// pipelined: up to the granted publish_window (DefaultPipelineDepth
+// without a grant) may be unanswered on a stream at once, and answers are
+// matched by request_id. A batch whose frame would exceed
+// Config.MaxFrameBytes is refused before sending (*FrameLimitError).
 //
 // The encoding follows what the broker advertised on the publish stream:
 // binary batches when it advertised the needed bits (0x0008 acked, 0x0040
@@ -62,8 +84,8 @@ func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o Publish
 // ForceJSON). Cancelling ctx abandons the wait; a frame already written
 // stays written and its answer is discarded.
 func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
-	if o.Ack > felix.AckPerBatch {
-		return PublishResult{}, &felix.Error{Class: felix.ErrInvalidValue, Layout: "publish", Field: "ack", Offset: -1, Detail: "unknown ack mode"}
+	if err := o.check(); err != nil {
+		return PublishResult{}, err
 	}
 	ps, err := c.pubStream(ctx)
 	if err != nil {
@@ -86,8 +108,8 @@ func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o
 // One goroutine can keep a whole publish window in flight this way, which
 // is what the pipelined throughput benchmark does.
 func (c *Client) PublishBatchAsync(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, done func(PublishResult, error)) error {
-	if o.Ack > felix.AckPerBatch {
-		return &felix.Error{Class: felix.ErrInvalidValue, Layout: "publish", Field: "ack", Offset: -1, Detail: "unknown ack mode"}
+	if err := o.check(); err != nil {
+		return err
 	}
 	ps, err := c.pubStream(ctx)
 	if err != nil {
@@ -218,6 +240,10 @@ type pubStream struct {
 	pending map[uint64]*pendingAnswer
 	err     error // sticky: set when the stream ended
 	done    chan struct{}
+
+	flushMu   sync.Mutex
+	unflushed Topic // last fire-and-forget topic since the last Flush
+	dirty     bool
 }
 
 // pendingAnswer is an outstanding request on a stream.
@@ -289,7 +315,7 @@ func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o 
 // pendingAnswer's channel, or to cb when cb is set); for a fire-and-forget
 // publish it returns a nil pendingAnswer.
 func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, id *idem, cb func(uint64, answer)) (*pendingAnswer, uint64, error) {
-	acked := o.Ack != felix.AckNone || id != nil
+	acked := !o.NoAck || id != nil
 	keyed := o.Key != nil
 	_, enc := ps.caps.PublishFlags(acked, keyed, id != nil)
 	if ps.c.cfg.ForceJSON && enc == felix.PublishBinary {
@@ -323,8 +349,13 @@ func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o Pub
 		if errors.Is(err, errWriteInterrupted) {
 			ps.fail(err) // the stream's send side was reset
 		}
-		if err == nil && ps.cs.hk != nil {
-			ps.sent(0, records(payloads, o.src), false)
+		if err == nil {
+			ps.flushMu.Lock()
+			ps.unflushed, ps.dirty = t, true
+			ps.flushMu.Unlock()
+			if ps.cs.hk != nil {
+				ps.sent(0, records(payloads, o.src), false)
+			}
 		}
 		return nil, 0, err
 	}

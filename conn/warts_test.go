@@ -24,4 +24,6 @@ func TestBrokerErrorEmptyType(t *testing.T) {
 	require.Equal(t, "conn: broker error: stream not found [not_found]", e.Error())
 	e = &BrokerError{Type: "publish_error", RequestID: 3, Message: "m", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
 	require.Equal(t, "conn: broker publish_error (request 3): m [shard_unavailable, retry]", e.Error())
+	e = &BrokerError{Message: "auth failed", Code: felix.CodeUnauthenticated, Retry: felix.RetryFatal, Auth: true}
+	require.Equal(t, "conn: broker error: auth failed [unauthenticated, fatal] (check the tenant id and the token)", e.Error())
 }

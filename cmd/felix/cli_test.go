@@ -46,11 +46,19 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	require.Contains(t, func() string { _, out, _ := felixRun(t, "", "pub", "-h"); return out }(), `(default "127.0.0.1:7447")`)
 }
 
-// felix help lists every command in aligned columns, then every command's
-// flags.
+// felix help lists every command in aligned columns on one screen (no
+// flags); felix help all adds every command's synopsis and flags.
 func TestHelpIsAligned(t *testing.T) {
 	code, out, _ := felixRun(t, "", "help")
 	require.Equal(t, 0, code)
+	require.LessOrEqual(t, strings.Count(out, "\n"), 24, "one screen:\n%s", out)
+	for n := range commands {
+		require.Contains(t, out, "  felix "+n+" ", "the list names %s", n)
+	}
+	require.NotContains(t, out, "flags:", "flags are under felix help CMD")
+	for _, line := range strings.Split(out, "\n") {
+		require.LessOrEqual(t, len(line), 120, "line %q", line)
+	}
 	col := -1
 	for _, line := range strings.Split(out, "\n") {
 		if !strings.HasPrefix(line, "  felix ") {
@@ -71,10 +79,13 @@ func TestHelpIsAligned(t *testing.T) {
 		require.Equal(t, col, j, "summary column of %q", line)
 	}
 	require.Greater(t, col, 0)
+	code, all, _ := felixRun(t, "", "help", "all")
+	require.Equal(t, 0, code)
 	for _, name := range []string{"cache", "conform", "decode", "encode", "pub", "sub"} {
-		require.Contains(t, out, "usage: felix "+name)
+		require.Contains(t, all, "usage: felix "+name)
+		require.NotContains(t, out, "usage: felix "+name)
 	}
-	require.Contains(t, out, "-retained")
+	require.Contains(t, all, "-retained")
 }
 
 // Flag-looking arguments after the positional ones are refused with a hint;
@@ -214,7 +225,9 @@ func TestNetworkErrorsAreActionable(t *testing.T) {
 	code, _, errb = felixRun(t, "", "cache", "get", "-addr", srv.Addr().String(), "c", "k")
 	require.Equal(t, 1, code)
 	oneErrLine(t, errb)
-	require.Contains(t, errb, "pass -cert FILE with the PEM the broker wrote with -cert-out")
+	require.Contains(t, errb, "the broker at "+srv.Addr().String()+" presented a certificate signed by an authority this client does not trust")
+	require.Contains(t, errb, "pass it with -cert FILE")
+	require.NotContains(t, errb, "CRYPTO_ERROR", "the library's message, not quic-go's")
 
 	// Another certificate than the broker's.
 	_, pool, err := conn.SelfSigned("localhost")
@@ -227,7 +240,21 @@ func TestNetworkErrorsAreActionable(t *testing.T) {
 	srv2.Close()
 	code, _, errb = felixRun(t, "", "cache", "get", "-addr", srv.Addr().String(), "-cert", other, "c", "k")
 	require.Equal(t, 1, code)
-	require.Contains(t, errb, "does not sign: pass the PEM that this broker wrote with -cert-out")
+	require.Contains(t, errb, "-cert "+other+" does not sign it: pass the PEM that this broker wrote with -cert-out")
+
+	// An address without a port, and refused credentials: the library's
+	// message, then the flag that fixes it.
+	code, _, errb = felixRun(t, "", "pub", "-addr", "localhost", "-insecure", "orders", "hi")
+	require.Equal(t, 1, code)
+	oneErrLine(t, errb)
+	require.Contains(t, errb, `bad broker address "localhost"`)
+	require.Contains(t, errb, "set -addr / FELIX_ADDR")
+	code, _, errb = felixRun(t, "", "pub", "-addr", srv.Addr().String(), "-insecure", "-token", "s3cr3t-guess", "orders", "hi")
+	require.Equal(t, 1, code)
+	oneErrLine(t, errb)
+	require.Contains(t, errb, `refused the credentials offered for tenant "t1": check the tenant id and the token`)
+	require.Contains(t, errb, "set -tenant and -token")
+	require.NotContains(t, errb, "s3cr3t-guess", "the token is never echoed")
 }
 
 func mustHex(t *testing.T, s string) []byte {

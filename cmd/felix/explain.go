@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
-	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
 )
 
 // This file turns the errors of broker operations into one line that names
@@ -18,41 +19,52 @@ import (
 // brokerHint is how to start a broker for the hints below.
 const brokerHint = "start one with: go run ./examples/broker -cert-out broker.pem"
 
-// explain rewrites err, an error of operation op against the broker at
-// c.addr, into an actionable message. Errors it does not recognise are
-// returned with op as context.
+// explain returns err, an error of operation op against the broker at
+// c.addr, as one line: the library's own message (conn.DialError,
+// conn.FrameLimitError, ... say what failed, where and what to check),
+// followed by the flag that applies the fix. Errors it does not recognise
+// are returned with op as context.
 func (c *clientFlags) explain(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var unknownCA x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &unknownCA):
-		if c.cert != "" {
-			return fmt.Errorf("%s: the broker at %s presented a certificate that %s does not sign: pass the PEM that this broker wrote with -cert-out", op, c.addr, c.cert)
-		}
-		return fmt.Errorf("%s: the broker at %s presented a certificate no trusted authority signed: pass -cert FILE with the PEM the broker wrote with -cert-out (or -insecure for a local test)", op, c.addr)
-	case errors.As(err, &hostErr):
-		return fmt.Errorf("%s: the broker's certificate at %s is not valid for %q (%v): set -server-name to a name it holds", op, c.addr, c.serverName, hostErr)
-	case errors.As(err, &invalid):
-		return fmt.Errorf("%s: the broker's certificate at %s is not usable: %v", op, c.addr, invalid)
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		if op == "connect" {
+	var de *conn.DialError
+	if errors.As(err, &de) {
+		msg := strings.TrimPrefix(de.Error(), "conn: ")
+		switch de.Kind {
+		case conn.ErrNoAnswer:
 			if c.timeout < time.Second {
 				// A handshake needs a round trip or two: a broker may be
 				// there and simply not have been given the time.
-				return fmt.Errorf("no answer from %s within %s: raise -timeout (a QUIC handshake needs more), or check that a broker listens on that UDP address (%s; or set -addr / FELIX_ADDR)", c.addr, c.timeout, brokerHint)
+				return fmt.Errorf("%s; raise -timeout first (a QUIC handshake needs a round trip or two), else %s, or set -addr / FELIX_ADDR", msg, brokerHint)
 			}
-			return fmt.Errorf("no answer from %s within %s: is a broker listening on that UDP address? (%s; or set -addr / FELIX_ADDR)", c.addr, c.timeout, brokerHint)
+			return fmt.Errorf("%s; %s, or set -addr / FELIX_ADDR", msg, brokerHint)
+		case conn.ErrBadAddress:
+			return fmt.Errorf("%s; set -addr / FELIX_ADDR", msg)
+		case conn.ErrCertUntrusted:
+			var unknownCA x509.UnknownAuthorityError
+			var host x509.HostnameError
+			switch {
+			case errors.As(err, &unknownCA) && c.cert != "":
+				return fmt.Errorf("%s; -cert %s does not sign it: pass the PEM that this broker wrote with -cert-out", msg, c.cert)
+			case errors.As(err, &unknownCA):
+				return fmt.Errorf("%s; pass it with -cert FILE (or -insecure for a local test)", msg)
+			case errors.As(err, &host):
+				return fmt.Errorf("%s; set -server-name", msg)
+			}
+			return errors.New(msg)
+		case conn.ErrAuthRejected:
+			return fmt.Errorf("%s; set -tenant and -token (or FELIX_TENANT and FELIX_TOKEN)", msg)
 		}
-		return fmt.Errorf("%s: timed out after %s waiting for the broker at %s (raise -timeout)", op, c.timeout, c.addr)
+		return errors.New(msg)
 	}
-	var fe *felix.Error
-	if errors.As(err, &fe) && errors.Is(err, felix.ErrFrameTooLarge) {
-		return fmt.Errorf("%s: %v (frames are limited to %d bytes)", op, err, felix.DefaultMaxFrameBytes)
+	var fl *conn.FrameLimitError
+	if errors.As(err, &fl) {
+		return fmt.Errorf("%s: %s", op, strings.TrimPrefix(fl.Error(), "conn: "))
+	}
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
+		return fmt.Errorf("%s: timed out after %s waiting for the broker at %s (raise -timeout)", op, c.timeout, c.addr)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

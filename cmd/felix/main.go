@@ -10,10 +10,11 @@
 //	felix cache get|put|del|watch ...    use a broker's cache
 //	felix conformance scenarios|verify   list the client catalogue, grade a results document
 //
-// "felix help" prints every command with its flags, their defaults and the
-// environment variables (FELIX_ADDR, FELIX_CERT, FELIX_TENANT, FELIX_TOKEN,
+// "felix help" lists the commands on one screen with the environment
+// variables (FELIX_ADDR, FELIX_CERT, FELIX_TENANT, FELIX_TOKEN,
 // FELIX_NAMESPACE) the broker commands read; "felix help CMD" or
-// "felix CMD -h" prints one command. Flags go before positional arguments:
+// "felix CMD -h" prints one command's synopsis, flags and defaults, and
+// "felix help all" every command's. Flags go before positional arguments:
 // a flag-like argument after them is refused ("--" passes data that starts
 // with "-").
 //
@@ -183,22 +184,24 @@ func main() {
 	os.Exit(code)
 }
 
-// printUsage writes the command list to w, in aligned columns.
+// printUsage writes the command list to w, one line per command in
+// aligned columns (the name and the summary's first clause), so that it
+// fits one screen; "felix help CMD" has the synopsis and the flags.
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: felix COMMAND [FLAGS] [ARGS]")
 	fmt.Fprintln(w, "commands:")
 	names := make([]string, 0, len(commands))
 	width := 0
-	for n, c := range commands {
+	for n := range commands {
 		names = append(names, n)
-		width = max(width, len(c.usage))
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		c := commands[n]
-		fmt.Fprintf(w, "  felix %-*s  %s\n", width, c.usage, c.summary)
+		fmt.Fprintf(w, "  felix %-*s  %s\n", width, n, shortSummary(commands[n].summary))
 	}
-	fmt.Fprintln(w, "flags go before positional arguments; \"felix help COMMAND\" or \"felix COMMAND -h\" lists a command's flags.")
+	fmt.Fprintln(w, "\"felix help COMMAND\" (or \"felix COMMAND -h\") shows a command's synopsis and flags; \"felix help all\" every command's.")
+	fmt.Fprintln(w, "flags go before positional arguments.")
 	fmt.Fprintln(w, "environment (defaults of the broker commands' flags):")
 	for _, e := range envVars {
 		fmt.Fprintf(w, "  %-16s %s\n", e[0], e[1])
@@ -206,8 +209,19 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "exit status: 0 success, 1 failure, 2 usage error (cache get/del: 3 when the key is absent)")
 }
 
+// shortSummary is a summary up to its first "; " or " (": the command
+// list's one line.
+func shortSummary(s string) string {
+	for _, sep := range []string{"; ", " ("} {
+		if i := strings.Index(s, sep); i > 0 {
+			s = s[:i]
+		}
+	}
+	return s
+}
+
 // printHelp writes the full help: the command list, then every command's
-// flags with their defaults.
+// synopsis and flags ("felix help all").
 func printHelp(ctx context.Context, w io.Writer) {
 	printUsage(w)
 	names := make([]string, 0, len(commands))
@@ -256,6 +270,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	case "help":
 		if len(args) == 1 {
+			printUsage(stdout)
+			return 0
+		}
+		if args[1] == "all" {
 			printHelp(ctx, stdout)
 			return 0
 		}

@@ -39,7 +39,7 @@ const okFrame = "464c5831000100000000000d7b2274797065223a226f6b227d"
 
 func TestUsageAndUnknownCommand(t *testing.T) {
 	code, _, stderr := felixRun(t, "")
-	if code != 2 || !strings.Contains(stderr, "usage: felix") || !strings.Contains(stderr, "conform DIR...") {
+	if code != 2 || !strings.Contains(stderr, "usage: felix") || !strings.Contains(stderr, "felix conform ") {
 		t.Fatalf("no args: code %d stderr %q", code, stderr)
 	}
 	code, stdout, _ := felixRun(t, "", "help")

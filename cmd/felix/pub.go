@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -65,13 +64,9 @@ func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client
 	case c.insecure:
 		tc.InsecureSkipVerify = true
 	case c.cert != "":
-		pem, err := os.ReadFile(c.cert)
+		pool, err := conn.CertPoolFromFile(c.cert)
 		if err != nil {
-			return nil, fmt.Errorf("-cert: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-cert %s: no PEM certificate in the file (the broker writes one with -cert-out)", c.cert)
+			return nil, fmt.Errorf("-cert: %w", err)
 		}
 		tc.RootCAs = pool
 	}
@@ -147,7 +142,7 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer c.Close()
 	topic := conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
-	o := conn.PublishOptions{Ack: ack}
+	o := conn.PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}
 	if *key != "" {
 		o.Key = []byte(*key)
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,4 +146,48 @@ func TestCacheCLI(t *testing.T) {
 	code, _, errb = felixRun(t, "", cmd([]string{"cache", "put"}, b, "sessions", "k")...)
 	require.Equal(t, 2, code)
 	oneErrLine(t, errb)
+}
+
+// felix sub says why it ended when the broker went away, with the offset
+// to resume from, and exits 1; an interrupt (ctx) still exits 0.
+func TestSubBrokerGoneCLI(t *testing.T) {
+	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0",
+		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	cert := filepath.Join(t.TempDir(), "broker.pem")
+	require.NoError(t, srv.WriteCertificate(cert))
+	b := []string{"-addr", srv.Addr().String(), "-cert", cert}
+	code, _, errb := felixRun(t, "", cmd([]string{"pub"}, b, "gone", "a", "b")...)
+	require.Equal(t, 0, code, errb)
+
+	type result struct {
+		code int
+		err  string
+	}
+	got := make(chan result, 1)
+	pr, pw := io.Pipe()
+	go func() {
+		var errb strings.Builder
+		code := run(t.Context(), cmd([]string{"sub"}, b, "-from", "earliest", "gone"), strings.NewReader(""), pw, &errb)
+		pw.Close()
+		got <- result{code: code, err: errb.String()}
+	}()
+	// Wait for both events to be printed, then take the broker away.
+	sc := bufio.NewScanner(pr)
+	for range 2 {
+		require.True(t, sc.Scan())
+	}
+	go io.Copy(io.Discard, pr)
+	srv.Close()
+	require.NoError(t, <-done)
+	r := <-got
+	t.Log(r.err)
+	require.Equal(t, 1, r.code, r.err)
+	oneErrLine(t, r.err)
+	require.Contains(t, r.err, "subscription to gone ended")
+	require.Contains(t, r.err, "after 2 event(s)")
+	require.Contains(t, r.err, srv.Addr().String())
+	require.Contains(t, r.err, "resume with -from 2")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"unicode/utf8"
@@ -87,13 +88,18 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		return cf.explain("subscribe to "+stream, err)
 	}
 	defer sub.Close()
+	var next uint64 // offset after the last event printed
+	hasNext := false
 	for n := 0; *count == 0 || n < *count; n++ {
 		ev, err := sub.Next(ctx)
 		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
-				return nil
+			if ctx.Err() != nil {
+				return nil // interrupted: the subscriber chose to stop
 			}
-			return cf.explain("subscription to "+stream, err)
+			return subEnded(&cf, stream, n, next, hasNext, err)
+		}
+		if ev.HasOffset {
+			next, hasNext = ev.Offset+1, true
 		}
 		rec := eventRecord{Publisher: string(ev.Publisher)}
 		rec.Payload, rec.PayloadB64 = payloadFields(ev.Payload)
@@ -113,4 +119,25 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		}
 	}
 	return nil
+}
+
+// subEnded says why a subscription ended before the subscriber stopped it:
+// the broker going away is a failure (exit status 1), with the offset to
+// resume from when the events carried offsets.
+func subEnded(cf *clientFlags, stream string, n int, next uint64, hasNext bool, err error) error {
+	resume := ""
+	if hasNext {
+		resume = fmt.Sprintf("; resume with -from %d", next)
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("subscription to %s ended by the broker at %s after %d event(s): it finished the event stream (shutting down or draining)%s", stream, cf.addr, n, resume)
+	case errors.Is(err, conn.ErrBrokerShutdown):
+		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s shut down%s", stream, n, cf.addr, resume)
+	}
+	var te *conn.TransportError
+	if errors.As(err, &te) {
+		return fmt.Errorf("subscription to %s ended after %d event(s): lost the connection to the broker at %s (%v)%s", stream, n, cf.addr, err, resume)
+	}
+	return cf.explain(fmt.Sprintf("subscription to %s after %d event(s)", stream, n), err)
 }

@@ -161,13 +161,9 @@ func verifyAgainstFile(c *tls.Config, path string) {
 	// over to VerifyConnection, which refuses what does not verify.
 	c.InsecureSkipVerify = true
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		b, err := os.ReadFile(path)
+		pool, err := conn.CertPoolFromFile(path)
 		if err != nil {
-			return fmt.Errorf("-cert: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return fmt.Errorf("-cert %s: no PEM certificate", path)
+			return fmt.Errorf("-cert: %w", err)
 		}
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("broker presented no certificate")

@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -110,13 +109,9 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 	}
 	dialAddr, roots := srv.Addr().String(), srv.CertPool()
 	if o.via != "" {
-		pem, err := os.ReadFile(o.viaCert)
-		if err != nil {
-			return err
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("-via-cert %s: no PEM certificate", o.viaCert)
+		var err error
+		if roots, err = conn.CertPoolFromFile(o.viaCert); err != nil {
+			return fmt.Errorf("-via-cert: %w", err)
 		}
 		dialAddr = o.via
 		fmt.Fprintf(out, "clients: connecting via %s\n", dialAddr)

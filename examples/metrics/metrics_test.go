@@ -48,7 +48,7 @@ func TestCollectorOverQUIC(t *testing.T) {
 		_, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch})
 		require.NoError(t, err)
 	}
-	_, err = c.Publish(ctx, topic, []byte("c"), conn.PublishOptions{})
+	_, err = c.Publish(ctx, topic, []byte("c"), conn.PublishOptions{NoAck: true})
 	require.NoError(t, err)
 	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(0)})
 	require.NoError(t, err)

@@ -18,9 +18,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -55,13 +53,9 @@ func run(args []string) error {
 
 	upTLS := &tls.Config{}
 	if *upCA != "" {
-		b, err := os.ReadFile(*upCA)
-		if err != nil {
+		var err error
+		if upTLS.RootCAs, err = conn.CertPoolFromFile(*upCA); err != nil {
 			return err
-		}
-		upTLS.RootCAs = x509.NewCertPool()
-		if !upTLS.RootCAs.AppendCertsFromPEM(b) {
-			return errors.New("no certificate in " + *upCA)
 		}
 	}
 	up, err := conn.Dial(ctx, *upstream, &conn.Config{TLS: upTLS, TenantID: *tenant, Token: *upToken})

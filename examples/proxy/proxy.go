@@ -115,7 +115,7 @@ func (p *Proxy) publishBinary(ctx context.Context, st *conn.Stream, req conn.Req
 		pa.Post(conn.PublishResult{}, &conn.BrokerError{Message: err.Error(), Code: felix.CodeInvalidRequest})
 		return nil
 	}
-	o := conn.PublishOptions{Ack: v.AckMode, Key: v.Key}
+	o := conn.PublishOptions{Ack: v.AckMode, NoAck: v.AckMode == felix.AckNone, Key: v.Key}
 	t := topic(string(v.TenantID), string(v.Namespace), string(v.Stream))
 	if err := p.up.PublishViewAsync(ctx, t, &v, o, pa.Post); err != nil {
 		pa.Post(conn.PublishResult{}, err) // not sent upstream
@@ -132,7 +132,7 @@ func (p *Proxy) publish(ctx context.Context, st *conn.Stream, req conn.Request, 
 	}
 	o := conn.PublishOptions{Ack: felix.AckPerBatch, Key: key.V}
 	if ack.Set {
-		o.Ack = ack.V
+		o.Ack, o.NoAck = ack.V, ack.V == felix.AckNone // "none": fire-and-forget upstream too
 	}
 	if err := p.up.PublishBatchAsync(ctx, t, payloads, o, pa.Post); err != nil {
 		pa.Post(conn.PublishResult{}, err)

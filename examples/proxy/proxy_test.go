@@ -93,7 +93,7 @@ func TestProxyReferenceBroker(t *testing.T) {
 	_, err = bin.Publish(ctx, orders, []byte("k"), conn.PublishOptions{Ack: felix.AckPerBatch, Key: []byte("key")})
 	require.NoError(t, err)
 	want = append(want, "k") // one shard: keyed records land on it too
-	_, err = js.Publish(ctx, orders, []byte("z"), conn.PublishOptions{})
+	_, err = js.Publish(ctx, orders, []byte("z"), conn.PublishOptions{NoAck: true})
 	require.NoError(t, err)
 	want = append(want, "z")
 

@@ -82,7 +82,7 @@ func TestPublishSubscribeForms(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(len(want)), res.Offset)
 	want = append(want, "h")
-	publish(pub, conn.PublishOptions{}, "i") // unacked binary, ordered on the same stream
+	publish(pub, conn.PublishOptions{NoAck: true}, "i") // unacked binary, ordered on the same stream
 	publish(pub, conn.PublishOptions{Ack: felix.AckPerBatch}, "j")
 
 	sub, err := earliest.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}, QueueCapacity: 64})
