@@ -1,0 +1,5 @@
+package main
+
+import "errors"
+
+func runLive(args []string) error { return errors.New("todo") }
