@@ -149,6 +149,7 @@ local pf = {
 	timestamp = ProtoField.uint64("felix.timestamp_micros", "Append time (µs since the Unix epoch)"),
 	record_offset = ProtoField.uint64("felix.record_offset", "Record offset"),
 	trailing = ProtoField.bytes("felix.trailing", "Trailing bytes"),
+	partial = ProtoField.uint32("felix.partial", "Bytes of a frame that a later packet completes"),
 }
 local flag_bit_fields = {}
 for i = 0, 14 do
@@ -1631,13 +1632,14 @@ local function render(list, pinfo, tree)
 		local meta = function(t)
 			t:add(pf.direction, ch.meta.dir):set_generated()
 			t:add(pf.conn, ch.meta.conn):set_generated()
-			t:add(pf.stream_id, UInt64.fromdecimal(ch.meta.sid)):set_generated()
+			t:add(pf.stream_id, UInt64(tonumber(ch.meta.sid))):set_generated()
 			t:add(pf.stream_offset, UInt64(ch.offset)):set_generated()
 		end
 		if ch.partial then
 			local t = tree:add(felix, string.format("Felix frame, start (%d bytes) on QUIC connection %d stream %s %s; completed in a later packet",
 				ch.have, ch.meta.conn, ch.meta.sid, ch.meta.dir))
 			meta(t)
+			t:add(pf.partial, ch.have):set_generated()
 			t:add_proto_expert_info(ex.incomplete)
 		else
 			local n, _, ctx = dissect_frame(tvb, p.at, ch.data:len(), tree, {
