@@ -1,15 +1,20 @@
 // Command wscheck checks the Wireshark dissector tools/wireshark/felix.lua
 // with tshark; tools/wireshark/test.sh runs it.
 //
-//	wscheck vectors -lua felix.lua -work DIR VECTORDIR...
-//	wscheck live -lua felix.lua -pcap capture.pcapng -keylog keys.log -tap PORT=tap.jsonl[,alpn] ...
+//	wscheck vectors -lua felix.lua [-work DIR] VECTORDIR...
+//	wscheck live -lua felix.lua -pcap capture.pcapng -keylog keys.log -session TAPPORT,BROKERPORT,TAPLOG[,alpn] ...
 //	wscheck freeport
+//	wscheck mark PORT
 //
-// vectors writes every vector of the directories (vectors/FORMAT.md) into
+// vectors writes every vector of the directories and those below them
+// (vectors/FORMAT.md) into
 // a pcap of exported PDUs, one frame per packet handed to the dissector
 // "felix", runs tshark on it and compares each dissected frame with its
 // .json: the decoded members for a valid vector, the error class
 // (felix.error) for an invalid one.
+//
+// freeport prints a free UDP port; mark sends the end marker test.sh
+// waits for in the capture.
 //
 // live compares a decrypted capture of real traffic through felix tap
 // with the tap's log: the QUIC connections on each tap's client-facing
@@ -37,6 +42,11 @@ func main() {
 		err = runLive(os.Args[2:])
 	case "freeport":
 		err = freePort()
+	case "mark":
+		if len(os.Args) != 3 {
+			usage()
+		}
+		err = mark(os.Args[2])
 	default:
 		usage()
 	}
@@ -47,7 +57,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|live|freeport [flags]")
+	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|live|freeport|mark [flags]")
 	os.Exit(2)
 }
 
@@ -60,4 +70,16 @@ func freePort() error {
 	defer pc.Close()
 	fmt.Println(pc.LocalAddr().(*net.UDPAddr).Port)
 	return nil
+}
+
+// mark sends the datagram "felix-wireshark-test-end" to 127.0.0.1:port:
+// test.sh waits for it in the capture before it stops dumpcap.
+func mark(port string) error {
+	c, err := net.Dial("udp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("felix-wireshark-test-end"))
+	return err
 }

@@ -138,6 +138,10 @@ func tshark(lua, pcap string, extra ...string) ([]packet, error) {
 			return nil, fmt.Errorf("tshark reported a Lua problem: %s", stderr.String())
 		}
 	}
+	if i := strings.Index(stdout.String(), "Lua Error"); i >= 0 {
+		end := min(len(stdout.String()), i+300)
+		return nil, fmt.Errorf("the dissector raised a Lua error: %s", stdout.String()[i:end])
+	}
 	// show attributes carry raw field text (invalid UTF-8 included, in
 	// invalid vectors); values are hex, so nothing compared is lost.
 	return parsePDML(strings.NewReader(strings.ToValidUTF8(stdout.String(), "\uFFFD")))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +22,7 @@ func runVectors(args []string) error {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("vectors: name at least one vector directory")
+		return errors.New("vectors: name at least one vector directory (every directory below it with a .json file is read)")
 	}
 	dir := *work
 	if dir == "" {
@@ -41,7 +40,15 @@ func runVectors(args []string) error {
 	}
 	groups := map[uint64][]item{}
 	total := 0
-	for _, d := range fs.Args() {
+	var dirs []string
+	for _, root := range fs.Args() {
+		ds, err := vectors.FindDirs(root)
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, ds...)
+	}
+	for _, d := range dirs {
 		vs, err := vectors.LoadDir(d)
 		if err != nil {
 			return err
@@ -106,20 +113,9 @@ func runVectors(args []string) error {
 			}
 		}
 	}
-	fmt.Printf("wscheck vectors: %d vectors, %d failed\n", total, failed)
+	fmt.Printf("wscheck vectors: %d vectors in %d directories, %d failed\n", total, len(dirs), failed)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d vectors dissected wrongly", failed, total)
 	}
 	return nil
-}
-
-// kindOf returns a vector's kind (json_message when absent).
-func kindOf(e expectation) string {
-	if raw, ok := e["kind"]; ok {
-		var k string
-		if json.Unmarshal(raw, &k) == nil {
-			return k
-		}
-	}
-	return "json_message"
 }
