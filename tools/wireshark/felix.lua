@@ -288,21 +288,32 @@ local function add_bytes32_records(ctx, tree, with_ts, base_offset)
 		local start = ctx.pos
 		local rt = tree:add(pf.record, ctx.tvb(start, 0))
 		rt:set_text(string.format("Record %d", i))
+		local when = ""
 		if with_ts then
-			add_u64(ctx, rt, pf.timestamp, "timestamp")
+			local us = add_u64(ctx, rt, pf.timestamp, "timestamp")
+			local n = tonumber(tostring(us))
+			if n / 1e6 < 253402300800 then -- before the year 10000
+				when = os.date("!, appended %Y-%m-%dT%H:%M:%S", math.floor(n / 1e6)) .. string.format(".%06dZ", n % 1000000)
+			end
 		end
 		local lr = take(ctx, 4, "record length")
 		local len = lr:uint()
 		rt:add(pf.record_len, lr)
 		need(ctx, len, "record")
-		rt:add(pf.record_data, ctx.tvb(ctx.pos, len))
+		local dr = ctx.tvb(ctx.pos, len)
+		rt:add(pf.record_data, dr)
 		ctx.pos = ctx.pos + len
 		rt:set_len(ctx.pos - start)
+		local label = string.format("Record %d", i)
 		if base_offset then
 			rt:add(pf.record_offset, ctx.tvb(start, 0), base_offset + i):set_generated()
-			rt:append_text(", offset " .. tostring(base_offset + i))
+			label = label .. ", offset " .. tostring(base_offset + i)
 		end
-		rt:append_text(string.format(", %d bytes", len))
+		label = label .. string.format(", %d bytes", len)
+		if len > 0 and len <= 64 and not dr:raw():find("[^%w%p ]") then
+			label = label .. string.format(" %q", dr:raw())
+		end
+		rt:set_text(label .. when)
 	end
 	return count
 end
