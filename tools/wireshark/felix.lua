@@ -5,7 +5,7 @@
 --   wireshark -X lua_script:tools/wireshark/felix.lua capture.pcapng
 --
 -- (or copy the file into the personal Lua plugins folder shown under
--- Help > About Wireshark > Folders). docs/debugging.md §2 walks through a
+-- Help > About Wireshark > Folders). docs/debugging.md §5 walks through a
 -- capture. The format it decodes: docs/frame.md (header, flag bits,
 -- combination rules, size limits), docs/binary.md (binary layouts),
 -- docs/messages.md (JSON control messages) and vectors/FORMAT.md (the
