@@ -184,11 +184,8 @@ ex.unknown_type = ProtoExpert.new("felix.unknown_type", "JSON message of a type 
 	expert.group.UNDECODED, expert.severity.NOTE)
 ex.incomplete = ProtoExpert.new("felix.incomplete", "Felix frame continues in a later packet",
 	expert.group.REASSEMBLE, expert.severity.CHAT)
-ex.gap = ProtoExpert.new("felix.gap", "Stream data missing from the capture: the rest of this stream is not dissected",
-	expert.group.SEQUENCE, expert.severity.WARN)
 exlist[#exlist + 1] = ex.unknown_type
 exlist[#exlist + 1] = ex.incomplete
-exlist[#exlist + 1] = ex.gap
 felix.experts = exlist
 
 ------------------------------------------------------------------------
@@ -467,7 +464,6 @@ end
 ------------------------------------------------------------------------
 -- JSON (RFC 8259, strict: docs/messages.md §1)
 
-local JErr = {}
 local function jfail(at, msg) error({ jerr = msg, at = at }, 0) end
 
 local function utf8_encode(cp)
@@ -1378,11 +1374,10 @@ end
 -- (header included), or nil and a state: "more" (needs more data),
 -- "broken" (the stream cannot be framed any further).
 local function dissect_frame(tvb, off, avail, tree, opts)
-	local total = avail
 	local flen
 	local t = tree:add(felix, tvb(off, avail))
 	local ctx = { tvb = tvb, tree = t, pos = off, stop = off + avail, info = "" }
-	local result, state
+	local state
 	local ok, err = pcall(function()
 		if opts.meta then opts.meta(t) end
 		if avail < HEADER_LEN then
@@ -1470,7 +1465,7 @@ end
 
 function felix.dissector(tvb, pinfo, tree)
 	pinfo.cols.protocol = "Felix"
-	local n, _, ctx = dissect_frame(tvb, 0, tvb:len(), tree, {
+	local _, _, ctx = dissect_frame(tvb, 0, tvb:len(), tree, {
 		single = true, eos = true, max = felix.prefs.max_frame_bytes,
 	})
 	pinfo.cols.info = "Felix " .. (ctx.info or "") .. (ctx.error and (" [" .. ctx.error .. "]") or "")
@@ -1554,10 +1549,7 @@ local function add_stream_data(pinfo, conn, sid, off, data, fin)
 	if not st then
 		if off ~= 0 then return end -- the stream began before the capture
 		local starts_flx = len >= 4 and data:subset(0, 4):tvb("m")(0, 4):uint() == MAGIC
-		if not (c.felix or starts_flx or felix.prefs.all_streams) then
-			if len == 0 and not fin then return end
-			return
-		end
+		if not (c.felix or starts_flx or felix.prefs.all_streams) then return end
 		if starts_flx then c.felix = true end
 		st = { next = 0, base = 0, buf = ByteArray.new(), pending = {}, conn = conn, sid = sid, dir = dir }
 		streams[key] = st
@@ -1625,12 +1617,14 @@ local function scan_packet(pinfo)
 	flush()
 end
 
-local function render(list, pinfo, tree)
+local function render(list, pinfo, tree, test)
 	local infos = {}
 	local all = ByteArray.new()
 	local parts = {}
 	for _, ch in ipairs(list) do
-		if ch.data then
+		if (ch.meta.conn == "test") ~= test then
+			-- shown by the other entry point
+		elseif ch.data then
 			parts[#parts + 1] = { ch = ch, at = all:len() }
 			all:append(ch.data)
 		else
@@ -1642,18 +1636,18 @@ local function render(list, pinfo, tree)
 		local ch = p.ch
 		local meta = function(t)
 			t:add(pf.direction, ch.meta.dir):set_generated()
-			t:add(pf.conn, ch.meta.conn):set_generated()
+			if ch.meta.conn ~= "test" then t:add(pf.conn, ch.meta.conn):set_generated() end
 			t:add(pf.stream_id, UInt64(tonumber(ch.meta.sid))):set_generated()
 			t:add(pf.stream_offset, UInt64(ch.offset)):set_generated()
 		end
 		if ch.partial then
-			local t = tree:add(felix, string.format("Felix frame, start (%d bytes) on QUIC connection %d stream %s %s; completed in a later packet",
-				ch.have, ch.meta.conn, ch.meta.sid, ch.meta.dir))
+			local t = tree:add(felix, string.format("Felix frame, start (%d bytes) on QUIC connection %s stream %s %s; completed in a later packet",
+				ch.have, tostring(ch.meta.conn), ch.meta.sid, ch.meta.dir))
 			meta(t)
 			t:add(pf.partial, ch.have):set_generated()
 			t:add_proto_expert_info(ex.incomplete)
 		else
-			local n, _, ctx = dissect_frame(tvb, p.at, ch.data:len(), tree, {
+			local _, _, ctx = dissect_frame(tvb, p.at, ch.data:len(), tree, {
 				eos = true, max = felix.prefs.max_frame_bytes, meta = meta,
 			})
 			infos[#infos + 1] = (ctx.info or "") .. (ctx.error and ("[" .. ctx.error .. "]") or "")
@@ -1671,7 +1665,24 @@ function post.dissector(tvb, pinfo, tree)
 		scan_packet(pinfo)
 	end
 	local list = results[pinfo.number]
-	if list then render(list, pinfo, tree) end
+	if list then render(list, pinfo, tree, false) end
 end
 post.init = reset
 register_postdissector(post, true)
+
+-- Test entry point of the stream reassembly (tools/wireshark/test.sh):
+-- the dissector "felix_stream_test" takes each PDU as a piece of one
+-- Felix stream, u64 stream offset, u8 FIN (1), then the data; all PDUs of
+-- a capture form that one stream, in capture order, through the same
+-- code as the QUIC streams above.
+local stream_test = Proto("felix_stream_test", "Felix stream reassembly test input")
+function stream_test.dissector(tvb, pinfo, tree)
+	if not pinfo.visited and tvb:len() >= 9 then
+		if not conns.test then conns.test = { client = endpoint(pinfo), felix = true } end
+		local data = tvb:len() > 9 and tvb(9):bytes() or ByteArray.new()
+		add_stream_data(pinfo, "test", "0", tvb(0, 8):uint64():tonumber(), data, tvb(8, 1):uint() == 1)
+	end
+	local list = results[pinfo.number]
+	if list then render(list, pinfo, tree, true) end
+	return tvb:len()
+end

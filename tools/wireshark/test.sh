@@ -10,7 +10,12 @@
 #     members or the error class its .json states (wscheck vectors: one
 #     frame per packet of exported PDUs handed to the dissector "felix").
 #     A deliberately broken copy of the dissector must fail that check.
-#  3. A real capture: the demo (examples/demo, no ALPN) and felix pub / sub
+#  3. Stream reassembly (wscheck streams, through the dissector's test entry
+#     point felix_stream_test): several frames in one piece, one frame over
+#     three pieces, retransmitted and reordered pieces, an unknown flag bit
+#     skipped, a bad magic and an oversized length stopping the stream, a
+#     stream ending inside a header or a payload.
+#  4. A real capture: the demo (examples/demo, no ALPN) and felix pub / sub
 #     against the reference broker with ALPN felix/1, each through a felix
 #     tap, captured on lo with the tap's TLS key log. Every frame the tap
 #     logged must be dissected, on both legs, stream by stream and in order,
@@ -58,6 +63,9 @@ if (cd "$repo" && "$wscheck" vectors -lua "$work/broken.lua" vectors >"$work/bro
 	fail "wscheck vectors passed a dissector without the trailing-bytes check"
 fi
 grep -q "want trailing_bytes" "$work/broken.out" || fail "the broken dissector failed for another reason: $(tail -5 "$work/broken.out")"
+
+echo "== stream reassembly"
+"$wscheck" streams -lua "$lua" || fail "stream reassembly"
 
 echo "== live capture"
 # quic-go's UDP GSO batches are not decrypted by Wireshark 4.0 on the

@@ -313,9 +313,7 @@ func alpnByConn(pcap string, extra []string) (map[string][]string, error) {
 			continue
 		}
 		conn := strings.Split(cols[0], ",")[0]
-		for _, a := range strings.Split(cols[1], ",") {
-			out[conn] = append(out[conn], a)
-		}
+		out[conn] = append(out[conn], strings.Split(cols[1], ",")...)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@
 //
 //	wscheck vectors -lua felix.lua [-work DIR] VECTORDIR...
 //	wscheck live -lua felix.lua -pcap capture.pcapng -keylog keys.log -session TAPPORT,BROKERPORT,TAPLOG[,alpn] ...
+//	wscheck streams -lua felix.lua
 //	wscheck freeport
 //	wscheck mark PORT
 //
@@ -12,6 +13,13 @@
 // "felix", runs tshark on it and compares each dissected frame with its
 // .json: the decoded members for a valid vector, the error class
 // (felix.error) for an invalid one.
+//
+// streams feeds built-in byte streams, cut into pieces, through the
+// dissector's stream reassembly (the test entry point felix_stream_test)
+// and checks which frames, errors and frame starts each packet shows:
+// several frames in one piece, a frame over three pieces, retransmitted
+// and reordered pieces, an unknown flag bit skipped, a bad magic, a
+// length over the limit, and a stream ending inside a header or payload.
 //
 // freeport prints a free UDP port; mark sends the end marker test.sh
 // waits for in the capture.
@@ -40,6 +48,8 @@ func main() {
 		err = runVectors(os.Args[2:])
 	case "live":
 		err = runLive(os.Args[2:])
+	case "streams":
+		err = runStreams(os.Args[2:])
 	case "freeport":
 		err = freePort()
 	case "mark":
@@ -57,7 +67,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|live|freeport|mark [flags]")
+	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|streams|live|freeport|mark [flags]")
 	os.Exit(2)
 }
 

@@ -148,9 +148,9 @@ func tshark(lua, pcap string, extra ...string) ([]packet, error) {
 }
 
 // writeExportPDU writes a pcap of link type WIRESHARK_UPPER_PDU (252):
-// each packet hands its bytes to the dissector named "felix", one frame
-// per packet (the Decode As entry of felix.lua).
-func writeExportPDU(path string, pdus [][]byte) error {
+// each packet hands its bytes to the dissector named dissector ("felix":
+// one frame per packet, the Decode As entry of felix.lua).
+func writeExportPDU(path, dissector string, pdus [][]byte) error {
 	var b bytes.Buffer
 	hdr := make([]byte, 24)
 	binary.LittleEndian.PutUint32(hdr[0:], 0xa1b2c3d4)
@@ -159,7 +159,11 @@ func writeExportPDU(path string, pdus [][]byte) error {
 	binary.LittleEndian.PutUint32(hdr[16:], 1<<20)
 	binary.LittleEndian.PutUint32(hdr[20:], 252)
 	b.Write(hdr)
-	tag := []byte{0, 12, 0, 8, 'f', 'e', 'l', 'i', 'x', 0, 0, 0, 0, 0, 0, 0} // EXP_PDU_TAG_DISSECTOR_NAME "felix", then end of options
+	// EXP_PDU_TAG_DISSECTOR_NAME (12) with the name padded to 4 bytes,
+	// then the end of options
+	name := append([]byte(dissector), make([]byte, 4-len(dissector)%4)...)
+	tag := append([]byte{0, 12, byte(len(name) >> 8), byte(len(name))}, name...)
+	tag = append(tag, 0, 0, 0, 0)
 	for i, p := range pdus {
 		rec := make([]byte, 16)
 		n := len(tag) + len(p)

@@ -84,7 +84,7 @@ func runVectors(args []string) error {
 			pdus[i] = it.frame
 		}
 		pcap := filepath.Join(dir, fmt.Sprintf("vectors-%d.pcap", max))
-		if err := writeExportPDU(pcap, pdus); err != nil {
+		if err := writeExportPDU(pcap, "felix", pdus); err != nil {
 			return err
 		}
 		packets, err := tshark(*lua, pcap, "-o", fmt.Sprintf("felix.max_frame_bytes:%d", max))
