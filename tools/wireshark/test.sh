@@ -33,14 +33,9 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 lua="$here/felix.lua"
-work=$(mktemp -d "${TMPDIR:-/tmp}/felix-wireshark.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	[ -n "${KEEP:-}" ] && echo "wireshark test: files kept in $work" || rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=../../scripts/capture.sh
+. "$repo/scripts/capture.sh"
+capture_workdir wireshark-test
 tshark --version | head -1
 
 echo "== schema copy in felix.lua"
@@ -76,16 +71,8 @@ tap_a=$("$wscheck" freeport)
 broker_port=$("$wscheck" freeport)
 tap_b=$("$wscheck" freeport)
 end_port=$("$wscheck" freeport)
-dumpcap -q -i lo -f "udp port $demo_port or udp port $tap_a or udp port $broker_port or udp port $tap_b or udp port $end_port" \
-	-w "$work/capture.pcapng" 2>"$work/dumpcap.err" &
-dumpcap_pid=$!
-pids+=("$dumpcap_pid")
-for _ in $(seq 100); do
-	grep -q "Capturing on" "$work/dumpcap.err" 2>/dev/null && break
-	kill -0 "$dumpcap_pid" 2>/dev/null || fail "dumpcap exited: $(cat "$work/dumpcap.err")"
-	sleep 0.1
-done
-grep -q "Capturing on" "$work/dumpcap.err" || fail "dumpcap did not start: $(cat "$work/dumpcap.err")"
+capture_start "$work/capture.pcapng" \
+	"udp port $demo_port or udp port $tap_a or udp port $broker_port or udp port $tap_b or udp port $end_port"
 
 wait_file() { # FILE WHAT LOG
 	for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
@@ -118,15 +105,7 @@ via=(-addr "127.0.0.1:$tap_b" -cert "$work/tap_b.pem" -alpn)
 timeout 60 "$work/felix" sub "${via[@]}" -from earliest -n 4 wireshark >>"$work/clients.out" 2>&1 || fail "felix sub: $(cat "$work/clients.out")"
 
 for p in "$tap_a_pid" "$tap_b_pid"; do kill -INT "$p"; wait "$p" || true; done
-# dumpcap stops on SIGINT without draining what the kernel still holds:
-# send a marker datagram and stop only once it is in the file
-"$wscheck" mark "$end_port"
-for _ in $(seq 100); do
-	tshark -n -r "$work/capture.pcapng" -Y 'udp contains "felix-wireshark-test-end"' 2>/dev/null | grep -q . && break
-	sleep 0.1
-done
-kill -INT "$dumpcap_pid"
-wait "$dumpcap_pid" || true
+capture_stop "$end_port"
 grep -q "frame(s) logged" "$work/tap_a.err" || fail "tap A did not report its log: $(cat "$work/tap_a.err")"
 
 sessions=(-session "$tap_a,$demo_port,$work/tap_a.jsonl" -session "$tap_b,$broker_port,$work/tap_b.jsonl,alpn")

@@ -5,7 +5,6 @@
 //	wscheck live -lua felix.lua -pcap capture.pcapng -keylog keys.log -session TAPPORT,BROKERPORT,TAPLOG[,alpn] ...
 //	wscheck streams -lua felix.lua
 //	wscheck freeport
-//	wscheck mark PORT
 //
 // vectors writes every vector of the directories and those below them
 // (vectors/FORMAT.md) into
@@ -21,8 +20,7 @@
 // and reordered pieces, an unknown flag bit skipped, a bad magic, a
 // length over the limit, and a stream ending inside a header or payload.
 //
-// freeport prints a free UDP port; mark sends the end marker test.sh
-// waits for in the capture.
+// freeport prints a free UDP port.
 //
 // live compares a decrypted capture of real traffic through felix tap
 // with the tap's log: the QUIC connections on each tap's client-facing
@@ -52,11 +50,6 @@ func main() {
 		err = runStreams(os.Args[2:])
 	case "freeport":
 		err = freePort()
-	case "mark":
-		if len(os.Args) != 3 {
-			usage()
-		}
-		err = mark(os.Args[2])
 	default:
 		usage()
 	}
@@ -67,7 +60,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|streams|live|freeport|mark [flags]")
+	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|streams|live|freeport [flags]")
 	os.Exit(2)
 }
 
@@ -80,16 +73,4 @@ func freePort() error {
 	defer pc.Close()
 	fmt.Println(pc.LocalAddr().(*net.UDPAddr).Port)
 	return nil
-}
-
-// mark sends the datagram "felix-wireshark-test-end" to 127.0.0.1:port:
-// test.sh waits for it in the capture before it stops dumpcap.
-func mark(port string) error {
-	c, err := net.Dial("udp", net.JoinHostPort("127.0.0.1", port))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.Write([]byte("felix-wireshark-test-end"))
-	return err
 }
