@@ -373,9 +373,15 @@ local function dissect_publish(ctx, f, t)
 		kt:add(pf.key_len, lr)
 		ctx.pos = ctx.pos + len
 	end
-	add_text(ctx, t, pf.tenant_id, 2, "tenant_id", true)
-	add_text(ctx, t, pf.namespace, 2, "namespace", true)
-	local stream = add_text(ctx, t, pf.stream, 2, "stream", true)
+	-- the three names and the count are bounds-checked before the names'
+	-- UTF-8 (docs/binary.md §1, decoding steps 3 and 4)
+	local tenant, tr = add_text(ctx, t, pf.tenant_id, 2, "tenant_id", false)
+	local ns, nr = add_text(ctx, t, pf.namespace, 2, "namespace", false)
+	local stream, sr = add_text(ctx, t, pf.stream, 2, "stream", false)
+	need(ctx, 4, "count")
+	for _, x in ipairs({ { tenant, tr, "tenant_id" }, { ns, nr, "namespace" }, { stream, sr, "stream" } }) do
+		if not utf8_valid(x[1]) then fail(ctx, "invalid_utf8", x[2], x[3] .. " is not UTF-8") end
+	end
 	local n = add_bytes32_records(ctx, t, false, nil)
 	ctx.info = ctx.info .. string.format(" %s ×%d", stream, n)
 end
@@ -409,7 +415,10 @@ local function dissect_ack(ctx, f, t)
 		ctx.info = ctx.info .. " " .. name
 	end
 	if has(f, FLAG.ACK_DETAIL) then
-		add_text(ctx, t, pf.reason, 2, "reason", true)
+		-- reason_len + 8 bytes are bounds-checked before the reason's UTF-8
+		local reason, rr = add_text(ctx, t, pf.reason, 2, "reason", false)
+		need(ctx, 8, "retry_after_ms")
+		if not utf8_valid(reason) then fail(ctx, "invalid_utf8", rr, "reason is not UTF-8") end
 		add_u64(ctx, t, pf.retry_after_ms, "retry_after_ms")
 	end
 	if has(f, FLAG.ACK_OWNER) then
