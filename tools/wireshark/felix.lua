@@ -493,6 +493,7 @@ local ESC = { [34] = '"', [92] = "\\", [47] = "/", [98] = "\b", [102] = "\f", [1
 local function json_parse(s)
 	local i, n = 1, #s
 	local depth = 0
+	local utf8_at -- the first byte of invalid UTF-8 inside a string
 	local function ws()
 		while i <= n do
 			local c = byte(s, i)
@@ -505,7 +506,7 @@ local function json_parse(s)
 		i = i + 1
 		local buf = {}
 		while true do
-			if i > n then jfail(start, "unterminated string") end
+			if i > n then jfail(i, "unterminated string") end
 			local c = byte(s, i)
 			if c == 34 then
 				i = i + 1
@@ -543,7 +544,10 @@ local function json_parse(s)
 					if d == 34 or d == 92 or d < 0x20 then break end
 					j = j + 1
 				end
-				buf[#buf + 1] = sub(s, i, j - 1)
+				local run = sub(s, i, j - 1)
+				local ok8, bad = utf8_valid(run)
+				if not ok8 and not utf8_at then utf8_at = i + bad end
+				buf[#buf + 1] = run
 				i = j
 			end
 		end
@@ -583,7 +587,10 @@ local function json_parse(s)
 		i = i + #word
 		return node
 	end
-	value = function()
+	-- value parses one value and hands it to attach: an object or array as
+	-- soon as it opens (e = math.huge until it closes), so that the tree
+	-- built before a syntax error can still be judged
+	value = function(attach)
 		ws()
 		local c = byte(s, i)
 		if c == nil then jfail(i, "unexpected end of input") end
@@ -595,7 +602,8 @@ local function json_parse(s)
 			ws()
 			local node
 			if c == 123 then
-				node = { t = "obj", m = {} }
+				node = { t = "obj", m = {}, s = start, e = math.huge }
+				attach(node)
 				if byte(s, i) == 125 then
 					i = i + 1
 				else
@@ -606,8 +614,7 @@ local function json_parse(s)
 						ws()
 						if byte(s, i) ~= 58 then jfail(i, "expected ':'") end
 						i = i + 1
-						local v = value()
-						node.m[#node.m + 1] = { k = k.v, kn = k, v = v }
+						value(function(v) node.m[#node.m + 1] = { k = k.v, kn = k, v = v } end)
 						ws()
 						local d = byte(s, i)
 						if d == 44 then i = i + 1
@@ -616,12 +623,13 @@ local function json_parse(s)
 					end
 				end
 			else
-				node = { t = "arr", a = {} }
+				node = { t = "arr", a = {}, s = start, e = math.huge }
+				attach(node)
 				if byte(s, i) == 93 then
 					i = i + 1
 				else
 					while true do
-						node.a[#node.a + 1] = value()
+						value(function(v) node.a[#node.a + 1] = v end)
 						ws()
 						local d = byte(s, i)
 						if d == 44 then i = i + 1
@@ -631,21 +639,35 @@ local function json_parse(s)
 				end
 			end
 			depth = depth - 1
-			node.s, node.e = start, i - 1
-			return node
-		elseif c == 34 then return str()
-		elseif c == 45 or (c >= 48 and c <= 57) then return num()
-		elseif c == 116 then return lit("true", "bool", true)
-		elseif c == 102 then return lit("false", "bool", false)
-		elseif c == 110 then return lit("null", "null", nil)
+			node.e = i - 1
+			return
+		elseif c == 34 then
+			-- attached before it is read, so that a member expecting
+			-- another type is judged at the opening quote
+			local node = { t = "str", v = "", s = i, e = math.huge }
+			attach(node)
+			local full = str()
+			node.v, node.e = full.v, full.e
+			return
+		elseif c == 45 or (c >= 48 and c <= 57) then return attach(num())
+		elseif c == 116 then return attach(lit("true", "bool", true))
+		elseif c == 102 then return attach(lit("false", "bool", false))
+		elseif c == 110 then return attach(lit("null", "null", nil))
 		end
 		jfail(i, "unexpected character")
 	end
-	local root = value()
-	ws()
-	if i <= n then jfail(i, "text after the object") end
-	if root.t ~= "obj" then jfail(root.s, "the payload is not a JSON object") end
-	return root
+	local root
+	local ok, err = pcall(function()
+		ws()
+		if i <= n and byte(s, i) ~= 123 then jfail(i, "the payload is not a JSON object") end
+		value(function(v) root = v end)
+		ws()
+		if i <= n then jfail(i, "text after the object") end
+		if root.t ~= "obj" then jfail(root.s, "the payload is not a JSON object") end
+	end)
+	-- ok, the root object (partial after a syntax error), the syntax
+	-- error, the first invalid UTF-8 byte in a string
+	return ok, root, (not ok) and err or nil, utf8_at
 end
 
 -- The message schema: the field tables of docs/messages.md as kept in
@@ -1216,50 +1238,60 @@ end
 
 local validate_struct
 
--- check_value returns nil or why node is not a value of type typ.
+-- Every failure of a known member is judged where a one-pass decoder meets
+-- it, so that the first one in document order wins (as against an invalid
+-- UTF-8 byte, see dissect_json): a wrong JSON type at the value's first
+-- byte, a bad value (range, form, base64, word) at its last byte, a missing
+-- member at the end of its object, a duplicate at the repeated name.
+-- check_value returns nil, or why node is not a value of type typ and the
+-- byte where that shows.
 local function check_value(node, typ, path)
 	local t = node.t
+	local function wrong(what) return path .. ": " .. what .. " was expected", node.s end
+	local function bad(why) return path .. ": " .. why, node.e end
 	if typ == "str" or typ == "retry" then
-		if t ~= "str" then return path .. ": a string was expected" end
+		if t ~= "str" then return wrong("a string") end
 	elseif MAXU[typ] then
-		if t ~= "num" then return path .. ": an integer was expected" end
-		if not node.v:match("^%d+$") then return path .. ": not a plain non-negative integer" end
-		if not digits_le(node.v, MAXU[typ]) then return path .. ": out of the " .. typ .. " range" end
+		if t ~= "num" then return wrong("an integer") end
+		if not node.v:match("^%d+$") then return bad("not a plain non-negative integer") end
+		if not digits_le(node.v, MAXU[typ]) then return bad("out of the " .. typ .. " range") end
 	elseif typ == "i64" then
-		if t ~= "num" then return path .. ": an integer was expected" end
+		if t ~= "num" then return wrong("an integer") end
 		local neg, d = node.v:match("^(%-?)(%d+)$")
-		if not d then return path .. ": not a plain integer" end
+		if not d then return bad("not a plain integer") end
 		if not digits_le(d, neg == "-" and "9223372036854775808" or "9223372036854775807") then
-			return path .. ": out of the i64 range"
+			return bad("out of the i64 range")
 		end
 	elseif typ == "bool" then
-		if t ~= "bool" then return path .. ": true or false was expected" end
+		if t ~= "bool" then return wrong("true or false") end
 	elseif typ == "b64" then
-		if t ~= "str" then return path .. ": a base64 string was expected" end
-		if not b64_canonical(node.v) then return path .. ": not canonical padded standard base64" end
+		if t ~= "str" then return wrong("a base64 string") end
+		if not b64_canonical(node.v) then return bad("not canonical padded standard base64") end
 	elseif typ == "any" then
 		return nil
 	elseif typ:sub(1, 1) == "[" then
-		if t ~= "arr" then return path .. ": an array was expected" end
+		if t ~= "arr" then return wrong("an array") end
 		local et = typ:sub(2, -2)
 		for k, el in ipairs(node.a) do
-			local e = check_value(el, et, path .. "[" .. (k - 1) .. "]")
-			if e then return e end
+			if el.t == "null" then return path .. "[" .. (k - 1) .. "]: null in a list", el.s end
+			local e, at = check_value(el, et, path .. "[" .. (k - 1) .. "]")
+			if e then return e, at end
 		end
 	elseif typ:sub(1, 5) == "enum:" then
-		if t ~= "str" then return path .. ": a string was expected" end
+		if t ~= "str" then return wrong("a string") end
 		for w in typ:sub(6):gmatch("[^|]+") do
 			if w == node.v then return nil end
 		end
-		return path .. ": unknown word " .. node.v
+		return bad("unknown word " .. node.v)
 	elseif typ == "start" or typ == "cond" or typ == "prr" then
 		local words = ({ start = { latest = 1, earliest = 1 }, cond = { absent = 1 },
 			prr = { unknown_producer = 1, sequence_expired = 1, sequence_reused = 1 } })[typ]
 		if t == "str" then
 			if words[node.v] then return nil end
-			return path .. ": unknown word " .. node.v
+			return bad("unknown word " .. node.v)
 		end
-		if t ~= "obj" or #node.m ~= 1 then return path .. ": a word or a one-member object was expected" end
+		if t ~= "obj" then return wrong("a word or a one-member object") end
+		if #node.m == 0 then return bad("an empty object is no variant") end
 		local m = node.m[1]
 		local inner = ({
 			start = { offset = "u64" }, cond = { version = "u64" },
@@ -1269,81 +1301,123 @@ local function check_value(node, typ, path)
 				not_leader = { { name = "node_id", typ = "str", enc = "req" }, { name = "addr", typ = "str", enc = "omit" } },
 			},
 		})[typ][m.k]
-		if not inner then return path .. ": unknown variant " .. m.k end
-		if type(inner) == "string" then return check_value(m.v, inner, path .. "." .. m.k) end
-		if m.v.t ~= "obj" then return path .. "." .. m.k .. ": an object was expected" end
-		return validate_struct(m.v, inner, path .. "." .. m.k)
+		if not inner then return path .. ": unknown variant " .. m.k, m.kn.e end
+		local e, at
+		if type(inner) == "string" then
+			e, at = check_value(m.v, inner, path .. "." .. m.k)
+		elseif m.v.t ~= "obj" then
+			e, at = path .. "." .. m.k .. ": an object was expected", m.v.s
+		else
+			e, at = validate_struct(m.v, inner, path .. "." .. m.k)
+		end
+		if e then return e, at end
+		if #node.m > 1 then return path .. ": a variant is a one-member object", node.m[2].kn.s end
 	elseif typ == "change" then
-		if t ~= "obj" then return path .. ": an object was expected" end
+		-- op may stand anywhere, so a change is judged as a whole once it
+		-- is read: every failure inside it shows at its end
+		if t ~= "obj" then return wrong("an object") end
 		local op
 		for _, m in ipairs(node.m) do
 			if m.k == "op" then
-				if op then return path .. ": duplicate member op" end
+				if op then return path .. ": duplicate member op", node.e end
 				op = m.v
 			end
 		end
-		if not op then return path .. ": missing op" end
-		if op.t ~= "str" then return path .. ".op: a string was expected" end
+		if not op then return path .. ": missing op", node.e end
+		if op.t ~= "str" then return path .. ".op: a string was expected", node.e end
 		local fields
 		if op.v == "put" then
 			fields = { { name = "op", typ = "str", enc = "req" }, { name = "key", typ = "str", enc = "req" }, { name = "value", typ = "b64", enc = "req" } }
 		elseif op.v == "delete" then
 			fields = { { name = "op", typ = "str", enc = "req" }, { name = "key", typ = "str", enc = "req" } }
 		else
-			return path .. ".op: unknown word " .. op.v
+			return path .. ".op: unknown word " .. op.v, node.e
 		end
-		return validate_struct(node, fields, path)
+		local e = validate_struct(node, fields, path)
+		if e then return e, node.e end
 	elseif STRUCTS[typ] then
-		if t ~= "obj" then return path .. ": an object was expected" end
+		if t ~= "obj" then return wrong("an object") end
 		return validate_struct(node, STRUCTS[typ], path)
 	else
-		return path .. ": schema type " .. typ .. " unknown to the dissector"
+		return path .. ": schema type " .. typ .. " unknown to the dissector", node.s
 	end
 	return nil
 end
 
--- validate_struct applies the member encodings of docs/messages.md 1.2.
+-- validate_struct applies the member encodings of docs/messages.md 1.2 and
+-- returns the first failure in document order.
 validate_struct = function(obj, fields, path)
 	local known = {}
 	for _, f in ipairs(fields) do known[f.name] = f end
+	local first, at
+	local function note(e, pos)
+		if e and (not at or pos < at) then first, at = e, pos end
+	end
 	local seen = {}
 	for _, m in ipairs(obj.m) do
-		if known[m.k] then
-			if seen[m.k] then return path .. ": duplicate member " .. m.k end
-			seen[m.k] = m.v
+		local f = known[m.k]
+		if f then
+			local p = path .. "." .. f.name
+			if seen[m.k] then
+				note(path .. ": duplicate member " .. m.k, m.kn.e)
+			elseif m.v.t == "null" then
+				if f.enc == "req" or f.enc == "dflt" or f.enc == "omit0" then note(p .. ": null is not allowed", m.v.s) end
+			else
+				note(check_value(m.v, f.typ, p))
+			end
+			seen[m.k] = true
 		end
 	end
 	for _, f in ipairs(fields) do
-		local v = seen[f.name]
-		local p = path .. "." .. f.name
-		if v == nil then
-			if f.enc == "req" or f.enc == "null!" then return p .. ": missing" end
-		elseif v.t == "null" then
-			if f.enc == "req" or f.enc == "dflt" or f.enc == "omit0" then return p .. ": null is not allowed" end
-		else
-			local e = check_value(v, f.typ, p)
-			if e then return e end
+		if not seen[f.name] and (f.enc == "req" or f.enc == "null!") then
+			note(path .. "." .. f.name .. ": missing", obj.e)
 		end
 	end
-	return nil
+	return first, at
 end
 
 local function dissect_json(ctx, t)
 	local len = ctx.stop - ctx.pos
 	local r = ctx.tvb(ctx.pos, len)
 	local s = len > 0 and r:raw() or ""
-	local ok8, bad = utf8_valid(s)
-	if not ok8 then
-		fail(ctx, "invalid_utf8", ctx.tvb(ctx.pos + bad, 1), "byte " .. bad .. " of the JSON payload")
-	end
 	t:add(pf.json, r, s)
-	local okp, root = pcall(json_parse, s)
-	if not okp then
-		if type(root) == "table" and root.jerr then
-			local at = math.min(root.at - 1, math.max(len - 1, 0))
-			fail(ctx, "invalid_json", ctx.tvb(ctx.pos + at, len > 0 and 1 or 0), root.jerr .. " at byte " .. at)
+	-- UTF-8 is judged inside strings: a byte there that is not UTF-8 is
+	-- invalid_utf8, unless a failure that a one-pass decoder meets earlier
+	-- comes first; any other byte that is not JSON is a syntax error
+	local okp, root, serr, utf8_at = json_parse(s)
+	if not okp and not (type(serr) == "table" and serr.jerr) then error(serr, 0) end
+	local syntax_at = okp and math.huge or serr.at
+	-- the first failure in document order: a syntax error, invalid UTF-8
+	-- in a string, or a member failure judged on the tree read so far
+	local class, at, why
+	local function note(c, pos, w)
+		if pos and pos < math.huge and (not at or pos < at) then class, at, why = c, pos, w end
+	end
+	if not okp then note("invalid_json", serr.at, serr.jerr) end
+	note("invalid_utf8", utf8_at, "invalid UTF-8 in a string")
+	local typ, fields
+	if root and root.t == "obj" then
+		for _, m in ipairs(root.m) do
+			if m.k == "type" then
+				if typ then note("invalid_json", m.kn.e, "duplicate member type") end
+				typ = typ or m.v
+			end
 		end
-		error(root, 0)
+		if not typ then
+			note("invalid_json", root.e, "no type member")
+		elseif typ.t ~= "str" then
+			note("invalid_json", typ.s, "type is not a string")
+		else
+			fields = MSGS[typ.v]
+			if fields then
+				local e, pos = validate_struct(root, fields, typ.v)
+				if e and pos < syntax_at then note("invalid_json", pos, e) end
+			end
+		end
+	end
+	if class then
+		local b = math.min(at - 1, math.max(len - 1, 0))
+		fail(ctx, class, ctx.tvb(ctx.pos + b, len > 0 and 1 or 0), why .. " at byte " .. b)
 	end
 	local base = ctx.pos - 1
 	local function rng(node) return ctx.tvb(base + node.s, node.e - node.s + 1) end
@@ -1352,25 +1426,12 @@ local function dissect_json(ctx, t)
 		if #raw > 200 then raw = raw:sub(1, 200) .. "…" end
 		t:add(pf.member, ctx.tvb(base + m.kn.s, m.v.e - m.kn.s + 1), m.k .. ": " .. raw)
 	end
-	local typ
-	for _, m in ipairs(root.m) do
-		if m.k == "type" then
-			if typ then fail(ctx, "invalid_json", rng(m.kn), "duplicate member type") end
-			typ = m.v
-		end
-	end
-	if not typ then fail(ctx, "invalid_json", r, "no type member") end
-	if typ.t ~= "str" then fail(ctx, "invalid_json", rng(typ), "type is not a string") end
 	t:add(pf.type, rng(typ), typ.v)
 	ctx.type = typ.v
 	ctx.info = ctx.info .. " " .. typ.v
-	local fields = MSGS[typ.v]
 	if not fields then
 		t:add_proto_expert_info(ex.unknown_type, "unknown message type " .. typ.v)
-		return
 	end
-	local e = validate_struct(root, fields, typ.v)
-	if e then fail(ctx, "invalid_json", r, e) end
 end
 
 ------------------------------------------------------------------------
@@ -1421,7 +1482,10 @@ local function dissect_frame(tvb, off, avail, tree, opts)
 		ctx.info = string.format("0x%04x", f)
 		t:append_text(string.format(", flags 0x%04x (%s), %d bytes", f, flag_names(f), len))
 		if band(f, bit.bnot(KNOWN_FLAGS)) ~= 0 then
-			ctx.unknown_flags = true
+			-- the strict header parse refuses it before looking at the
+			-- length; a stream reader still skips the frame by its length
+			t:set_len(math.min(avail, HEADER_LEN + len))
+			fail(ctx, "unknown_flags", fr, string.format("0x%04x (a broker skips the frame and answers an error)", band(f, bit.bnot(KNOWN_FLAGS))))
 		end
 		if len > opts.max then
 			state = "broken"
@@ -1436,9 +1500,6 @@ local function dissect_frame(tvb, off, avail, tree, opts)
 		flen = HEADER_LEN + len
 		t:set_len(flen)
 		ctx.pos, ctx.stop = off + HEADER_LEN, off + flen
-		if ctx.unknown_flags then
-			fail(ctx, "unknown_flags", fr, string.format("0x%04x (a broker skips the frame and answers an error)", band(f, bit.bnot(KNOWN_FLAGS))))
-		end
 		if opts.single and avail > flen then
 			fail(ctx, "trailing_bytes", tvb(off + flen, avail - flen), string.format("%d bytes after the frame", avail - flen))
 		end
@@ -1461,6 +1522,10 @@ local function dissect_frame(tvb, off, avail, tree, opts)
 		end
 	end)
 	if not ok and err ~= Stop then error(err, 0) end
+	if not flen and ctx.error == "unknown_flags" and avail >= HEADER_LEN then
+		local len = tvb(off + 8, 4):uint()
+		if avail >= HEADER_LEN + len then flen = HEADER_LEN + len end
+	end
 	if state == "more" then
 		t:add_proto_expert_info(ex.incomplete)
 		return nil, "more", ctx

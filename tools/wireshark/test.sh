@@ -10,6 +10,8 @@
 #     members or the error class its .json states (wscheck vectors: one
 #     frame per packet of exported PDUs handed to the dissector "felix").
 #     A deliberately broken copy of the dissector must fail that check.
+#     Mutated vectors (wscheck differ; DIFFER_SEED, default 1) must get the
+#     error class the Go codec gives them, or the codec's members.
 #  3. Stream reassembly (wscheck streams, through the dissector's test entry
 #     point felix_stream_test): several frames in one piece, one frame over
 #     three pieces, retransmitted and reordered pieces, an unknown flag bit
@@ -58,6 +60,9 @@ if (cd "$repo" && "$wscheck" vectors -lua "$work/broken.lua" vectors >"$work/bro
 	fail "wscheck vectors passed a dissector without the trailing-bytes check"
 fi
 grep -q "want trailing_bytes" "$work/broken.out" || fail "the broken dissector failed for another reason: $(tail -5 "$work/broken.out")"
+
+echo "== differential: mutated vectors, the dissector against the Go codec"
+(cd "$repo" && "$wscheck" differ -lua "$lua" -n 4 -seed "${DIFFER_SEED:-1}" vectors) || fail "the dissector and the codec disagree"
 
 echo "== stream reassembly"
 "$wscheck" streams -lua "$lua" || fail "stream reassembly"

@@ -186,13 +186,33 @@ func (c *checker) payloads() {
 	}
 }
 
+// unescapeShow undoes the \xHH escapes of non-printable bytes in a PDML
+// show attribute.
+func unescapeShow(s string) string {
+	if !strings.Contains(s, `\x`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' {
+			if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 func (c *checker) word(member, fname string) {
 	want, err := c.e.str(member)
 	if err != nil {
 		c.errorf("%s: %v", member, err)
 		return
 	}
-	if f, ok := c.one(fname); ok && f.Show != want {
+	if f, ok := c.one(fname); ok && unescapeShow(f.Show) != want {
 		c.errorf("%s = %s, want %s (%s)", fname, f.Show, want, member)
 	}
 }

@@ -4,6 +4,7 @@
 //	wscheck vectors -lua felix.lua [-work DIR] VECTORDIR...
 //	wscheck live -lua felix.lua -pcap capture.pcapng -keylog keys.log -session TAPPORT,BROKERPORT,TAPLOG[,alpn] ...
 //	wscheck streams -lua felix.lua
+//	wscheck differ -lua felix.lua [-n 4] [-seed 1] VECTORDIR...
 //	wscheck freeport
 //
 // vectors writes every vector of the directories and those below them
@@ -19,6 +20,12 @@
 // several frames in one piece, a frame over three pieces, retransmitted
 // and reordered pieces, an unknown flag bit skipped, a bad magic, a
 // length over the limit, and a stream ending inside a header or payload.
+//
+// differ mutates every vector (bytes changed, frames cut or extended, flag
+// bits flipped, lengths changed; reproducible from -seed) and checks that
+// the dissector's felix.error is the class the Go codec gives each
+// variant, or, when the codec decodes it, that the dissector shows no
+// error and the fields of the codec's members.
 //
 // freeport prints a free UDP port.
 //
@@ -48,6 +55,8 @@ func main() {
 		err = runLive(os.Args[2:])
 	case "streams":
 		err = runStreams(os.Args[2:])
+	case "differ":
+		err = runDiffer(os.Args[2:])
 	case "freeport":
 		err = freePort()
 	default:
@@ -60,7 +69,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|streams|live|freeport [flags]")
+	fmt.Fprintln(os.Stderr, "usage: wscheck vectors|streams|differ|live|freeport [flags]")
 	os.Exit(2)
 }
 
