@@ -1566,6 +1566,12 @@ end
 reset()
 felix.init = reset
 
+-- be32 reads a big-endian u32 at off of a ByteArray (without making a Tvb,
+-- which would add a data source to the packet).
+local function be32(ba, off)
+	return ((ba:get_index(off) * 256 + ba:get_index(off + 1)) * 256 + ba:get_index(off + 2)) * 256 + ba:get_index(off + 3)
+end
+
 local function endpoint(pinfo) return tostring(pinfo.src) .. ":" .. tostring(pinfo.src_port) end
 
 local function emit(num, chunk)
@@ -1583,10 +1589,9 @@ local function frame_stream(st, num, meta)
 		if have == 0 then return end
 		local need_len
 		if have >= HEADER_LEN then
-			local hdr = st.buf:subset(0, HEADER_LEN)
-			local t = hdr:tvb("hdr")
-			local ok_hdr = t(0, 4):uint() == MAGIC and t(4, 2):uint() == 1
-			local len = t(8, 4):uint()
+			local b = st.buf
+			local ok_hdr = be32(b, 0) == MAGIC and b:get_index(4) == 0 and b:get_index(5) == 1
+			local len = be32(b, 8)
 			if not ok_hdr or len > maxb then
 				emit(num, { data = st.buf:subset(0, have), meta = meta, offset = st.base, broken = true, eos = true })
 				st.broken = true
@@ -1622,7 +1627,7 @@ local function add_stream_data(pinfo, conn, sid, off, data, fin)
 	local len = data and data:len() or 0
 	if not st then
 		if off ~= 0 then return end -- the stream began before the capture
-		local starts_flx = len >= 4 and data:subset(0, 4):tvb("m")(0, 4):uint() == MAGIC
+		local starts_flx = len >= 4 and be32(data, 0) == MAGIC
 		if not (c.felix or starts_flx or felix.prefs.all_streams) then return end
 		if starts_flx then c.felix = true end
 		st = { next = 0, base = 0, buf = ByteArray.new(), pending = {}, conn = conn, sid = sid, dir = dir }
