@@ -1437,34 +1437,29 @@ end
 ------------------------------------------------------------------------
 -- One frame
 
--- dissect_frame decodes the frame that starts at off of tvb, given that
--- avail bytes from off belong to it or follow it. single: the PDU holds
--- exactly one frame (bytes after it are trailing bytes). eos: no more data
--- follows avail (a short frame is truncated). Returns the frame's length
--- (header included), or nil and a state: "more" (needs more data),
--- "broken" (the stream cannot be framed any further).
+-- dissect_frame adds the tree of the frame that starts at off of tvb,
+-- where avail bytes are all there is of it (fewer than its header and
+-- length call for: truncated). opts.single: the PDU holds exactly one frame,
+-- so bytes after it are trailing bytes; opts.max: the payload limit;
+-- opts.meta adds the stream fields. Returns the context: info (for the
+-- Info column) and error (the class, if any).
 local function dissect_frame(tvb, off, avail, tree, opts)
-	local flen
 	local t = tree:add(felix, tvb(off, avail))
 	local ctx = { tvb = tvb, tree = t, pos = off, stop = off + avail, info = "" }
-	local state
 	local ok, err = pcall(function()
 		if opts.meta then opts.meta(t) end
 		if avail < HEADER_LEN then
-			state = "broken"
 			fail(ctx, "truncated", tvb(off, avail), string.format("a header needs 12 bytes, %d present", avail))
 		end
 		t:set_len(HEADER_LEN)
 		local magic = tvb(off, 4):uint()
 		t:add(pf.magic, tvb(off, 4))
 		if magic ~= MAGIC then
-			state = "broken"
 			fail(ctx, "bad_magic", tvb(off, 4), string.format("0x%08x", magic))
 		end
 		local version = tvb(off + 4, 2):uint()
 		t:add(pf.version, tvb(off + 4, 2))
 		if version ~= 1 then
-			state = "broken"
 			fail(ctx, "bad_version", tvb(off + 4, 2), "version " .. version)
 		end
 		local fr = tvb(off + 6, 2)
@@ -1488,16 +1483,13 @@ local function dissect_frame(tvb, off, avail, tree, opts)
 			fail(ctx, "unknown_flags", fr, string.format("0x%04x (a broker skips the frame and answers an error)", band(f, bit.bnot(KNOWN_FLAGS))))
 		end
 		if len > opts.max then
-			state = "broken"
 			fail(ctx, "frame_too_large", lr, string.format("%d > %d", len, opts.max))
 		end
 		if avail < HEADER_LEN + len then
-			if not opts.eos then state = "more"; error(Stop, 0) end
-			state = "broken"
 			ctx.pos = off + HEADER_LEN
 			fail(ctx, "truncated", tvb(off + 8, 4), string.format("length %d, %d payload bytes present", len, avail - HEADER_LEN))
 		end
-		flen = HEADER_LEN + len
+		local flen = HEADER_LEN + len
 		t:set_len(flen)
 		ctx.pos, ctx.stop = off + HEADER_LEN, off + flen
 		if opts.single and avail > flen then
@@ -1522,16 +1514,7 @@ local function dissect_frame(tvb, off, avail, tree, opts)
 		end
 	end)
 	if not ok and err ~= Stop then error(err, 0) end
-	if not flen and ctx.error == "unknown_flags" and avail >= HEADER_LEN then
-		local len = tvb(off + 8, 4):uint()
-		if avail >= HEADER_LEN + len then flen = HEADER_LEN + len end
-	end
-	if state == "more" then
-		t:add_proto_expert_info(ex.incomplete)
-		return nil, "more", ctx
-	end
-	if flen then return flen, state, ctx end
-	return nil, state or "broken", ctx
+	return ctx
 end
 
 ------------------------------------------------------------------------
@@ -1539,9 +1522,7 @@ end
 
 function felix.dissector(tvb, pinfo, tree)
 	pinfo.cols.protocol = "Felix"
-	local _, _, ctx = dissect_frame(tvb, 0, tvb:len(), tree, {
-		single = true, eos = true, max = felix.prefs.max_frame_bytes,
-	})
+	local ctx = dissect_frame(tvb, 0, tvb:len(), tree, { single = true, max = felix.prefs.max_frame_bytes })
 	pinfo.cols.info = "Felix " .. (ctx.info or "") .. (ctx.error and (" [" .. ctx.error .. "]") or "")
 	return tvb:len()
 end
@@ -1593,20 +1574,20 @@ local function frame_stream(st, num, meta)
 			local ok_hdr = be32(b, 0) == MAGIC and b:get_index(4) == 0 and b:get_index(5) == 1
 			local len = be32(b, 8)
 			if not ok_hdr or len > maxb then
-				emit(num, { data = st.buf:subset(0, have), meta = meta, offset = st.base, broken = true, eos = true })
+				emit(num, { data = st.buf:subset(0, have), meta = meta, offset = st.base })
 				st.broken = true
 				return
 			end
 			need_len = HEADER_LEN + len
 		end
 		if need_len and have >= need_len then
-			emit(num, { data = st.buf:subset(0, need_len), meta = meta, offset = st.base, eos = true })
+			emit(num, { data = st.buf:subset(0, need_len), meta = meta, offset = st.base })
 			st.base = st.base + need_len
 			if have > need_len then st.buf = st.buf:subset(need_len, have - need_len) else st.buf = ByteArray.new() end
 			st.started = nil
 		else
 			if st.fin and st.next >= st.fin then
-				emit(num, { data = st.buf:subset(0, have), meta = meta, offset = st.base, eos = true })
+				emit(num, { data = st.buf:subset(0, have), meta = meta, offset = st.base })
 				st.broken = true
 				return
 			end
@@ -1726,9 +1707,7 @@ local function render(list, pinfo, tree, test)
 			t:add(pf.partial, ch.have):set_generated()
 			t:add_proto_expert_info(ex.incomplete)
 		else
-			local _, _, ctx = dissect_frame(tvb, p.at, ch.data:len(), tree, {
-				eos = true, max = felix.prefs.max_frame_bytes, meta = meta,
-			})
+			local ctx = dissect_frame(tvb, p.at, ch.data:len(), tree, { max = felix.prefs.max_frame_bytes, meta = meta })
 			infos[#infos + 1] = (ctx.info or "") .. (ctx.error and ("[" .. ctx.error .. "]") or "")
 		end
 	end
