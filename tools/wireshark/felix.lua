@@ -23,8 +23,8 @@
 -- takes every decrypted QUIC stream.
 --
 -- The same decoder is registered as the dissector "felix" for Decode As
--- (udp.port, tcp.port, exported PDUs): there a PDU holds exactly one frame,
--- as `felix decode` takes one, so bytes after it are trailing bytes.
+-- (udp.port) and exported PDUs: there a PDU holds exactly one frame, as
+-- `felix decode` takes one, so bytes after it are trailing bytes.
 
 local felix = Proto("felix", "Felix wire protocol v1")
 
@@ -1528,7 +1528,6 @@ function felix.dissector(tvb, pinfo, tree)
 end
 
 DissectorTable.get("udp.port"):add_for_decode_as(felix)
-DissectorTable.get("tcp.port"):add_for_decode_as(felix)
 
 ------------------------------------------------------------------------
 -- QUIC streams: reassembly in a postdissector
