@@ -1387,14 +1387,25 @@ local function dissect_json(ctx, t)
 	local okp, root, serr, utf8_at = json_parse(s)
 	if not okp and not (type(serr) == "table" and serr.jerr) then error(serr, 0) end
 	local syntax_at = okp and math.huge or serr.at
-	-- the first failure in document order: a syntax error, invalid UTF-8
-	-- in a string, or a member failure judged on the tree read so far
-	local class, at, why
-	local function note(c, pos, w)
-		if pos and pos < math.huge and (not at or pos < at) then class, at, why = c, pos, w end
+	-- The first failure wins, in the order a decoder that looks for "type"
+	-- first meets them: a syntax error or invalid UTF-8 in a string before
+	-- the type member (met while scanning for it), then every failure in
+	-- document order (a syntax error, invalid UTF-8, a member failure judged
+	-- on the tree read so far).
+	local type_at = math.huge
+	if root and root.t == "obj" then
+		for _, m in ipairs(root.m) do
+			if m.k == "type" then type_at = m.kn.s; break end
+		end
 	end
-	if not okp then note("invalid_json", serr.at, serr.jerr) end
-	note("invalid_utf8", utf8_at, "invalid UTF-8 in a string")
+	local class, at, why, phase
+	local function note(c, pos, w, scan)
+		if not pos or pos >= math.huge then return end
+		local ph = (scan and pos < type_at) and 0 or 1
+		if not at or ph < phase or (ph == phase and pos < at) then class, at, why, phase = c, pos, w, ph end
+	end
+	if not okp then note("invalid_json", serr.at, serr.jerr, true) end
+	note("invalid_utf8", utf8_at, "invalid UTF-8 in a string", true)
 	local typ, fields
 	if root and root.t == "obj" then
 		for _, m in ipairs(root.m) do

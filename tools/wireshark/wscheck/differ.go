@@ -128,7 +128,11 @@ func runDiffer(args []string) error {
 	var pdus [][]byte
 	for _, f := range frames {
 		for i := 0; i < *per; i++ {
-			pdus = append(pdus, mutate(r, f))
+			m := mutate(r, f)
+			for r.IntN(2) == 0 { // now and then a second and third change
+				m = mutate(r, m)
+			}
+			pdus = append(pdus, m)
 		}
 	}
 	dir, err := os.MkdirTemp("", "wscheck")

@@ -144,7 +144,22 @@ func tshark(lua, pcap string, extra ...string) ([]packet, error) {
 	}
 	// show attributes carry raw field text (invalid UTF-8 included, in
 	// invalid vectors); values are hex, so nothing compared is lost.
-	return parsePDML(strings.NewReader(strings.ToValidUTF8(stdout.String(), "\uFFFD")))
+	return parsePDML(strings.NewReader(xmlSafe(stdout.String())))
+}
+
+// xmlSafe replaces invalid UTF-8 and the characters XML 1.0 does not
+// allow with U+FFFD.
+func xmlSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD,
+			r >= 0x20 && r <= 0xD7FF,
+			r >= 0xE000 && r <= 0xFFFD,
+			r >= 0x10000 && r <= 0x10FFFF:
+			return r
+		}
+		return 0xFFFD
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 // writeExportPDU writes a pcap of link type WIRESHARK_UPPER_PDU (252):
