@@ -62,7 +62,7 @@ fi
 grep -q "want trailing_bytes" "$work/broken.out" || fail "the broken dissector failed for another reason: $(tail -5 "$work/broken.out")"
 
 echo "== differential: mutated vectors, the dissector against the Go codec"
-(cd "$repo" && "$wscheck" differ -lua "$lua" -n 4 -seed "${DIFFER_SEED:-1}" vectors) || fail "the dissector and the codec disagree"
+(cd "$repo" && "$wscheck" differ -lua "$lua" -n 8 -seed "${DIFFER_SEED:-1}" vectors) || fail "the dissector and the codec disagree"
 
 echo "== stream reassembly"
 "$wscheck" streams -lua "$lua" || fail "stream reassembly"

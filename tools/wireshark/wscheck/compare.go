@@ -186,6 +186,27 @@ func (c *checker) payloads() {
 	}
 }
 
+// jsonWord compares a string member with a field that covers a JSON
+// string token (felix.type): the token's bytes, unquoted, must equal it.
+func (c *checker) jsonWord(member, fname string) {
+	want, err := c.e.str(member)
+	if err != nil {
+		c.errorf("%s: %v", member, err)
+		return
+	}
+	f, ok := c.one(fname)
+	if !ok {
+		return
+	}
+	var got string
+	if err := json.Unmarshal(valueBytes(f), &got); err != nil {
+		got = unescapeShow(f.Show)
+	}
+	if got != want {
+		c.errorf("%s = %q, want %q (%s)", fname, got, want, member)
+	}
+}
+
 // unescapeShow undoes the \xHH escapes of non-printable bytes in a PDML
 // show attribute.
 func unescapeShow(s string) string {
@@ -256,7 +277,7 @@ func check(e expectation, f *felixFrame, redacted bool) []string {
 	switch kind {
 	case "json_message":
 		if e.has("message_type") {
-			c.word("message_type", "felix.type")
+			c.jsonWord("message_type", "felix.type")
 		}
 		if !redacted {
 			want, err := e.str("payload_json")
