@@ -19,28 +19,15 @@ for tool in go tshark dumpcap; do
 	command -v "$tool" >/dev/null || fail "$tool not found (apt-get install -y tshark; Go from go.dev)"
 done
 repo=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/felix-keylog.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	[ -n "${KEEP:-}" ] && echo "keylog-check: files kept in $work" || rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=capture.sh
+. "$repo/scripts/capture.sh"
+capture_workdir keylog-check
 
 echo "keylog-check: building felix and the broker"
 (cd "$repo" && go build -o "$work/felix" ./cmd/felix && go build -o "$work/broker" ./examples/broker)
 
 echo "keylog-check: capturing UDP on lo"
-dumpcap -q -i lo -f udp -w "$work/capture.pcapng" 2>"$work/dumpcap.err" &
-dumpcap_pid=$!
-pids+=("$dumpcap_pid")
-for _ in $(seq 100); do
-	grep -q "Capturing on" "$work/dumpcap.err" 2>/dev/null && break
-	kill -0 "$dumpcap_pid" 2>/dev/null || fail "dumpcap exited: $(cat "$work/dumpcap.err")"
-	sleep 0.1
-done
-grep -q "Capturing on" "$work/dumpcap.err" || fail "dumpcap did not start capturing: $(cat "$work/dumpcap.err")"
+capture_start "$work/capture.pcapng" udp
 
 "$work/broker" -addr 127.0.0.1:0 -addr-out "$work/addr" -cert-out "$work/broker.pem" 2>"$work/broker.err" &
 pids+=("$!")
@@ -58,9 +45,7 @@ unset SSLKEYLOGFILE
 grep -q "WARNING: SSLKEYLOGFILE is set" "$work/felix.err" || fail "felix did not warn that the key log is on"
 grep -q "$message" "$work/sub.out" || fail "felix sub did not read the message back"
 
-sleep 0.5 # let dumpcap write the last packets
-kill -INT "$dumpcap_pid"
-wait "$dumpcap_pid" 2>/dev/null || true
+capture_stop 9
 
 for label in CLIENT_HANDSHAKE_TRAFFIC_SECRET SERVER_HANDSHAKE_TRAFFIC_SECRET CLIENT_TRAFFIC_SECRET_0 SERVER_TRAFFIC_SECRET_0; do
 	n=$(grep -c "^$label " "$work/keys.log" || true)
