@@ -57,6 +57,8 @@ type pending struct {
 	seq      uint64
 }
 
+const opIdempotent = "publish_idempotent"
+
 // NewProducer asks a broker for a producer id (producer_init; needs
 // FeatureIdempotentProducer, else an error matching conn.ErrNotAdvertised).
 func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
@@ -123,7 +125,7 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 	if !p.c.clustered.Load() {
 		key = nil
 	}
-	err := p.c.run(ctx, call{op: "publish_idempotent", key: key, safe: true}, func(ctx context.Context, cc *conn.Client, br *broker) error {
+	err := p.c.run(ctx, call{op: opIdempotent, key: key, safe: true}, func(ctx context.Context, cc *conn.Client, br *broker) error {
 		rr, err := cc.PublishIdempotent(ctx, b.t, b.payloads, b.key, p.id, b.seq)
 		if err != nil {
 			return err
