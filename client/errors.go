@@ -105,7 +105,7 @@ func RetryClassOf(err error) felix.RetryClass {
 	if err == nil {
 		return 0
 	}
-	return decide(err, false).class
+	return decide(err, true).class
 }
 
 // action is what the retry loop does after a failure.

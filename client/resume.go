@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -28,6 +29,9 @@ type resumer struct {
 	delivered bool // a record with an offset was returned
 	noOff     bool // records without offsets were returned
 	tail      bool // resume at the live tail (a move without resume_from)
+	// fruitless counts the resumes in a row that delivered nothing: a
+	// broker ending every event stream at once must not spin the client.
+	fruitless int
 	dropped   atomic.Uint64
 }
 
@@ -43,14 +47,36 @@ func (r *resumer) deliver(addr string, off, skipped uint64) bool {
 		r.dropped.Add(missing)
 		r.c.emit(Notice{Kind: NoticeDropped, Op: r.op, Addr: addr, Stream: r.key.name, Shard: r.key.shard, Offset: r.next, Count: missing})
 	}
-	r.next, r.hasNext, r.delivered, r.tail = off+1, true, true, false
+	r.next, r.hasNext, r.delivered, r.tail, r.fruitless = off+1, true, true, false, 0
 	return true
+}
+
+// resumeOrEnd is ended's verdict for a resumable end: nil to resume after
+// the backoff that resumes in a row without a delivery call for, err once
+// they spent the retry budget (or ctx ended).
+func (r *resumer) resumeOrEnd(ctx context.Context, err error) error {
+	r.fruitless++
+	if r.fruitless > max(r.c.cfg.MaxAttempts, 1) {
+		return err
+	}
+	if r.fruitless > 1 && !sleep(ctx, r.c.ctx, r.c.cfg.backoff(r.fruitless-1, 0)) {
+		return cmp.Or(ctx.Err(), ErrClosed)
+	}
+	return nil
 }
 
 // ended judges how the event stream from addr ended with err: nil to
 // resume (at the position it leaves), else the error to end with (io.EOF
 // for a clean end by a live broker).
 func (r *resumer) ended(ctx context.Context, addr string, err error) error {
+	if end := r.judge(ctx, addr, err); end != nil {
+		return end
+	}
+	return r.resumeOrEnd(ctx, err)
+}
+
+// judge is ended without the bound on fruitless resumes.
+func (r *resumer) judge(ctx context.Context, addr string, err error) error {
 	var (
 		moved *conn.ShardMovedError
 		lag   *conn.LaggedError

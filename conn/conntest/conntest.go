@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -73,6 +74,7 @@ type Cluster struct {
 	shards   map[string]felix.StreamShardsView
 	owners   map[shardKey]int
 	logs     map[shardKey][][]byte
+	seqs     map[seqKey][]uint64 // offset of each idempotent sequence held
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -92,7 +94,7 @@ func Start(tb testing.TB, o Options) *Cluster {
 		tb.Fatalf("conntest: certificate: %v", err)
 	}
 	c := &Cluster{tb: tb, pool: pool, changed: make(chan struct{}), shards: make(map[string]felix.StreamShardsView),
-		owners: make(map[shardKey]int), logs: make(map[shardKey][][]byte)}
+		owners: make(map[shardKey]int), logs: make(map[shardKey][][]byte), seqs: make(map[seqKey][]uint64)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	n := max(o.Nodes, 1)
 	for i := range n {
@@ -158,6 +160,19 @@ func (c *Cluster) SetShards(stream string, shards uint32, routing felix.Routing)
 	c.shards[stream] = v
 }
 
+// PublishResult answers a publish as the default handler does (appended
+// to the log of its shard, an idempotent batch once per sequence), for
+// handlers that do something before or after: what it returns is what
+// the answer would carry.
+func (x *Exchange) PublishResult() (conn.PublishResult, error) {
+	p := x.Received.Publish
+	if p == nil {
+		return conn.PublishResult{}, fmt.Errorf("conntest: %s is not a publish", x.Received.Type)
+	}
+	off, err := x.Node.c.appendOnce(p, x.ShardOf(p))
+	return conn.PublishResult{Offset: off, HasOffset: err == nil}, err
+}
+
 // SetOwner makes node the owner of shard of stream: shard_owners names it,
 // and the other nodes answer its subscribes and publishes with not_leader
 // naming it.
@@ -177,7 +192,8 @@ func (c *Cluster) owner(stream string, shard uint32) int {
 	return -1
 }
 
-// Log returns the payloads the default publish handler appended to
+// Log returns the payloads the default publish handler (and
+// Exchange.PublishResult) appended to
 // (stream, shard), in order: what a test counts duplicates in.
 func (c *Cluster) Log(stream string, shard uint32) [][]byte {
 	c.mu.Lock()
@@ -196,6 +212,42 @@ func (c *Cluster) Append(stream string, shard uint32, payloads [][]byte) uint64 
 		c.logs[k] = append(c.logs[k], append([]byte(nil), p...))
 	}
 	return off
+}
+
+// appendOnce appends p to the log of its shard, an idempotent batch once
+// per (producer, sequence): a batch already held is answered with the
+// offset of its first write, a sequence beyond the next one is refused as
+// a gap.
+func (c *Cluster) appendOnce(p *Publish, shard uint32) (uint64, error) {
+	if !p.Idempotent {
+		return c.Append(p.Stream, shard, p.Payloads), nil
+	}
+	c.mu.Lock()
+	k := seqKey{p.ProducerID, p.Stream, shard}
+	held := c.seqs[k]
+	if p.Sequence < uint64(len(held)) {
+		off := held[p.Sequence]
+		c.mu.Unlock()
+		return off, nil
+	}
+	if p.Sequence > uint64(len(held)) {
+		c.mu.Unlock()
+		return 0, &conn.PublishRefusedError{Reason: "sequence_gap", Message: fmt.Sprintf("conntest: sequence %d, expected %d", p.Sequence, len(held))}
+	}
+	sk := shardKey{p.Stream, shard}
+	off := uint64(len(c.logs[sk]))
+	for _, pl := range p.Payloads {
+		c.logs[sk] = append(c.logs[sk], append([]byte(nil), pl...))
+	}
+	c.seqs[k] = append(held, off)
+	c.mu.Unlock()
+	return off, nil
+}
+
+type seqKey struct {
+	producer uint64
+	stream   string
+	shard    uint32
 }
 
 // Received returns every request received so far, in arrival order.
@@ -261,6 +313,8 @@ type Received struct {
 	Message felix.Message
 	// Publish is set for every publish request, JSON or binary.
 	Publish *Publish
+	// At is when the request was read.
+	At time.Time
 }
 
 // Publish is the normalised content of a publish request.
@@ -398,7 +452,7 @@ func (n *Node) stream(sc *conn.ServerConn, id int, st *conn.Stream) {
 		if err != nil {
 			return
 		}
-		r := Received{Node: n.Index, Conn: id, Message: req.Message, Publish: publishOf(req)}
+		r := Received{Node: n.Index, Conn: id, Message: req.Message, Publish: publishOf(req), At: time.Now()}
 		switch {
 		case req.Flags != 0:
 			r.Type = "publish_binary"
@@ -482,6 +536,23 @@ func (x *Exchange) Subscribe(ans *felix.Subscribed) (*Events, error) {
 	return &Events{es: es, ctx: x.ctx}, nil
 }
 
+// Watch answers a cache_watch with ans (cache_watch_started) and returns
+// the event stream, on which Message writes cache_event frames. The
+// request's stream is finished.
+func (x *Exchange) Watch(ans *felix.CacheWatchStarted) (*Events, error) {
+	es, err := x.Stream.OpenEventStream(x.ctx, ans.SubscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.Stream.WriteMessage(x.ctx, ans); err != nil {
+		es.Abort()
+		return nil, err
+	}
+	x.Stream.Close()
+	x.done = true
+	return &Events{es: es, ctx: x.ctx}, nil
+}
+
 // Events is the event stream of a scripted subscription.
 type Events struct {
 	es  *conn.EventStream
@@ -504,6 +575,10 @@ func (e *Events) BatchOf(b *felix.EventBatch) error {
 	}
 	return e.es.WriteEncoded(e.ctx, frame)
 }
+
+// Message writes a JSON frame on the event stream (a cache_event, or a
+// terminal frame written by hand).
+func (e *Events) Message(m felix.Message) error { return e.es.WriteMessage(e.ctx, m) }
 
 // End ends the event stream with the terminal frame of err
 // (conn.EventStream.End): *conn.ShardMovedError, *conn.LaggedError,
@@ -558,8 +633,8 @@ func defaultHandler(x *Exchange) error {
 		if nl := x.notLeader(p.Stream, shard); nl != nil {
 			return x.AnswerPublish(conn.PublishResult{}, nl)
 		}
-		off := c.Append(p.Stream, shard, p.Payloads)
-		return x.AnswerPublish(conn.PublishResult{Offset: off, HasOffset: true}, nil)
+		off, err := c.appendOnce(p, shard)
+		return x.AnswerPublish(conn.PublishResult{Offset: off, HasOffset: err == nil}, err)
 	}
 	err := &conn.BrokerError{Message: fmt.Sprintf("conntest: %s not scripted on node %s", x.Received.Type, x.Node.ID),
 		Code: felix.CodeInternal, Retry: felix.RetryFatal}
