@@ -477,6 +477,9 @@ type call struct {
 	op string
 	// key routes the call to a shard owner; nil sends it to any broker.
 	key *ownerKey
+	// keyOf, when set, finds key once a redirect shows the call needs one
+	// (a first call, before the client knew it talks to a cluster).
+	keyOf func(context.Context) *ownerKey
 	// safe: re-sending after an ambiguous outcome cannot apply it twice
 	// (reads, idempotent producers, explicit at-least-once publishes).
 	safe bool
@@ -613,6 +616,9 @@ func (c *Client) attempt(ctx context.Context, st *runState, fn func(context.Cont
 // none (or one already tried), to the owner the brokers report for the
 // shard; true when the next attempt goes there (no retry spent).
 func (c *Client) redirect(ctx context.Context, st *runState, o outcome, v verdict) bool {
+	if st.cl.key == nil && st.cl.keyOf != nil {
+		st.cl.key = st.cl.keyOf(ctx)
+	}
 	cl := st.cl
 	st.tried[o.b.addr] = true
 	var nb *broker

@@ -87,7 +87,11 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 		key = nil // the fast path's call had no routing either
 	}
 	var res PublishResult
-	err := c.runFrom(ctx, call{op: "publish", key: key, safe: dup}, func(ctx context.Context, cc *conn.Client, b *broker) error {
+	cl := call{op: "publish", key: key, safe: dup}
+	if key == nil && first == nil {
+		cl.keyOf = func(ctx context.Context) *ownerKey { return c.streamKey(ctx, t, o.Key) }
+	}
+	err := c.runFrom(ctx, cl, func(ctx context.Context, cc *conn.Client, b *broker) error {
 		r, err := pub(ctx, cc, b, key)
 		if err == nil {
 			res = r

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,13 +69,14 @@ type Cluster struct {
 	tb   testing.TB
 	pool *x509.CertPool
 
-	mu       sync.Mutex
-	received []Received
-	changed  chan struct{} // closed and replaced on every new record
-	shards   map[string]felix.StreamShardsView
-	owners   map[shardKey]int
-	logs     map[shardKey][][]byte
-	seqs     map[seqKey][]uint64 // offset of each idempotent sequence held
+	mu        sync.Mutex
+	received  []Received
+	changed   chan struct{} // closed and replaced on every new record
+	shards    map[string]felix.StreamShardsView
+	owners    map[shardKey]int
+	logs      map[shardKey][][]byte
+	seqs      map[seqKey][]uint64 // offset of each idempotent sequence held
+	producers atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -593,7 +595,7 @@ func (e *Events) Reset() { e.es.Abort() }
 func (e *Events) Wait() { <-e.es.Context().Done() }
 
 // defaultHandler answers what the cluster's view says (see the package
-// documentation).
+// documentation); producer_init gets a fresh producer id.
 func defaultHandler(x *Exchange) error {
 	c := x.Node.c
 	switch m := x.Request.Message.(type) {
@@ -627,6 +629,8 @@ func defaultHandler(x *Exchange) error {
 		if nl := x.notLeader(m.Stream, m.Shard.V); nl != nil {
 			return x.Fail(nl)
 		}
+	case *felix.ProducerInit:
+		return x.Reply(&felix.ProducerInitOK{RequestID: m.RequestID, ProducerID: c.producers.Add(1)})
 	}
 	if p := x.Received.Publish; p != nil {
 		shard := x.ShardOf(p)
