@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -677,7 +679,7 @@ func TestScriptedProducerInDoubtKeepsSequence(t *testing.T) {
 func TestScriptedProducerOutageNoDuplicates(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{})
 	r := startRelay(t, cl.Nodes[0].Addr)
-	const outage = 1500 * time.Millisecond // the user's 15 s, shortened
+	const outage = 3 * time.Second // the user's 15 s, shortened
 	var once sync.Once
 	var up atomic.Bool
 	up.Store(true)
@@ -722,7 +724,8 @@ func TestScriptedProducerOutageNoDuplicates(t *testing.T) {
 	_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("final")}, client.PublishOptions{})
 	require.NoError(t, err)
 	require.True(t, up.Load())
-	require.Positive(t, ambiguous+failures, "the outage was felt")
+	require.Positive(t, ambiguous, "r5's ack was lost: in doubt")
+	require.Positive(t, failures, "calls failed during the outage and the application re-sent them")
 	require.Positive(t, n.count(client.NoticeRetry))
 	seen := map[string]int{}
 	var dups []string
@@ -788,4 +791,61 @@ func TestScriptedNegotiation(t *testing.T) {
 		}
 		require.Len(t, publishes(cl), 1)
 	})
+}
+
+// not_found is retried only within the short promotion window: the call
+// gives up after two retries whatever MaxAttempts says, and its class
+// tells generic retry loops not to spin.
+func TestScriptedNotFoundShortBudget(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.Nodes[0].Always("publish", func(x *conntest.Exchange) error {
+		return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+	})
+	c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 8 })
+	_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
+	var be *conn.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeNotFound, be.Code)
+	require.Len(t, publishes(cl), 3, "sent once and retried twice")
+	require.Equal(t, 2, n.count(client.NoticeRetry))
+	require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
+}
+
+// Permanent failures fail at once, without retries: an address without a
+// port, a certificate the client does not trust, credentials refused.
+func TestScriptedPermanentFailuresNotRetried(t *testing.T) {
+	cases := []struct {
+		name   string
+		seed   func(cl *conntest.Cluster) string
+		adjust func(cfg *client.Config)
+	}{
+		{"missing port", func(*conntest.Cluster) string { return "127.0.0.1" }, nil},
+		{"unknown port", func(*conntest.Cluster) string { return "127.0.0.1:nosuchport" }, nil},
+		{"certificate not trusted", func(cl *conntest.Cluster) string { return cl.Nodes[0].Addr }, func(cfg *client.Config) {
+			cfg.Conn.TLS = &tls.Config{RootCAs: x509.NewCertPool(), ServerName: "localhost"}
+		}},
+		{"credentials refused", func(cl *conntest.Cluster) string { return cl.Nodes[0].Addr }, func(cfg *client.Config) { cfg.Conn.Token = "wrong" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := conntest.Start(t, conntest.Options{Configure: func(_ int, c *conn.ServerConfig) {
+				c.Authenticate = func(_ context.Context, a *felix.Auth) (any, error) {
+					if a.Token != conntest.Token {
+						return nil, &conn.BrokerError{Message: "authentication failed", Code: felix.CodeUnauthenticated}
+					}
+					return a.TenantID, nil
+				}
+			}})
+			c, n := scriptedClient(t, cl, []string{tc.seed(cl)}, func(cfg *client.Config) {
+				cfg.MaxAttempts = 8
+				if tc.adjust != nil {
+					tc.adjust(cfg)
+				}
+			})
+			err := c.Connect(ctxT(t))
+			require.Error(t, err)
+			require.Equal(t, felix.RetryFatal, client.RetryClassOf(err), "%v", err)
+			require.Zero(t, n.count(client.NoticeRetry), "not retried: %v", err)
+		})
+	}
 }
