@@ -657,20 +657,19 @@ func (c *Client) redirect(ctx context.Context, st *runState, o outcome, v verdic
 	return false
 }
 
-// failover takes the broker out of the call's way: after a lost
-// connection it is marked failed; after a failed dial (connect already
-// put it in backoff) the home broker moves off it, so that the next call
-// does not dial it again.
+// failover takes the broker out of the call's way: the next attempt goes
+// to another one (pick makes that one the home broker, so that the next
+// call does not dial a dead broker again). After a lost connection the
+// broker is marked failed; after a failed dial connect already put it in
+// backoff.
 func (c *Client) failover(st *runState, o outcome) {
 	st.tried[o.b.addr] = true
 	if st.cl.key != nil {
 		c.forgetOwner(*st.cl.key, o.b.addr)
 	}
-	if o.cc == nil {
-		c.moveHome(o.b)
-		return
+	if o.cc != nil {
+		c.markFailed(o.b, o.cc)
 	}
-	c.markFailed(o.b, o.cc)
 }
 
 // pause spends one retry of the budget and waits the backoff (at least

@@ -46,6 +46,22 @@ func scriptedClient(t *testing.T, cl *conntest.Cluster, seeds []string, adjust f
 	return c, n
 }
 
+// noticed returns the last notice of kind k seen so far, failing at once
+// when there is none (the notices under test are emitted before the call
+// that caused them returns).
+func noticed(t *testing.T, n *notices, k client.NoticeKind) client.Notice {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := len(n.list) - 1; i >= 0; i-- {
+		if n.list[i].Kind == k {
+			return n.list[i]
+		}
+	}
+	require.FailNow(t, "no notice", k.String())
+	return client.Notice{}
+}
+
 var subIDs atomic.Uint64
 
 // echoFrom serves a subscribe with one record at the offset it asked for
@@ -108,6 +124,52 @@ func subscribesOn(cl *conntest.Cluster, i int) []felix.StartPosition {
 
 var latest = felix.StartPosition{Kind: felix.StartLatest}
 
+// An event stream ending with an error frame resumes when the error's
+// class allows a retry or redirect, and ends the subscription otherwise;
+// stream_deleted ends it.
+func TestScriptedEventStreamEnds(t *testing.T) {
+	cases := []struct {
+		name   string
+		end    error
+		resume bool
+	}{
+		{"retry", &conn.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}, true},
+		{"retry_after", &conn.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Millisecond}, true},
+		{"redirect", &conn.BrokerError{Message: "not here", Code: felix.CodeNotLeader, Retry: felix.RetryRedirect}, true},
+		{"fatal", &conn.BrokerError{Message: "revoked", Code: felix.CodeForbidden}, false},
+		{"stream deleted", &conn.StreamDeletedError{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := conntest.Start(t, conntest.Options{})
+			cl.Nodes[0].On("subscribe", deliverThen(tc.end, offsets(4, 2)))
+			cl.Nodes[0].Always("subscribe", echoFrom)
+			c, _ := scriptedClient(t, cl, nil, nil)
+			sub, err := c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(4)})
+			require.NoError(t, err)
+			defer sub.Close()
+			for range 2 {
+				_, err := sub.Next(ctxT(t))
+				require.NoError(t, err)
+			}
+			ev, err := sub.Next(ctxT(t))
+			if !tc.resume {
+				// stream_deleted reaches a client that did not offer
+				// FEATURE_STREAM_DELETED as not_found (fatal).
+				var be *conn.BrokerError
+				var sd *conn.StreamDeletedError
+				require.True(t, errors.As(err, &be) || errors.As(err, &sd), "ends with the typed end: %v", err)
+				require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
+				require.Len(t, subscribesOn(cl, 0), 1, "not resumed")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, uint64(6), ev.Offset)
+			require.Equal(t, []felix.StartPosition{felix.StartAt(4), felix.StartAt(6)}, subscribesOn(cl, 0))
+		})
+	}
+}
+
 // After shard_moved a subscription resumes at max(last delivered + 1,
 // resume_from), at resume_from before any delivery, and at the new
 // owner's tail when resume_from is absent and no offset is known — on the
@@ -158,7 +220,7 @@ func TestScriptedShardMovedResume(t *testing.T) {
 			if tc.want.Kind == felix.StartOffset {
 				require.Equal(t, tc.want.Offset, ev.Offset)
 			}
-			require.Equal(t, n1.Addr, n.wait(t, client.NoticeResumed, nil).Addr)
+			require.Equal(t, n1.Addr, noticed(t, n, client.NoticeResumed).Addr)
 		})
 	}
 }
@@ -232,7 +294,7 @@ func TestScriptedLag(t *testing.T) {
 				}
 			}
 			ev, err := sub.Next(ctxT(t))
-			require.Equal(t, tc.want, n.wait(t, client.NoticeLagged, nil).Offset, "the notice reports the position used")
+			require.Equal(t, tc.want, noticed(t, n, client.NoticeLagged).Offset, "the notice reports the position used")
 			if tc.asError {
 				var le *conn.LaggedError
 				require.ErrorAs(t, err, &le)
@@ -273,7 +335,7 @@ func TestScriptedDropDetection(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// 2..4 before 5: 3 and 4 skipped, 2 missing; 7..8 before 9 skipped.
-	d := n.wait(t, client.NoticeDropped, nil)
+	d := noticed(t, n, client.NoticeDropped)
 	require.Equal(t, uint64(2), d.Offset)
 	require.Equal(t, uint64(1), d.Count)
 	require.Equal(t, uint64(1), sub.Dropped())
@@ -346,7 +408,7 @@ func TestScriptedRetryAfterWaits(t *testing.T) {
 			require.Len(t, pubs, 2)
 			require.Equal(t, tc.binary, pubs[0].Publish.Binary)
 			require.GreaterOrEqual(t, pubs[1].At.Sub(pubs[0].At), wait, "waited retry_after_ms")
-			require.GreaterOrEqual(t, n.wait(t, client.NoticeRetry, nil).Delay, wait)
+			require.GreaterOrEqual(t, noticed(t, n, client.NoticeRetry).Delay, wait)
 		})
 	}
 }
@@ -616,6 +678,13 @@ func TestScriptedProducerOneAtATime(t *testing.T) {
 // returns the ambiguous-outcome error naming producer, sequence and cause.
 func TestScriptedProducerInDoubtKeepsSequence(t *testing.T) {
 	lose := map[string]conntest.Handler{
+		"caller's deadline": func(x *conntest.Exchange) error {
+			res, err := x.PublishResult() // written, the answer comes too late
+			late, cancel := context.WithTimeout(x.Context(), 600*time.Millisecond)
+			defer cancel()
+			<-late.Done()
+			return x.AnswerPublish(res, err)
+		},
 		"connection reset": func(x *conntest.Exchange) error {
 			x.PublishResult() // written, the answer lost
 			return x.ResetConn()
@@ -647,14 +716,22 @@ func TestScriptedProducerInDoubtKeepsSequence(t *testing.T) {
 			_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("a")}, client.PublishOptions{})
 			require.NoError(t, err)
 			cl.Nodes[0].On("publish", h)
-			_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("b")}, client.PublishOptions{})
+			ctx := ctxT(t)
+			if name == "caller's deadline" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+				defer cancel()
+			}
+			_, err = p.PublishBatch(ctx, sTopic, [][]byte{[]byte("b")}, client.PublishOptions{})
 			require.ErrorIs(t, err, client.ErrAmbiguous)
 			var amb *client.AmbiguousError
 			require.ErrorAs(t, err, &amb)
 			require.Equal(t, p.ID(), amb.Producer)
 			require.Equal(t, uint64(1), amb.Sequence)
 			require.Contains(t, err.Error(), fmt.Sprint("producer ", p.ID(), ", sequence 1"))
-			require.NotErrorIs(t, err, context.Canceled)
+			if name == "caller's deadline" {
+				require.ErrorIs(t, err, context.DeadlineExceeded, "the real cause")
+			}
 			require.Equal(t, felix.RetryOutcomeUnknown, client.RetryClassOf(err))
 
 			_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("c")}, client.PublishOptions{})
