@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -52,6 +51,15 @@ const Features = felix.FeatureTopology | felix.FeatureRedirect | felix.FeatureSt
 	felix.FeatureShardMoved | felix.FeatureShardOwners | felix.FeatureIdempotentProducer | felix.FeatureSubscriptionLagged |
 	felix.FeatureStreamDeleted | felix.FeatureSequenceReused | felix.FeatureCacheWatch
 
+// TB is the part of testing.TB a Cluster uses (*testing.T and *testing.B
+// satisfy it): Start fails through Fatalf and stops the cluster with
+// Cleanup.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Options configures a Cluster.
 type Options struct {
 	// Nodes is the number of nodes (0: 1). Node i has id "n<i>".
@@ -59,6 +67,9 @@ type Options struct {
 	// Configure adjusts node i's server configuration before it listens
 	// (its Offer defaults to Flags and Features).
 	Configure func(i int, c *conn.ServerConfig)
+	// TLS is the nodes' server configuration (certificate); nil generates
+	// a self-signed certificate for localhost that ClientConfig trusts.
+	TLS *tls.Config
 }
 
 // Cluster is a set of scripted nodes sharing one self-signed certificate.
@@ -66,7 +77,7 @@ type Cluster struct {
 	// Nodes are the nodes, in id order.
 	Nodes []*Node
 
-	tb   testing.TB
+	tb   TB
 	pool *x509.CertPool
 
 	mu        sync.Mutex
@@ -89,11 +100,14 @@ type shardKey struct {
 }
 
 // Start starts a cluster that stops when the test ends.
-func Start(tb testing.TB, o Options) *Cluster {
+func Start(tb TB, o Options) *Cluster {
 	tb.Helper()
-	tc, pool, err := conn.SelfSigned("localhost", "127.0.0.1")
-	if err != nil {
-		tb.Fatalf("conntest: certificate: %v", err)
+	tc, pool := o.TLS, (*x509.CertPool)(nil)
+	if tc == nil {
+		var err error
+		if tc, pool, err = conn.SelfSigned("localhost", "127.0.0.1"); err != nil {
+			tb.Fatalf("conntest: certificate: %v", err)
+		}
 	}
 	c := &Cluster{tb: tb, pool: pool, changed: make(chan struct{}), shards: make(map[string]felix.StreamShardsView),
 		owners: make(map[shardKey]int), logs: make(map[shardKey][][]byte), seqs: make(map[seqKey][]uint64)}
@@ -140,7 +154,8 @@ func (c *Cluster) Addrs() []string {
 }
 
 // ClientConfig returns a connection configuration that trusts the
-// cluster's certificate and carries Tenant and Token.
+// cluster's generated certificate (none with Options.TLS: set the roots)
+// and carries Tenant and Token.
 func (c *Cluster) ClientConfig() conn.Config {
 	return conn.Config{TLS: &tls.Config{RootCAs: c.pool, ServerName: "localhost"}, TenantID: Tenant, Token: Token}
 }
