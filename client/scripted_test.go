@@ -32,18 +32,28 @@ func scriptedClient(t *testing.T, cl *conntest.Cluster, seeds []string, adjust f
 	if seeds == nil {
 		seeds = cl.Addrs()[:1]
 	}
-	n := newNotices()
-	cc := cl.ClientConfig()
-	cc.IdleTimeout, cc.KeepAlive = 1500*time.Millisecond, 300*time.Millisecond
-	cfg := client.Config{Seeds: seeds, Conn: cc, OnNotice: n.add, NoDiscovery: true,
-		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, DialTimeout: 2 * time.Second}
-	if adjust != nil {
-		adjust(&cfg)
-	}
-	c, err := client.New(cfg)
+	return newClient(t, seeds, func(cfg *client.Config) {
+		cfg.Conn = cl.ClientConfig()
+		cfg.Conn.IdleTimeout, cfg.Conn.KeepAlive = 1500*time.Millisecond, 300*time.Millisecond
+		cfg.NoDiscovery, cfg.DialTimeout = true, 2*time.Second
+		cfg.BackoffBase, cfg.BackoffMax = 5*time.Millisecond, 20*time.Millisecond
+		if adjust != nil {
+			adjust(cfg)
+		}
+	})
+}
+
+// subscribeRead subscribes from start and reads n records.
+func subscribeRead(t *testing.T, c *client.Client, o client.SubscribeOptions, n int) *client.Subscription {
+	t.Helper()
+	sub, err := c.Subscribe(ctxT(t), sTopic, o)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Close()) })
-	return c, n
+	t.Cleanup(func() { sub.Close() })
+	for range n {
+		_, err := sub.Next(ctxT(t))
+		require.NoError(t, err)
+	}
+	return sub
 }
 
 // noticed returns the last notice of kind k seen so far, failing at once
@@ -145,13 +155,7 @@ func TestScriptedEventStreamEnds(t *testing.T) {
 			cl.Nodes[0].On("subscribe", deliverThen(tc.end, offsets(4, 2)))
 			cl.Nodes[0].Always("subscribe", echoFrom)
 			c, _ := scriptedClient(t, cl, nil, nil)
-			sub, err := c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(4)})
-			require.NoError(t, err)
-			defer sub.Close()
-			for range 2 {
-				_, err := sub.Next(ctxT(t))
-				require.NoError(t, err)
-			}
+			sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(4)}, 2)
 			ev, err := sub.Next(ctxT(t))
 			if !tc.resume {
 				// stream_deleted reaches a client that did not offer
@@ -203,15 +207,11 @@ func TestScriptedShardMovedResume(t *testing.T) {
 			cl.Nodes[0].On("subscribe", deliverThen(&moved, batches...))
 			n1.Always("subscribe", echoFrom)
 			c, n := scriptedClient(t, cl, nil, nil)
-			sub, err := c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: tc.start})
-			require.NoError(t, err)
-			defer sub.Close()
+			delivered := 0
 			if tc.delivered != nil {
-				for range tc.delivered.Payloads {
-					_, err := sub.Next(ctxT(t))
-					require.NoError(t, err)
-				}
+				delivered = len(tc.delivered.Payloads)
 			}
+			sub := subscribeRead(t, c, client.SubscribeOptions{Start: tc.start}, delivered)
 			ev, err := sub.Next(ctxT(t))
 			require.NoError(t, err)
 			require.Equal(t, "echo", string(ev.Payload))
@@ -241,13 +241,7 @@ func TestScriptedShardMovedFollowsNotLeader(t *testing.T) {
 	})
 	n2.Always("subscribe", echoFrom)
 	c, _ := scriptedClient(t, cl, nil, nil)
-	sub, err := c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(0)})
-	require.NoError(t, err)
-	defer sub.Close()
-	for range 3 {
-		_, err := sub.Next(ctxT(t))
-		require.NoError(t, err)
-	}
+	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(0)}, 3)
 	ev, err := sub.Next(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), ev.Offset)
@@ -284,15 +278,11 @@ func TestScriptedLag(t *testing.T) {
 			cl.Nodes[0].On("subscribe", deliverThen(&conn.LaggedError{ResumeFrom: tc.resumeFrom}, batches...))
 			cl.Nodes[0].Always("subscribe", echoFrom)
 			c, n := scriptedClient(t, cl, nil, nil)
-			sub, err := c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(10), LagAsError: tc.asError})
-			require.NoError(t, err)
-			defer sub.Close()
+			delivered := 0
 			if tc.delivered != nil {
-				for range tc.delivered.Payloads {
-					_, err := sub.Next(ctxT(t))
-					require.NoError(t, err)
-				}
+				delivered = len(tc.delivered.Payloads)
 			}
+			sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(10), LagAsError: tc.asError}, delivered)
 			ev, err := sub.Next(ctxT(t))
 			require.Equal(t, tc.want, noticed(t, n, client.NoticeLagged).Offset, "the notice reports the position used")
 			if tc.asError {
@@ -327,13 +317,7 @@ func TestScriptedDropDetection(t *testing.T) {
 		return nil
 	})
 	c, n := scriptedClient(t, cl, nil, nil)
-	sub, err := c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(0)})
-	require.NoError(t, err)
-	defer sub.Close()
-	for range 5 {
-		_, err := sub.Next(ctxT(t))
-		require.NoError(t, err)
-	}
+	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(0)}, 5)
 	// 2..4 before 5: 3 and 4 skipped, 2 missing; 7..8 before 9 skipped.
 	d := noticed(t, n, client.NoticeDropped)
 	require.Equal(t, uint64(2), d.Offset)
