@@ -127,8 +127,9 @@ func (s *Subscription) Info() *felix.Subscribed {
 }
 
 // Offset returns the offset the subscription would resume at (the one
-// after the last delivered record); ok is false before a record with an
-// offset was delivered.
+// after the last delivered record, or the broker's resume_from after a
+// shard_moved or subscription_lagged before any); ok is false while it has
+// no position of its own.
 func (s *Subscription) Offset() (next uint64, ok bool) { return s.pos.next, s.pos.hasNext }
 
 // Dropped returns how many offsets were found missing between delivered
