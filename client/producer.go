@@ -174,7 +174,9 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 		addr = br.addr
 		rr, err := cc.PublishIdempotent(ctx, b.t, b.payloads, b.key, p.id, b.seq)
 		if err != nil {
-			if !answeredNotWritten(err) {
+			if decide(err, false).act == actAmbiguous {
+				// The table's ambiguous row for a write: it may have
+				// been written.
 				b.doubt = true
 			}
 			return err
@@ -218,22 +220,4 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 		r.inDoubt = own
 	}
 	return PublishResult{}, &AmbiguousError{Op: opIdempotent, Addr: addr, Producer: p.id, Sequence: b.seq, Err: err}
-}
-
-// answeredNotWritten reports an attempt's error that says the batch was
-// not written: a broker's answer other than outcome_unknown, or a failure
-// before anything was sent.
-func answeredNotWritten(err error) bool {
-	var (
-		be *conn.BrokerError
-		nl *conn.NotLeaderError
-		pr *conn.PublishRefusedError
-	)
-	switch {
-	case errors.As(err, &be):
-		return be.RetryClass() != felix.RetryOutcomeUnknown
-	case errors.As(err, &nl), errors.As(err, &pr):
-		return true
-	}
-	return errors.Is(err, conn.ErrNotAdvertised)
 }
