@@ -910,3 +910,44 @@ func TestScriptedPermanentFailuresNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// Records a broker sends again after a resume (below the resume offset)
+// are dropped: nothing is delivered twice.
+func TestScriptedResumeDropsRepeats(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	n1 := cl.Nodes[1]
+	cl.Nodes[0].On("subscribe", deliverThen(&conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 13, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(10, 3)))
+	n1.Always("subscribe", func(x *conntest.Exchange) error {
+		// The new owner starts over at 10, whatever was asked.
+		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
+		if err != nil {
+			return err
+		}
+		if err := es.BatchOf(offsets(10, 5)); err != nil {
+			return err
+		}
+		es.Wait()
+		return nil
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(10)}, 3)
+	for _, want := range []uint64{13, 14} {
+		ev, err := sub.Next(ctxT(t))
+		require.NoError(t, err)
+		require.Equal(t, want, ev.Offset)
+	}
+}
+
+// A broker that ends every event stream at once does not spin the
+// client: resumes that deliver nothing are bounded by the retry budget,
+// then the subscription ends with the cause.
+func TestScriptedFruitlessResumesBounded(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.Nodes[0].Always("subscribe", deliverThen(&conn.LaggedError{ResumeFrom: 5}))
+	c, _ := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 2 })
+	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(5)}, 0)
+	_, err := sub.Next(ctxT(t))
+	var le *conn.LaggedError
+	require.ErrorAs(t, err, &le)
+	require.Len(t, subscribesOn(cl, 0), 3, "the first subscribe and two resumes")
+}
