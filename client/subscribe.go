@@ -46,9 +46,11 @@ type SubscribeOptions struct {
 // SkippedBefore is reported as NoticeDropped with the missing range, and
 // counted (Dropped).
 //
-// A start position that cannot be served (*conn.CursorError), a deleted
-// stream and terminal broker errors end it with that typed error; it
-// never ends quietly on a dead connection. It ends with io.EOF (All just
+// Resumes in a row that deliver nothing (a broker ending every event
+// stream at once) are bounded by Config.MaxAttempts, with backoff; then
+// it ends with the last cause. A start position that cannot be served
+// (*conn.CursorError), a deleted stream and terminal broker errors end it
+// with that typed error; it never ends quietly on a dead connection. It ends with io.EOF (All just
 // stops) only when a live broker finished the event stream.
 //
 // Next and All are not safe for concurrent use; Close may be called from
