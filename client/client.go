@@ -547,8 +547,8 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 				continue
 			}
 		case actRetry:
-			if v.hint != nil && cl.key != nil {
-				c.learnOwner(*cl.key, *v.hint, "ack owner from "+o.b.addr)
+			if v.hint != nil && st.cl.key != nil {
+				c.learnOwner(*st.cl.key, *v.hint, "ack owner from "+o.b.addr)
 			}
 		case actFailover:
 			c.failover(st, o)
