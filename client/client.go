@@ -318,6 +318,12 @@ func (c *Client) markFailed(b *broker, cc *conn.Client) {
 	// the next request to a dead broker (a dial that only fails after
 	// DialTimeout).
 	c.forgetOwnersAt(b.addr)
+	c.moveHome(b)
+}
+
+// moveHome moves the home broker off b, when it is b and another broker
+// is known.
+func (c *Client) moveHome(b *broker) {
 	if c.home.Load() == b {
 		if nb := c.pick(map[string]bool{b.addr: true}); nb != nil {
 			c.home.CompareAndSwap(b, nb)
@@ -478,160 +484,244 @@ type call struct {
 	op string
 	// key routes the call to a shard owner; nil sends it to any broker.
 	key *ownerKey
+	// keyOf, when set, finds key once a redirect shows the call needs one
+	// (a first call, before the client knew it talks to a cluster).
+	keyOf func(context.Context) *ownerKey
 	// safe: re-sending after an ambiguous outcome cannot apply it twice
 	// (reads, idempotent producers, explicit at-least-once publishes).
 	safe bool
 }
 
 // run performs fn against the right broker: the shard owner when known,
-// else the home broker. Redirects are followed (bounded hops per attempt,
-// never the same broker twice) without touching the retry budget;
-// retryable failures are retried with backoff, another broker first when
-// the broker failed; ambiguous outcomes of unsafe calls end as
+// else the home broker. Each failure is judged by the decision table
+// (decide) and acted on by one step: redirects are followed (bounded hops
+// per attempt, never the same broker twice) without touching the retry
+// budget; retryable failures are retried with backoff, another broker
+// first when the broker failed; ambiguous outcomes of unsafe calls end as
 // *AmbiguousError; everything else is returned as it came.
 func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *conn.Client, *broker) error) error {
-	var target *broker
-	if cl.key != nil {
-		if h, ok := c.ownerOf(*cl.key); ok {
-			// A hint naming a broker that failed lately is not followed:
-			// the shard has likely moved (the broker reached forwards or
-			// redirects).
-			if b := c.addBroker(h.addr, "owner hint"); b.usable(time.Now()) {
-				target = b
-			}
-		}
-	}
-	tried := make(map[string]bool, 4)
-	hops, attempt := 0, 0
-	var lastErr error
+	return c.runFrom(ctx, cl, fn, nil)
+}
+
+// outcome is one attempt's result: the broker and connection it used and
+// its error (nil: success).
+type outcome struct {
+	b   *broker
+	cc  *conn.Client
+	err error
+}
+
+// runState is the retry loop's state across attempts.
+type runState struct {
+	cl      call
+	tried   map[string]bool
+	target  *broker // the next attempt's broker, when decided
+	hops    int
+	attempt int
+	lastErr error
+}
+
+// runFrom is run whose first attempt already happened when first is set
+// (the publish fast path hands its failure over).
+func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, *conn.Client, *broker) error, first *outcome) error {
+	st := &runState{cl: cl, tried: make(map[string]bool, 4), target: c.target(cl)}
 	for {
-		if c.closed.Load() {
-			return ErrClosed
-		}
-		if err := ctx.Err(); err != nil {
-			if lastErr != nil && !errors.Is(lastErr, err) {
-				return errors.Join(err, lastErr)
-			}
-			return err // one wording: the context's error, not twice
-		}
-		b := target
-		target = nil
-		if b == nil {
-			b = c.pick(tried)
-			if b == nil {
-				// Every broker was tried in this attempt.
-				clear(tried)
-				b = c.pick(tried)
-			}
-		}
-		var retryAfter time.Duration
-		cc, err := c.connect(ctx, b)
-		if err == nil {
-			err = fn(ctx, cc, b)
-			if err == nil {
-				return nil
-			}
-			lastErr = err
-			v := c.classify(ctx, err, cl.safe)
-			switch v.act {
-			case actReturn:
-				return err
-			case actAmbiguous:
-				var te *conn.TransportError
-				if errors.As(err, &te) {
-					c.markFailed(b, cc)
-				}
-				return &AmbiguousError{Op: cl.op, Addr: b.addr, Err: err}
-			case actRedirect:
-				tried[b.addr] = true
-				var nb *broker
-				if v.hint != nil && cl.key != nil {
-					c.learnOwner(*cl.key, *v.hint, "redirect from "+b.addr)
-				}
-				if v.hint != nil {
-					addr := v.hint.addr
-					if addr == "" && v.hint.nodeID != "" {
-						c.mu.Lock()
-						addr = c.nodes[v.hint.nodeID]
-						c.mu.Unlock()
-					}
-					if addr != "" && !tried[addr] {
-						nb = c.addBroker(addr, "redirect from "+b.addr)
-					}
-				}
-				if nb == nil && cl.key != nil {
-					c.forgetOwner(*cl.key, b.addr)
-					nb = c.ownerFromBroker(ctx, cc, *cl.key, tried)
-				}
-				hops++
-				if nb != nil && hops <= c.cfg.MaxRedirects {
-					ev := Notice{Kind: NoticeRedirect, Op: cl.op, Addr: b.addr, Target: nb.addr, Attempt: hops, Err: err}
-					if cl.key != nil {
-						ev.Stream, ev.Shard = cl.key.name, cl.key.shard
-					}
-					c.emit(ev)
-					target = nb
-					continue
-				}
-				// No usable hint or too many hops: a stale view somewhere;
-				// wait and start over.
-				hops = 0
-				clear(tried)
-			case actRetry:
-				retryAfter = v.retryAfter
-				if v.hint != nil && cl.key != nil {
-					c.learnOwner(*cl.key, *v.hint, "ack owner from "+b.addr)
-				}
-			case actFailover:
-				c.markFailed(b, cc)
-				tried[b.addr] = true
-				if cl.key != nil {
-					c.forgetOwner(*cl.key, b.addr)
-				}
-			}
+		var o outcome
+		if first != nil {
+			o, first = *first, nil
 		} else {
-			// The dial failed: nothing was sent.
-			lastErr = err
-			if errors.Is(err, ErrClosed) {
+			if err := c.stopped(ctx, st.lastErr); err != nil {
 				return err
 			}
-			if ctx.Err() != nil {
+			o = c.attempt(ctx, st, fn)
+		}
+		if o.err == nil {
+			return nil
+		}
+		v := decide(o.err, cl.safe)
+		st.lastErr = bare(o.err)
+		switch v.act {
+		case actReturn:
+			return st.lastErr
+		case actAmbiguous:
+			var te *conn.TransportError
+			if errors.As(o.err, &te) {
+				c.markFailed(o.b, o.cc)
+			}
+			return &AmbiguousError{Op: cl.op, Addr: o.b.addr, Err: st.lastErr}
+		case actRedirect:
+			if c.redirect(ctx, st, o, v) {
 				continue
 			}
-			var be *conn.BrokerError
-			if errors.As(err, &be) && be.RetryClass() == felix.RetryFatal {
-				return err // e.g. credentials refused
+		case actRetry:
+			if v.hint != nil && st.cl.key != nil {
+				c.learnOwner(*st.cl.key, *v.hint, "ack owner from "+o.b.addr)
 			}
-			tried[b.addr] = true
-			if cl.key != nil {
-				c.forgetOwner(*cl.key, b.addr)
-			}
+		case actFailover:
+			c.failover(st, o)
 		}
-		attempt++
-		if attempt > c.budget(lastErr) {
-			return lastErr
-		}
-		d := c.cfg.backoff(attempt, retryAfter)
-		c.emit(Notice{Kind: NoticeRetry, Op: cl.op, Addr: b.addr, Attempt: attempt, Delay: d, Err: lastErr})
-		if !sleep(ctx, c.ctx, d) {
-			continue // the loop reports ctx or Close
+		if !c.pause(ctx, st, o.b, v) {
+			return st.lastErr
 		}
 	}
 }
 
-// budget is the retry budget after err: Config.MaxAttempts, but at most
-// notFoundAttempts for not_found (retryable only because a freshly promoted
-// broker may not have learnt the name yet: a name that does not exist must
-// not keep the caller waiting long).
-func (c *Client) budget(err error) int {
-	var be *conn.BrokerError
-	if errors.As(err, &be) && be.Code == felix.CodeNotFound {
-		return min(c.cfg.MaxAttempts, notFoundAttempts)
+// target is the broker a call starts on: the shard owner when a hint
+// names a usable one, else none (the loop picks the home broker).
+func (c *Client) target(cl call) *broker {
+	if cl.key == nil {
+		return nil
 	}
-	return c.cfg.MaxAttempts
+	h, ok := c.ownerOf(*cl.key)
+	if !ok {
+		return nil
+	}
+	// A hint naming a broker that failed lately is not followed: the shard
+	// has likely moved (the broker reached forwards or redirects).
+	if b := c.addBroker(h.addr, "owner hint"); b.usable(time.Now()) {
+		return b
+	}
+	return nil
 }
 
-const notFoundAttempts = 2
+// stopped returns the error that ends the call before another attempt:
+// the client closed, or ctx ended (joined with the last failure, which
+// says what the call was waiting out).
+func (c *Client) stopped(ctx context.Context, lastErr error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		if lastErr != nil && !errors.Is(lastErr, err) {
+			return errors.Join(err, lastErr)
+		}
+		return err // one wording: the context's error, not twice
+	}
+	return nil
+}
+
+// attempt sends the call once, to the decided target or else a broker not
+// yet tried in this round. A failed dial comes back as *notSent.
+func (c *Client) attempt(ctx context.Context, st *runState, fn func(context.Context, *conn.Client, *broker) error) outcome {
+	b := st.target
+	st.target = nil
+	if b == nil {
+		if b = c.pick(st.tried); b == nil {
+			// Every broker was tried in this round.
+			clear(st.tried)
+			b = c.pick(st.tried)
+		}
+	}
+	cc, err := c.connect(ctx, b)
+	if err != nil {
+		return outcome{b: b, err: &notSent{err}}
+	}
+	return outcome{b: b, cc: cc, err: fn(ctx, cc, b)}
+}
+
+// redirect follows a redirect to the owner it names or, when it names
+// none (or one already tried), to the owner the brokers report for the
+// shard; true when the next attempt goes there (no retry spent).
+func (c *Client) redirect(ctx context.Context, st *runState, o outcome, v verdict) bool {
+	if st.cl.key == nil && st.cl.keyOf != nil {
+		st.cl.key = st.cl.keyOf(ctx)
+	}
+	cl := st.cl
+	st.tried[o.b.addr] = true
+	var nb *broker
+	if v.hint != nil && cl.key != nil {
+		c.learnOwner(*cl.key, *v.hint, "redirect from "+o.b.addr)
+	}
+	if v.hint != nil {
+		addr := v.hint.addr
+		if addr == "" && v.hint.nodeID != "" {
+			c.mu.Lock()
+			addr = c.nodes[v.hint.nodeID]
+			c.mu.Unlock()
+		}
+		if addr != "" && !st.tried[addr] {
+			nb = c.addBroker(addr, "redirect from "+o.b.addr)
+		}
+	}
+	if nb == nil && cl.key != nil {
+		c.forgetOwner(*cl.key, o.b.addr)
+		nb = c.ownerFromBrokers(ctx, o.cc, *cl.key, st.tried)
+	}
+	st.hops++
+	if nb != nil && st.hops <= c.cfg.MaxRedirects {
+		ev := Notice{Kind: NoticeRedirect, Op: cl.op, Addr: o.b.addr, Target: nb.addr, Attempt: st.hops, Err: o.err}
+		if cl.key != nil {
+			ev.Stream, ev.Shard = cl.key.name, cl.key.shard
+		}
+		c.emit(ev)
+		st.target = nb
+		return true
+	}
+	// No usable owner or too many hops: a stale view somewhere; wait and
+	// start over.
+	st.hops = 0
+	clear(st.tried)
+	return false
+}
+
+// failover takes the broker out of the call's way: the next attempt goes
+// to another one (pick makes that one the home broker, so that the next
+// call does not dial a dead broker again). After a lost connection the
+// broker is marked failed; after a failed dial connect already put it in
+// backoff.
+func (c *Client) failover(st *runState, o outcome) {
+	st.tried[o.b.addr] = true
+	if st.cl.key != nil {
+		c.forgetOwner(*st.cl.key, o.b.addr)
+	}
+	if o.cc != nil {
+		c.markFailed(o.b, o.cc)
+	}
+}
+
+// pause spends one retry of the budget and waits the backoff (at least
+// the broker's retry_after); false when the budget is spent. A ctx or
+// Close ending the wait is reported by the loop's next stopped check.
+func (c *Client) pause(ctx context.Context, st *runState, b *broker, v verdict) bool {
+	st.attempt++
+	budget := c.cfg.MaxAttempts
+	if v.budget > 0 {
+		budget = min(budget, v.budget)
+	}
+	if st.attempt > budget {
+		return false
+	}
+	d := c.cfg.backoff(st.attempt, v.retryAfter)
+	c.emit(Notice{Kind: NoticeRetry, Op: st.cl.op, Addr: b.addr, Attempt: st.attempt, Delay: d, Err: st.lastErr})
+	sleep(ctx, c.ctx, d)
+	return true
+}
+
+// ownerFromBrokers asks which broker owns k (shard_owners): cc first,
+// then the other connected brokers that advertise it; the owner unless
+// already tried, nil when none knows.
+func (c *Client) ownerFromBrokers(ctx context.Context, cc *conn.Client, k ownerKey, tried map[string]bool) *broker {
+	if cc != nil {
+		if nb := c.ownerFromBroker(ctx, cc, k, tried); nb != nil {
+			return nb
+		}
+	}
+	c.mu.Lock()
+	list := append([]*broker(nil), c.list...)
+	c.mu.Unlock()
+	for _, b := range list {
+		b.mu.Lock()
+		other := b.cc
+		b.mu.Unlock()
+		if other == nil || other == cc || other.Context().Err() != nil {
+			continue
+		}
+		if nb := c.ownerFromBroker(ctx, other, k, tried); nb != nil {
+			return nb
+		}
+	}
+	return nil
+}
 
 // ownerFromBroker asks cc which broker owns k (shard_owners) when the
 // broker advertises it, and returns that broker unless already tried.

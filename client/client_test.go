@@ -169,8 +169,8 @@ func TestRedirectCarriesStartOffset(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), ev.Offset)
 	require.Equal(t, "r4", string(ev.Payload))
-	require.Equal(t, 1, fake.subscribeCount())
-	require.Equal(t, felix.StartAt(4), fake.subscribes[0].Start.V)
+	require.Len(t, fake.subscribes(), 1)
+	require.Equal(t, felix.StartAt(4), fake.subscribes()[0].Start.V)
 	r := n.wait(t, client.NoticeRedirect, nil)
 	require.Equal(t, real.addr, r.Target)
 	require.Zero(t, n.count(client.NoticeRetry))
@@ -178,7 +178,7 @@ func TestRedirectCarriesStartOffset(t *testing.T) {
 	sub2, err := c.Subscribe(ctxT(t), topic, client.SubscribeOptions{Start: felix.StartAt(5)})
 	require.NoError(t, err)
 	defer sub2.Close()
-	require.Equal(t, 1, fake.subscribeCount())
+	require.Len(t, fake.subscribes(), 1)
 }
 
 // reconnect.discovers_brokers_from_one_seed: the only seed names the

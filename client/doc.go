@@ -62,8 +62,10 @@
 // shutdown or a shard move: it resubscribes on the shard's owner at the
 // offset after the last record it delivered, so nothing is skipped or
 // repeated. It never ends quietly on a dead connection: it resumes exactly
-// or returns an error (subscription_lagged and a trimmed cursor stay typed
-// errors for the caller to decide). A ShardedSubscription reads every
+// or returns an error (a trimmed cursor stays a typed error for the caller
+// to decide; subscription_lagged resumes gaplessly with a NoticeLagged
+// unless SubscribeOptions.LagAsError, and offsets missing between
+// delivered records are reported as NoticeDropped). A ShardedSubscription reads every
 // shard of a stream through one iterator, each shard following its owner;
 // a lost shard is reported while the others keep delivering, and its
 // Offsets map resumes every shard. Cache watches (Watch, ShardedWatch)

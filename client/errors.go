@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -16,8 +19,10 @@ var (
 	// ErrAmbiguous matches an *AmbiguousError: the request may or may not
 	// have been applied, and the client did not re-send it.
 	ErrAmbiguous = errors.New("client: outcome unknown")
-	// ErrClosed: the Client, Subscription or Watch was closed by this side.
-	ErrClosed = errors.New("client: closed")
+	// ErrClosed: the Client, Subscription, Watch or Producer was closed by
+	// this side. It is conn.ErrClosed itself: one closed error whichever
+	// layer noticed the close first.
+	ErrClosed = conn.ErrClosed
 	// ErrNoBrokers: no broker address is known (no seeds).
 	ErrNoBrokers = errors.New("client: no broker address")
 	// ErrUnknownStream: the broker reports 0 shards for the stream (it does
@@ -36,21 +41,33 @@ var (
 )
 
 // AmbiguousError reports a request whose outcome is unknown: the broker
-// answered with retry class outcome_unknown, or the connection was lost
-// after the request was sent and before its answer. The client does not
-// re-send such a request by default (a publish could land twice); use
-// PublishBatchMayDuplicate or an idempotent Producer to re-send.
+// answered with retry class outcome_unknown, or the connection was lost or
+// the call's context ended after the request was sent and before its
+// answer. The client does not re-send such a request by default (a
+// publish could land twice), and neither must the caller; use
+// PublishBatchMayDuplicate or an idempotent Producer to re-send. For a
+// Producer's batch (Op "publish_idempotent"), Producer and Sequence name
+// the batch, which the Producer itself re-sends, same sequence, before the
+// route's next batch.
 type AmbiguousError struct {
 	// Op is the operation ("publish", "counter_add", ...).
 	Op string
-	// Addr is the broker the request was sent to.
+	// Addr is the broker the request was last sent to.
 	Addr string
-	// Err is the cause (a *conn.BrokerError, a *conn.TransportError, ...).
+	// Producer and Sequence name an idempotent batch (Op
+	// "publish_idempotent").
+	Producer, Sequence uint64
+	// Err is the cause (a *conn.BrokerError, a *conn.TransportError, the
+	// context's error joined with the last failure, ...).
 	Err error
 }
 
 // Error formats the error.
 func (e *AmbiguousError) Error() string {
+	if e.Op == opIdempotent {
+		return fmt.Sprintf("client: %s (producer %d, sequence %d) on %s: outcome unknown; the producer re-sends it under the same sequence before its next batch, do not re-send these payloads: %v",
+			e.Op, e.Producer, e.Sequence, e.Addr, e.Err)
+	}
 	return fmt.Sprintf("client: %s on %s: outcome unknown (not re-sent): %v", e.Op, e.Addr, e.Err)
 }
 
@@ -75,34 +92,20 @@ func (e *ShardLostError) Error() string {
 // Unwrap returns the cause.
 func (e *ShardLostError) Unwrap() error { return e.Err }
 
-// RetryClassOf returns the retry class an error calls for, as the client
-// judges it: the broker's class for broker answers, felix.RetryRedirect
-// for not_leader, felix.RetryOutcomeUnknown for an ambiguous outcome,
-// felix.RetryRetry for a transport failure, felix.RetryFatal otherwise
-// (refusals, cursor errors, capabilities not advertised, closed clients).
+// RetryClassOf returns the retry class an error calls for, read off the
+// decision table the client itself acts on (see decide): the broker's
+// class for a broker answer it would retry or follow, felix.RetryRedirect
+// for not_leader, felix.RetryOutcomeUnknown for an ambiguous outcome and
+// for a lost connection, felix.RetryRetry for a failure before anything
+// was sent, felix.RetryFatal for everything the client returns at once
+// (refusals, not_found after its short promotion window, permanent dial
+// failures, cursor errors, capabilities not advertised, a cancelled or
+// expired context, a closed client).
 func RetryClassOf(err error) felix.RetryClass {
-	var be *conn.BrokerError
-	var nl *conn.NotLeaderError
-	var pr *conn.PublishRefusedError
-	var te *conn.TransportError
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.Is(err, ErrAmbiguous):
-		return felix.RetryOutcomeUnknown
-	case errors.As(err, &nl):
-		return felix.RetryRedirect
-	case errors.As(err, &pr):
-		if pr.Reason == "not_leader" {
-			return felix.RetryRedirect
-		}
-		return felix.RetryFatal
-	case errors.As(err, &be):
-		return be.RetryClass()
-	case errors.As(err, &te):
-		return felix.RetryRetry
 	}
-	return felix.RetryFatal
+	return decide(err, true).class
 }
 
 // action is what the retry loop does after a failure.
@@ -116,65 +119,184 @@ const (
 	actAmbiguous               // may have been applied and not safe to re-send
 )
 
+var actionNames = [...]string{"return", "redirect", "retry", "failover", "ambiguous"}
+
+func (a action) String() string { return actionNames[a] }
+
 // verdict is the decision about one failure.
 type verdict struct {
 	act        action
 	retryAfter time.Duration
-	hint       *ownerHint // redirect target, when known
+	hint       *ownerHint // redirect target or owner learnt, when known
+	// budget caps the retries of the call below Config.MaxAttempts (0: no
+	// cap of its own).
+	budget int
+	// class is the retry class RetryClassOf reports for the error.
+	class felix.RetryClass
 }
 
-// classify decides what to do about err from a call that is safe (true)
-// or not safe to re-send after an ambiguous outcome.
-func (c *Client) classify(ctx context.Context, err error, safe bool) verdict {
-	if ctx.Err() != nil && (errors.Is(err, ctx.Err()) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return verdict{act: actReturn}
+// notSent marks a failure that happened before the request was written
+// (a failed dial): re-sending cannot apply anything twice.
+type notSent struct{ err error }
+
+func (e *notSent) Error() string { return e.err.Error() }
+func (e *notSent) Unwrap() error { return e.err }
+
+// bare returns err without its notSent mark: callers get the dial's own
+// error.
+func bare(err error) error {
+	if ns, ok := err.(*notSent); ok {
+		return ns.err
 	}
-	if c.closed.Load() {
-		return verdict{act: actReturn}
-	}
-	var nl *conn.NotLeaderError
-	var pr *conn.PublishRefusedError
-	var be *conn.BrokerError
-	var te *conn.TransportError
-	var fe *felix.Error
+	return err
+}
+
+// notFoundAttempts is the retry budget of not_found: it is retryable only
+// because a freshly promoted broker may not have learnt the name yet, and
+// a name that does not exist must not keep the caller waiting long.
+const notFoundAttempts = 2
+
+// decide is the decision table, the only place a failure is judged: what
+// to do about err from a call that is safe (true) or not safe to re-send
+// after an ambiguous outcome. Row by row:
+//
+//	error                                       safe         unsafe
+//	*AmbiguousError                             ambiguous    ambiguous
+//	caller's context cancelled / expired        return       ambiguous
+//	failure before sending (notSent):
+//	  permanent cause (see below)               return       return
+//	  anything else (unreachable, timeout)      failover     failover
+//	permanent: bad address, unknown port,
+//	  certificate not trusted, auth refused     return       return
+//	*conn.NotLeaderError, not_leader refusal    redirect     redirect
+//	other *conn.PublishRefusedError             return       return
+//	*conn.BrokerError by retry class:
+//	  redirect                                  redirect     redirect
+//	  not_found (any class)                     retry ≤2     retry ≤2
+//	  retry / retry_after (auth, draining)      failover     failover
+//	  retry / retry_after                       retry        retry
+//	  outcome_unknown                           retry        ambiguous
+//	  fatal                                     return       return
+//	conn.ErrNotAdvertised, *felix.Error,
+//	  *conn.CursorError                         return       return
+//	lost connection: *conn.TransportError,
+//	  conn.ErrProtocol, conn.ErrClosed, io.EOF  failover     ambiguous
+//	anything else                               return       return
+//
+// A request the broker refused to accept before writing it is free to be
+// re-sent (retry), and a redirect never spends the retry budget (the
+// retry loop, Client.run, counts neither).
+func decide(err error, safe bool) verdict {
+	var (
+		amb *AmbiguousError
+		ns  *notSent
+		nl  *conn.NotLeaderError
+		pr  *conn.PublishRefusedError
+		be  *conn.BrokerError
+		te  *conn.TransportError
+		fe  *felix.Error
+		ce  *conn.CursorError
+	)
 	switch {
+	case errors.As(err, &amb):
+		return verdict{act: actAmbiguous, class: felix.RetryOutcomeUnknown}
+	case errors.As(err, &ns):
+		// A dial timeout is a context error too: the loop, not the table,
+		// notices the caller's context.
+		if permanent(err) {
+			return verdict{act: actReturn, class: felix.RetryFatal}
+		}
+		return verdict{act: actFailover, class: felix.RetryRetry}
+	case isContext(err):
+		if !safe {
+			return verdict{act: actAmbiguous, class: felix.RetryOutcomeUnknown}
+		}
+		return verdict{act: actReturn, class: felix.RetryFatal}
+	case permanent(err):
+		return verdict{act: actReturn, class: felix.RetryFatal}
 	case errors.As(err, &nl):
-		return verdict{act: actRedirect, hint: &ownerHint{nodeID: nl.NodeID, addr: nl.Addr, gen: nl.Generation}}
+		return verdict{act: actRedirect, class: felix.RetryRedirect, hint: &ownerHint{nodeID: nl.NodeID, addr: nl.Addr, gen: nl.Generation}}
 	case errors.As(err, &pr):
-		if pr.Reason == "not_leader" && pr.Refusal != nil {
-			r := pr.Refusal.Reason
-			return verdict{act: actRedirect, hint: &ownerHint{nodeID: r.NodeID, addr: r.Addr.V}}
+		if pr.Reason == "not_leader" {
+			v := verdict{act: actRedirect, class: felix.RetryRedirect}
+			if pr.Refusal != nil {
+				r := pr.Refusal.Reason
+				v.hint = &ownerHint{nodeID: r.NodeID, addr: r.Addr.V}
+			}
+			return v
 		}
-		return verdict{act: actReturn}
+		return verdict{act: actReturn, class: felix.RetryFatal}
 	case errors.As(err, &be):
-		v := verdict{retryAfter: be.RetryAfter}
-		if be.HasOwner {
-			v.hint = &ownerHint{nodeID: be.Owner.NodeID, addr: be.Owner.Addr, gen: be.Owner.Generation}
-		}
-		switch be.RetryClass() {
-		case felix.RetryRedirect:
-			v.act = actRedirect
-		case felix.RetryRetry, felix.RetryAfter:
-			v.act = actRetry
-			if be.Auth || be.Code == felix.CodeDraining {
-				v.act = actFailover // the broker is going away
-			}
-		case felix.RetryOutcomeUnknown:
-			v.act = actRetry
-			if !safe {
-				v.act = actAmbiguous
-			}
-		default:
-			v.act = actReturn
-		}
-		return v
-	case errors.Is(err, conn.ErrNotAdvertised), errors.As(err, &fe):
-		return verdict{act: actReturn}
+		return brokerVerdict(be, safe)
+	case errors.Is(err, conn.ErrNotAdvertised), errors.As(err, &fe), errors.As(err, &ce):
+		return verdict{act: actReturn, class: felix.RetryFatal}
 	case errors.As(err, &te), errors.Is(err, conn.ErrProtocol), errors.Is(err, conn.ErrClosed), errors.Is(err, io.EOF):
 		if !safe {
-			return verdict{act: actAmbiguous}
+			return verdict{act: actAmbiguous, class: felix.RetryOutcomeUnknown}
 		}
-		return verdict{act: actFailover}
+		return verdict{act: actFailover, class: felix.RetryOutcomeUnknown}
 	}
-	return verdict{act: actReturn}
+	return verdict{act: actReturn, class: felix.RetryFatal}
+}
+
+// brokerVerdict is the table's rows for a broker's error answer.
+func brokerVerdict(be *conn.BrokerError, safe bool) verdict {
+	class := be.RetryClass()
+	v := verdict{retryAfter: be.RetryAfter, class: class}
+	if be.HasOwner {
+		v.hint = &ownerHint{nodeID: be.Owner.NodeID, addr: be.Owner.Addr, gen: be.Owner.Generation}
+	}
+	switch {
+	case class == felix.RetryRedirect:
+		v.act = actRedirect
+	case be.Code == felix.CodeNotFound:
+		v.act, v.budget, v.class = actRetry, notFoundAttempts, felix.RetryFatal
+	case class == felix.RetryRetry || class == felix.RetryAfter:
+		v.act = actRetry
+		if be.Auth || be.Code == felix.CodeDraining {
+			v.act = actFailover // the broker is going away
+		}
+	case class == felix.RetryOutcomeUnknown:
+		v.act = actRetry
+		if !safe {
+			v.act = actAmbiguous
+		}
+	default:
+		v.act = actReturn
+	}
+	return v
+}
+
+// isContext reports a context's cancellation or expiry.
+func isContext(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// permanent reports a failure that no retry can mend: an address that
+// cannot be resolved or has no valid port, a certificate the client does
+// not trust, credentials the broker refused outright.
+func permanent(err error) bool {
+	var (
+		ae  *net.AddrError
+		de  *net.DNSError
+		ua  x509.UnknownAuthorityError
+		he  x509.HostnameError
+		ci  x509.CertificateInvalidError
+		cve *tls.CertificateVerificationError
+		be  *conn.BrokerError
+	)
+	switch {
+	case errors.Is(err, conn.ErrBadAddress), errors.Is(err, conn.ErrCertUntrusted), errors.Is(err, conn.ErrAuthRejected):
+		// conn's own judgement of a failed dial (a *conn.DialError).
+		return true
+	case errors.As(err, &ae):
+		return true
+	case errors.As(err, &de):
+		return de.IsNotFound
+	case errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci), errors.As(err, &cve):
+		return true
+	case errors.As(err, &be):
+		return be.Auth && be.RetryClass() == felix.RetryFatal
+	}
+	return false
 }

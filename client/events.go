@@ -37,12 +37,18 @@ const (
 	NoticeShardLost
 	// NoticeLagged: a subscription (Op "subscribe") or cache watch (Op
 	// "cache_watch") on Addr fell too far behind and the broker ended it
-	// (Err is the *conn.LaggedError; Offset is where to resume from). The
-	// subscription or watch ends with that error.
+	// (Err is the *conn.LaggedError; Offset is where the client resumes,
+	// or would resume: the one after the last delivered record, the
+	// broker's resume_from before any). A subscription resumes there
+	// unless SubscribeOptions.LagAsError; a watch ends with the error.
 	NoticeLagged
+	// NoticeDropped: a subscription on Addr was delivered a record beyond
+	// the previous one + 1 + its skipped_before: Count offsets from Offset
+	// on were never delivered (Subscription.Dropped counts them).
+	NoticeDropped
 )
 
-var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost", "lagged"}
+var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost", "lagged", "dropped"}
 
 // String returns the kind's name.
 func (k NoticeKind) String() string {
@@ -69,8 +75,11 @@ type Notice struct {
 	Attempt int
 	// Delay is the backoff before a retry, or how long a broker is avoided.
 	Delay time.Duration
-	// Offset is where a subscription or watch resumed.
+	// Offset is where a subscription or watch resumed (or, for
+	// NoticeDropped, the first offset missing).
 	Offset uint64
+	// Count is the number of offsets missing (NoticeDropped).
+	Count uint64
 	// Detail is free text (e.g. how an address was discovered).
 	Detail string
 	// Err is the failure that caused the event, if any.
@@ -120,8 +129,11 @@ func (c *Client) emit(ev Notice) {
 	if ev.Delay != 0 {
 		attrs = append(attrs, slog.Duration("delay", ev.Delay))
 	}
-	if ev.Kind == NoticeResumed || ev.Kind == NoticeLagged {
+	if ev.Kind == NoticeResumed || ev.Kind == NoticeLagged || ev.Kind == NoticeDropped {
 		attrs = append(attrs, slog.Uint64("offset", ev.Offset))
+	}
+	if ev.Count != 0 {
+		attrs = append(attrs, slog.Uint64("count", ev.Count))
 	}
 	if ev.Err != nil {
 		attrs = append(attrs, slog.String("err", ev.Err.Error()))

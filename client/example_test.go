@@ -47,7 +47,7 @@ func Example() {
 	defer sub.Close()
 	for ev, err := range sub.All(ctx) {
 		if err != nil {
-			log.Fatal(err) // lagged, trimmed cursor, ... (lost connections are resumed)
+			log.Fatal(err) // trimmed cursor, deleted stream, ... (lost connections, moves and lags are resumed)
 		}
 		fmt.Printf("%s at offset %d\n", ev.Payload, ev.Offset)
 		break

@@ -44,7 +44,7 @@ func TestHooksRedirectAndLag(t *testing.T) {
 	h.mu.Unlock()
 
 	// The fake ends shard 1 at once with subscription_lagged.
-	lagged, err := c.Subscribe(ctxT(t), topic, client.SubscribeOptions{Shard: 1})
+	lagged, err := c.Subscribe(ctxT(t), topic, client.SubscribeOptions{Shard: 1, LagAsError: true})
 	require.NoError(t, err)
 	defer lagged.Close()
 	_, err = lagged.Next(ctxT(t))

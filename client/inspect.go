@@ -168,32 +168,31 @@ func (c *Client) at(ctx context.Context, addr, op string, fn func(ctx context.Co
 	b := c.addBroker(addr, op)
 	var lastErr error
 	for attempt := 0; ; attempt++ {
+		if err := c.stopped(ctx, bare(lastErr)); err != nil {
+			return err
+		}
 		cc, err := c.connect(ctx, b)
 		if err == nil {
 			err = fn(ctx, cc)
 			if err == nil {
 				return nil
 			}
-			v := c.classify(ctx, err, true)
-			if v.act == actReturn || v.act == actRedirect {
-				return err
-			}
-			if v.act == actFailover {
-				c.markFailed(b, cc)
-			}
-		} else if ctx.Err() != nil || c.closed.Load() {
-			return err
+		} else {
+			err = &notSent{err}
 		}
 		lastErr = err
-		if attempt >= c.cfg.MaxAttempts {
-			return lastErr
-		}
-		if !sleep(ctx, c.ctx, c.cfg.backoff(attempt+1, 0)) {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		switch v := decide(err, true); v.act {
+		case actReturn, actRedirect, actAmbiguous:
+			return bare(err)
+		case actFailover:
+			if cc != nil {
+				c.markFailed(b, cc)
 			}
-			return ErrClosed
 		}
+		if attempt >= c.cfg.MaxAttempts {
+			return bare(lastErr)
+		}
+		sleep(ctx, c.ctx, c.cfg.backoff(attempt+1, 0))
 	}
 }
 

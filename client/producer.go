@@ -12,19 +12,32 @@ import (
 
 // Producer is an idempotent producer with upstream's semantics: every
 // batch carries the producer id and a sequence numbered per (stream,
-// shard) from 0; the sequence advances only when a batch is acknowledged.
-// A batch whose outcome is unknown (lost ack, lost connection, broker
-// failover, outcome_unknown) is re-sent under the SAME sequence — on a new
-// connection or another broker if need be — so the broker writes it once:
-// a batch it already holds is answered from memory with the offset of its
-// first write, which PublishBatch returns. A batch still in doubt when the
-// call gives up (context, retry budget) is re-sent, same sequence, before
-// the route's next batch. A publish_refused other than not_leader (a
-// sequence gap, an unknown producer, a reused sequence) stops the
-// Producer: that call returns the *conn.PublishRefusedError and every
-// later one an error matching ErrProducerStopped.
+// shard) from 0; the sequence advances only when the broker acknowledges
+// a batch. A batch whose outcome is unknown (lost ack, lost connection,
+// broker failover, outcome_unknown) is re-sent under the SAME sequence —
+// on a new connection or another broker if need be — so the broker writes
+// it once: a batch it already holds is answered from memory with the
+// offset of its first write, which PublishBatch returns.
 //
-// Batches of one route are sent one at a time, in call order.
+// A batch stays in doubt, holding its sequence, until the broker answers
+// for it; no error frees it. When a call gives up on a batch in doubt (its
+// context ended, the retry budget is spent, the client closed), it returns
+// an *AmbiguousError (errors.Is(err, ErrAmbiguous)) naming the producer,
+// the sequence and the real cause: the caller MUST NOT re-send those
+// payloads, since the Producer re-sends the batch itself, same sequence,
+// before the route's next batch (a call that cannot settle it first
+// returns an error that is not ErrAmbiguous: its own payloads were not
+// sent and may be passed again). Any other error means the batch was not
+// written. A publish_refused other than not_leader (a sequence gap, an
+// unknown producer, a reused sequence) stops the Producer: that call
+// returns the *conn.PublishRefusedError and every later one an error
+// matching ErrProducerStopped.
+//
+// A Producer is safe for concurrent use. Batches of one route (stream and
+// shard) are sent one at a time, in the order the calls got the route: a
+// call waits for the route's batch in flight, so it may block as long as
+// that batch's own call (both bounded by their contexts and the client's
+// retry budget); batches of different routes go in parallel.
 type Producer struct {
 	c  *Client
 	id uint64
@@ -55,7 +68,12 @@ type pending struct {
 	payloads [][]byte
 	key      []byte
 	seq      uint64
+	// doubt: an attempt may have written the batch (its answer was lost
+	// or said outcome_unknown); only an ack or a refusal settles it.
+	doubt bool
 }
+
+const opIdempotent = "publish_idempotent"
 
 // NewProducer asks a broker for a producer id (producer_init; needs
 // FeatureIdempotentProducer, else an error matching conn.ErrNotAdvertised).
@@ -78,54 +96,92 @@ func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
 // ID returns the broker-assigned producer id.
 func (p *Producer) ID() uint64 { return p.id }
 
-// PublishBatch publishes records as one idempotent batch (acked per
-// batch) with the next sequence of its (stream, shard) and returns the
-// broker's answer; see Producer for the re-send rules.
-func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, key []byte) (PublishResult, error) {
+// PublishBatch publishes payloads as one idempotent batch with the next
+// sequence of its (stream, shard), routed by o.Key like
+// Client.PublishBatch, and returns the broker's answer. An idempotent
+// batch is always acknowledged per batch: o.Ack is not consulted. See
+// Producer for what an error means and for the re-send rules.
+func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+	if err := p.c.checkTopic("producer publish", t); err != nil {
+		return PublishResult{}, err // nothing sent, no sequence taken
+	}
 	k := ownerKey{kind: felix.ShardKindStream, tenant: t.TenantID, namespace: t.Namespace, name: t.Stream}
 	rk := routeKey{}
-	if key != nil {
+	if o.Key != nil {
 		if info, ok := p.c.shardInfo(ctx, t); ok {
-			k.shard = info.routing.ShardOf(key, true, info.shards)
+			k.shard = info.routing.ShardOf(o.Key, true, info.shards)
 		} else {
-			rk.key, rk.byKey = string(key), true
+			rk.key, rk.byKey = string(o.Key), true
 		}
 	}
 	rk.shard = k
-	p.mu.Lock()
-	if err := p.stopped; err != nil {
-		p.mu.Unlock()
+	r, err := p.route(rk)
+	if err != nil {
 		return PublishResult{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := p.stoppedErr(); err != nil {
+		return PublishResult{}, err
+	}
+	if d := r.inDoubt; d != nil {
+		if _, err := p.send(ctx, k, r, d); err != nil {
+			// Not ErrAmbiguous: these payloads were not sent, the caller
+			// may pass them again.
+			cause := err
+			var amb *AmbiguousError
+			if errors.As(err, &amb) {
+				cause = amb.Err
+			}
+			return PublishResult{}, fmt.Errorf("client: producer %d: batch not sent (no sequence taken): the earlier batch (sequence %d) is still in doubt: %w",
+				p.id, d.seq, cause)
+		}
+	}
+	return p.send(ctx, k, r, &pending{t: t, payloads: payloads, key: o.Key, seq: r.next})
+}
+
+// route returns the sequence state of rk, created on first use.
+func (p *Producer) route(rk routeKey) (*route, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.stopped; err != nil {
+		return nil, err
 	}
 	r := p.routes[rk]
 	if r == nil {
 		r = &route{}
 		p.routes[rk] = r
 	}
-	p.mu.Unlock()
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.inDoubt != nil {
-		if _, err := p.send(ctx, k, r, r.inDoubt); err != nil {
-			return PublishResult{}, fmt.Errorf("client: earlier batch (sequence %d) still in doubt: %w", r.inDoubt.seq, err)
-		}
-	}
-	return p.send(ctx, k, r, &pending{t: t, payloads: payloads, key: key, seq: r.next})
+	return r, nil
 }
 
-// send publishes b until it is answered: the sequence advances on an ack;
-// a refusal stops the producer; when the call gives up in doubt, b stays
-// the route's in-doubt batch.
+func (p *Producer) stoppedErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
+}
+
+// send publishes b until the broker answers for it or the call gives up:
+// an ack advances the sequence; a refusal stops the producer; an error
+// after which b may have been written leaves b the route's in-doubt batch
+// (same sequence) and is returned as an *AmbiguousError; any other error
+// means b was not written.
 func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (PublishResult, error) {
 	var res PublishResult
+	var addr string
 	key := &k
 	if !p.c.clustered.Load() {
 		key = nil
 	}
-	err := p.c.run(ctx, call{op: "publish_idempotent", key: key, safe: true}, func(ctx context.Context, cc *conn.Client, br *broker) error {
+	err := p.c.run(ctx, call{op: opIdempotent, key: key, safe: true}, func(ctx context.Context, cc *conn.Client, br *broker) error {
+		addr = br.addr
 		rr, err := cc.PublishIdempotent(ctx, b.t, b.payloads, b.key, p.id, b.seq)
 		if err != nil {
+			if decide(err, false).act == actAmbiguous {
+				// The table's ambiguous row for a write: it may have
+				// been written.
+				b.doubt = true
+			}
 			return err
 		}
 		if rr.HasOwner && key != nil {
@@ -140,7 +196,7 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 		return res, nil
 	}
 	var pr *conn.PublishRefusedError
-	if errors.As(err, &pr) {
+	if errors.As(err, &pr) && pr.Reason != "not_leader" {
 		p.mu.Lock()
 		if p.stopped == nil {
 			p.stopped = fmt.Errorf("%w: %w", ErrProducerStopped, err)
@@ -149,15 +205,15 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 		r.inDoubt = nil
 		return PublishResult{}, err
 	}
-	if RetryClassOf(err) == felix.RetryFatal && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrClosed) {
-		// Refused outright (forbidden, invalid, ...): nothing written.
-		r.inDoubt = nil
-		return PublishResult{}, err
+	if !b.doubt {
+		// Every attempt was answered "not written" (or never sent): the
+		// sequence stays free for the next batch.
+		return PublishResult{}, fmt.Errorf("client: producer %d: batch (sequence %d) not written: %w", p.id, b.seq, err)
 	}
 	if r.inDoubt != b {
 		// Kept for a re-send after this call returns: the caller may reuse
 		// its buffers.
-		own := &pending{t: b.t, seq: b.seq, payloads: make([][]byte, len(b.payloads))}
+		own := &pending{t: b.t, seq: b.seq, doubt: true, payloads: make([][]byte, len(b.payloads))}
 		for i, pl := range b.payloads {
 			own.payloads[i] = append([]byte(nil), pl...)
 		}
@@ -166,5 +222,5 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 		}
 		r.inDoubt = own
 	}
-	return PublishResult{}, err
+	return PublishResult{}, &AmbiguousError{Op: opIdempotent, Addr: addr, Producer: p.id, Sequence: b.seq, Err: err}
 }

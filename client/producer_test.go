@@ -42,12 +42,12 @@ func TestProducerResendsSameSequence(t *testing.T) {
 	c, n := newClient(t, []string{r.addr()}, nil)
 	p, err := c.NewProducer(ctxT(t))
 	require.NoError(t, err)
-	res, err := p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("one")}, nil)
+	res, err := p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("one")}, client.PublishOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(0), res.Offset)
 
 	res, err = loseNextAck(t, r, b, n, 2, func() (client.PublishResult, error) {
-		return p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("two")}, nil)
+		return p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("two")}, client.PublishOptions{})
 	})
 	require.NoError(t, err)
 	require.True(t, res.HasOffset)
@@ -56,7 +56,7 @@ func TestProducerResendsSameSequence(t *testing.T) {
 	require.Positive(t, n.count(client.NoticeRetry))
 
 	// The sequence advanced only on the ack: the next batch is sequence 2.
-	res, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("three")}, nil)
+	res, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("three")}, client.PublishOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), res.Offset)
 	require.Equal(t, []string{"one", "two", "three"}, readLog(t, b, topic))
@@ -69,7 +69,7 @@ func TestProducerStopsOnRefusal(t *testing.T) {
 	c, _ := newClient(t, []string{b.addr}, nil)
 	p, err := c.NewProducer(ctxT(t))
 	require.NoError(t, err)
-	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("a")}, nil)
+	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("a")}, client.PublishOptions{})
 	require.NoError(t, err)
 	cfg := connConfig(t)
 	other, err := conn.Dial(ctxT(t), b.addr, &cfg)
@@ -78,11 +78,11 @@ func TestProducerStopsOnRefusal(t *testing.T) {
 	_, err = other.PublishIdempotent(ctxT(t), topic, [][]byte{[]byte("intruder")}, nil, p.ID(), 1)
 	require.NoError(t, err)
 
-	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("b")}, nil)
+	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("b")}, client.PublishOptions{})
 	var refused *conn.PublishRefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, "sequence_reused", refused.Reason)
-	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("c")}, nil)
+	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("c")}, client.PublishOptions{})
 	require.ErrorIs(t, err, client.ErrProducerStopped)
 	require.Equal(t, []string{"a", "intruder"}, readLog(t, b, topic))
 }
@@ -130,7 +130,7 @@ func TestProducerResendsInDoubtBatchFirst(t *testing.T) {
 	c, _ := newClient(t, []string{r.addr()}, nil)
 	p, err := c.NewProducer(ctxT(t))
 	require.NoError(t, err)
-	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("one")}, nil)
+	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("one")}, client.PublishOptions{})
 	require.NoError(t, err)
 
 	r.dropDown.Store(true)
@@ -138,16 +138,21 @@ func TestProducerResendsInDoubtBatchFirst(t *testing.T) {
 	errc := make(chan error, 1)
 	buf := []byte("two")
 	go func() {
-		_, err := p.PublishBatch(ctx, topic, [][]byte{buf}, nil)
+		_, err := p.PublishBatch(ctx, topic, [][]byte{buf}, client.PublishOptions{})
 		errc <- err
 	}()
 	waitFor(t, func() bool { return len(readLog(t, b, topic)) == 2 }, "the broker got the batch")
 	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
+	err = <-errc
+	require.ErrorIs(t, err, context.Canceled, "the real cause")
+	var amb *client.AmbiguousError
+	require.ErrorAs(t, err, &amb, "in doubt: the caller must not re-send")
+	require.Equal(t, p.ID(), amb.Producer)
+	require.Equal(t, uint64(1), amb.Sequence)
 	copy(buf, "XXX") // the caller reuses its buffer: the producer kept a copy
 	r.dropDown.Store(false)
 
-	res, err := p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("three")}, nil)
+	res, err := p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("three")}, client.PublishOptions{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), res.Offset)
 	require.Equal(t, []string{"one", "two", "three"}, readLog(t, b, topic))

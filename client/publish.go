@@ -69,39 +69,45 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 	if err := c.checkTopic("publish", t); err != nil {
 		return PublishResult{}, err
 	}
-	// Fast path: one live connection, no routing (a standalone broker).
+	pub := func(ctx context.Context, cc *conn.Client, b *broker, key *ownerKey) (PublishResult, error) {
+		r, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, NoAck: o.NoAck, Key: o.Key})
+		if err == nil && r.HasOwner && key != nil {
+			c.learnOwner(*key, ownerHint{nodeID: r.Owner.NodeID, addr: r.Owner.Addr, gen: r.Owner.Generation}, "ack owner from "+b.addr)
+		}
+		return r, err
+	}
+	var first *outcome
+	// Fast path: one live connection, no routing (a standalone broker). A
+	// failure goes to the retry loop as its first attempt.
 	if !c.clustered.Load() {
 		if b := c.home.Load(); b != nil {
 			b.mu.Lock()
 			cc := b.cc
 			b.mu.Unlock()
 			if cc != nil && cc.Context().Err() == nil {
-				res, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, NoAck: o.NoAck, Key: o.Key})
+				res, err := pub(ctx, cc, b, nil)
 				if err == nil {
 					return res, nil
 				}
-				if v := c.classify(ctx, err, dup); v.act == actReturn {
-					return res, err
-				} else if v.act == actAmbiguous {
-					c.markFailed(b, cc)
-					return res, &AmbiguousError{Op: "publish", Addr: b.addr, Err: err}
-				}
-				// Retryable: fall through to the full loop.
+				first = &outcome{b: b, cc: cc, err: err}
 			}
 		}
 	}
 	key := c.streamKey(ctx, t, o.Key)
+	if first != nil {
+		key = nil // the fast path's call had no routing either
+	}
 	var res PublishResult
-	err := c.run(ctx, call{op: "publish", key: key, safe: dup}, func(ctx context.Context, cc *conn.Client, b *broker) error {
-		r, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, NoAck: o.NoAck, Key: o.Key})
-		if err != nil {
-			return err
+	cl := call{op: "publish", key: key, safe: dup}
+	if key == nil && first == nil {
+		cl.keyOf = func(ctx context.Context) *ownerKey { return c.streamKey(ctx, t, o.Key) }
+	}
+	err := c.runFrom(ctx, cl, func(ctx context.Context, cc *conn.Client, b *broker) error {
+		r, err := pub(ctx, cc, b, key)
+		if err == nil {
+			res = r
 		}
-		if r.HasOwner && key != nil {
-			c.learnOwner(*key, ownerHint{nodeID: r.Owner.NodeID, addr: r.Owner.Addr, gen: r.Owner.Generation}, "ack owner from "+b.addr)
-		}
-		res = r
-		return nil
-	})
+		return err
+	}, first)
 	return res, err
 }

@@ -24,6 +24,11 @@ type SubscribeOptions struct {
 	Shard uint32
 	// QueueCapacity asks for a broker-side queue (0: broker default).
 	QueueCapacity uint32
+	// LagAsError ends the subscription with the *conn.LaggedError when the
+	// broker reports it fell behind (subscription_lagged), instead of
+	// resuming; its ResumeFrom is then the offset to resume at without a
+	// gap (the one after the last delivered record).
+	LagAsError bool
 }
 
 // Subscription is a resumable subscription to one shard of a stream. When
@@ -31,11 +36,22 @@ type SubscribeOptions struct {
 // down or the shard moved (shard_moved), it resubscribes on the shard's
 // owner at the offset after the last record it delivered (no gap, no
 // duplicate: records below that offset are dropped should a broker resend
-// them). subscription_lagged (*conn.LaggedError), a start position that
-// cannot be served (*conn.CursorError), a deleted stream and terminal
-// broker errors end it with that typed error; it never ends quietly on a
-// dead connection. It ends with io.EOF (All just stops) only when a live
-// broker finished the event stream.
+// them). After shard_moved it resumes at max(last delivered + 1,
+// resume_from), at resume_from before any delivery, and at the new owner's
+// live tail when the broker sent no resume_from (an in-memory stream) and
+// no offset is known, whatever Start said. After subscription_lagged it
+// resumes gaplessly at the last delivered + 1 (resume_from before any
+// delivery) and reports NoticeLagged with that offset; LagAsError ends it
+// instead. A delivered record beyond the previous + 1 + its
+// SkippedBefore is reported as NoticeDropped with the missing range, and
+// counted (Dropped).
+//
+// Resumes in a row that deliver nothing (a broker ending every event
+// stream at once) are bounded by Config.MaxAttempts, with backoff; then
+// it ends with the last cause. A start position that cannot be served
+// (*conn.CursorError), a deleted stream and terminal broker errors end it
+// with that typed error; it never ends quietly on a dead connection. It ends with io.EOF (All just
+// stops) only when a live broker finished the event stream.
 //
 // Next and All are not safe for concurrent use; Close may be called from
 // any goroutine.
@@ -43,11 +59,8 @@ type Subscription struct {
 	c     *Client
 	topic Topic
 	o     SubscribeOptions
-
-	next    uint64 // next offset to deliver, valid when hasNext
-	hasNext bool
-	noOff   bool // delivered records without offsets
-	addr    string
+	pos   resumer
+	addr  string
 
 	mu     sync.Mutex
 	cur    *conn.Subscription
@@ -64,6 +77,8 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 		return nil, err
 	}
 	s := &Subscription{c: c, topic: t, o: o}
+	s.pos = resumer{c: c, op: "subscribe", lagAsError: o.LagAsError, detectDrops: true,
+		key: ownerKey{kind: felix.ShardKindStream, tenant: t.TenantID, namespace: t.Namespace, name: t.Stream, shard: o.Shard}}
 	if err := s.open(ctx, o.Start, nil); err != nil {
 		return nil, err
 	}
@@ -76,7 +91,7 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 
 // open subscribes from start on the shard owner.
 func (s *Subscription) open(ctx context.Context, start felix.StartPosition, cause error) error {
-	k := ownerKey{kind: felix.ShardKindStream, tenant: s.topic.TenantID, namespace: s.topic.Namespace, name: s.topic.Stream, shard: s.o.Shard}
+	k := s.pos.key
 	co := conn.SubscribeOptions{Start: start, QueueCapacity: s.o.QueueCapacity}
 	if s.o.Shard != 0 {
 		co.Shard = felix.Some(s.o.Shard)
@@ -117,9 +132,14 @@ func (s *Subscription) Info() *felix.Subscribed {
 }
 
 // Offset returns the offset the subscription would resume at (the one
-// after the last delivered record); ok is false before a record with an
-// offset was delivered.
-func (s *Subscription) Offset() (next uint64, ok bool) { return s.next, s.hasNext }
+// after the last delivered record, or the broker's resume_from after a
+// shard_moved or subscription_lagged before any); ok is false while it has
+// no position of its own.
+func (s *Subscription) Offset() (next uint64, ok bool) { return s.pos.next, s.pos.hasNext }
+
+// Dropped returns how many offsets were found missing between delivered
+// records (see NoticeDropped). It is safe to call from any goroutine.
+func (s *Subscription) Dropped() uint64 { return s.pos.dropped.Load() }
 
 // Next returns the next record. See Subscription for how it ends.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
@@ -142,12 +162,11 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 		ev, err := cur.Next(ctx)
 		if err == nil {
 			if ev.HasOffset {
-				if s.hasNext && ev.Offset < s.next {
+				if !s.pos.deliver(s.addr, ev.Offset, ev.SkippedBefore) {
 					continue // already delivered (a resend after a resume)
 				}
-				s.next, s.hasNext = ev.Offset+1, true
 			} else {
-				s.noOff = true
+				s.pos.noOff = true
 			}
 			return ev, nil
 		}
@@ -167,64 +186,24 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 }
 
 // handleEnd decides, after cur ended with err, whether to resume (nil) or
-// end the subscription with an error.
+// end the subscription with an error (the resumer judges).
 func (s *Subscription) handleEnd(ctx context.Context, cur *conn.Subscription, err error) error {
 	cur.Close()
 	s.mu.Lock()
 	s.cur = nil
 	addr := s.addr
 	s.mu.Unlock()
-	var moved *conn.ShardMovedError
-	var be *conn.BrokerError
-	k := ownerKey{kind: felix.ShardKindStream, tenant: s.topic.TenantID, namespace: s.topic.Namespace, name: s.topic.Stream, shard: s.o.Shard}
-	switch {
-	case errors.As(err, &moved):
-		if moved.HasResumeFrom && (!s.hasNext || moved.ResumeFrom > s.next) && !s.noOff {
-			s.next, s.hasNext = moved.ResumeFrom, true
-		}
-		s.c.forgetOwner(k, addr)
-		s.c.learnOwner(k, ownerHint{nodeID: moved.NodeID, addr: moved.Addr, gen: moved.Generation}, "shard_moved from "+addr)
-		return s.resume(ctx, err)
-	case err == io.EOF:
-		// A live broker finishing the stream is a clean end; one that is
-		// going away (draining, gone) is a failover.
-		if perr := s.c.probe(ctx, addr); perr == nil {
-			return io.EOF
-		}
-		s.c.forgetOwner(k, addr)
-		return s.resume(ctx, err)
-	case errors.As(err, new(*conn.LaggedError)):
-		var le *conn.LaggedError
-		errors.As(err, &le)
-		s.c.emit(Notice{Kind: NoticeLagged, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: le.ResumeFrom, Err: err})
-		return err
-	case errors.As(err, new(*conn.StreamDeletedError)), errors.As(err, new(*conn.CursorError)):
-		return err
-	case errors.As(err, &be):
-		switch be.RetryClass() {
-		case felix.RetryRetry, felix.RetryAfter, felix.RetryRedirect, felix.RetryOutcomeUnknown:
-			s.c.forgetOwner(k, addr)
-			return s.resume(ctx, err)
-		}
-		return err
-	case errors.Is(err, conn.ErrBrokerShutdown), errors.As(err, new(*conn.TransportError)), errors.Is(err, conn.ErrClosed):
-		s.c.forgetOwner(k, addr)
-		if b := s.c.brokerAt(addr); b != nil {
-			s.c.markFailed(b, nil)
-		}
-		return s.resume(ctx, err)
+	if end := s.pos.ended(ctx, addr, err); end != nil {
+		return end
 	}
-	return err
+	return s.resume(ctx, err)
 }
 
-// resume resubscribes after the last delivered record.
+// resume resubscribes where the resumer says.
 func (s *Subscription) resume(ctx context.Context, cause error) error {
-	start := s.o.Start
-	switch {
-	case s.hasNext:
-		start = felix.StartAt(s.next)
-	case s.noOff:
-		return errors.Join(ErrCannotResume, cause)
+	start, err := s.pos.start(s.o.Start, cause)
+	if err != nil {
+		return err
 	}
 	return s.open(ctx, start, cause)
 }

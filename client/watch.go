@@ -26,16 +26,12 @@ type WatchOptions = conn.WatchOptions
 // *conn.LaggedError for the caller to act on; it never ends quietly on a
 // dead connection.
 type Watch struct {
-	c   *Client
-	ref CacheRef
-	o   WatchOptions
-
-	next    uint64
-	hasNext bool
-	// delivered: a change was returned (later ones below next are repeats)
-	delivered bool
-	addr      string
-	info      *felix.CacheWatchStarted
+	c    *Client
+	ref  CacheRef
+	o    WatchOptions
+	pos  resumer
+	addr string
+	info *felix.CacheWatchStarted
 
 	mu     sync.Mutex
 	cur    *conn.Watch
@@ -49,6 +45,10 @@ func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (
 		return nil, err
 	}
 	w := &Watch{c: c, ref: ref, o: o}
+	// cache_watch_lagged stays an error: the cache keeps no log to resume
+	// a lagged watch from without a gap.
+	w.pos = resumer{c: c, op: "cache_watch", lagAsError: true,
+		key: ownerKey{kind: felix.ShardKindCache, tenant: ref.TenantID, namespace: ref.Namespace, name: ref.Cache, shard: o.Shard.V}}
 	if err := w.open(ctx, o, nil); err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (
 }
 
 func (w *Watch) open(ctx context.Context, o WatchOptions, cause error) error {
-	k := ownerKey{kind: felix.ShardKindCache, tenant: w.ref.TenantID, namespace: w.ref.Namespace, name: w.ref.Cache, shard: o.Shard.V}
+	k := w.pos.key
 	var cw *conn.Watch
 	var addr string
 	err := w.c.run(ctx, call{op: "cache_watch", key: &k, safe: true}, func(ctx context.Context, cc *conn.Client, b *broker) error {
@@ -82,10 +82,10 @@ func (w *Watch) open(ctx context.Context, o WatchOptions, cause error) error {
 	if w.info == nil {
 		w.info = cw.Info()
 	}
-	if !w.hasNext {
+	if !w.pos.hasNext {
 		// Changes from here on are live: a resume before any change
 		// starts here.
-		w.next, w.hasNext = cw.Info().ResumeOffset, true
+		w.pos.next, w.pos.hasNext = cw.Info().ResumeOffset, true
 	}
 	w.mu.Unlock()
 	if cause != nil {
@@ -117,10 +117,9 @@ func (w *Watch) Next(ctx context.Context) (CacheEvent, error) {
 		}
 		ev, err := cur.Next(ctx)
 		if err == nil {
-			if w.delivered && ev.Offset < w.next {
+			if !w.pos.deliver(w.addr, ev.Offset, 0) {
 				continue // already delivered (replayed after a resume)
 			}
-			w.next, w.hasNext, w.delivered = ev.Offset+1, true, true
 			return ev, nil
 		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -144,48 +143,16 @@ func (w *Watch) handleEnd(ctx context.Context, cur *conn.Watch, err error) error
 	w.cur = nil
 	addr := w.addr
 	w.mu.Unlock()
-	k := ownerKey{kind: felix.ShardKindCache, tenant: w.ref.TenantID, namespace: w.ref.Namespace, name: w.ref.Cache, shard: w.o.Shard.V}
-	var moved *conn.ShardMovedError
-	var be *conn.BrokerError
-	switch {
-	case errors.As(err, &moved):
-		if moved.HasResumeFrom && moved.ResumeFrom > w.next {
-			w.next = moved.ResumeFrom
-		}
-		w.c.forgetOwner(k, addr)
-		w.c.learnOwner(k, ownerHint{nodeID: moved.NodeID, addr: moved.Addr, gen: moved.Generation}, "shard_moved from "+addr)
-		return w.resume(ctx, err)
-	case err == io.EOF:
-		if perr := w.c.probe(ctx, addr); perr == nil {
-			return io.EOF
-		}
-		return w.resume(ctx, err)
-	case errors.As(err, new(*conn.LaggedError)):
-		var le *conn.LaggedError
-		errors.As(err, &le)
-		w.c.emit(Notice{Kind: NoticeLagged, Op: "cache_watch", Addr: addr, Stream: w.ref.Cache, Offset: le.ResumeFrom, Err: err})
-		return err
-	case errors.As(err, new(*conn.CursorError)):
-		return err
-	case errors.As(err, &be):
-		switch be.RetryClass() {
-		case felix.RetryRetry, felix.RetryAfter, felix.RetryRedirect, felix.RetryOutcomeUnknown:
-			return w.resume(ctx, err)
-		}
-		return err
-	case errors.Is(err, conn.ErrBrokerShutdown), errors.As(err, new(*conn.TransportError)), errors.Is(err, conn.ErrClosed):
-		if b := w.c.brokerAt(addr); b != nil {
-			w.c.markFailed(b, nil)
-		}
-		return w.resume(ctx, err)
+	if end := w.pos.ended(ctx, addr, err); end != nil {
+		return end
 	}
-	return err
+	return w.resume(ctx, err)
 }
 
 func (w *Watch) resume(ctx context.Context, cause error) error {
 	o := w.o
 	o.Retained = false // the retained state was delivered already
-	o.FromOffset = felix.Some(w.next)
+	o.FromOffset = felix.Some(w.pos.next)
 	return w.open(ctx, o, cause)
 }
 

@@ -434,7 +434,7 @@ func Test_redirect_is_not_reported_as_a_failure(t *testing.T) {
 		}
 		require.NoError(t, err)
 		p := fx.key("idem")
-		res, err := prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(p)}, nil)
+		res, err := prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(p)}, client.PublishOptions{})
 		require.NoError(t, err, "not_leader never reaches the application")
 		require.GreaterOrEqual(t, n2.count(0, client.NoticeRedirect), 1)
 		ev := fx.scNext(sub)
@@ -631,7 +631,7 @@ func Test_ack_carries_the_offset(t *testing.T) {
 		prod, err := bin.NewProducer(fx.ctx())
 		require.NoError(t, err)
 		idem := [][]byte{[]byte(fx.key("idem")), []byte(fx.key("idem"))}
-		r6, err := prod.PublishBatch(fx.ctx(), tp, idem, nil)
+		r6, err := prod.PublishBatch(fx.ctx(), tp, idem, client.PublishOptions{})
 		require.NoError(t, err)
 		require.True(t, r6.HasOffset, "always for idempotent batches")
 		require.Equal(t, r5.Offset+1, r6.Offset)
@@ -1139,7 +1139,7 @@ func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 		fx.Skip("the broker has no idempotent producers")
 	}
 	require.NoError(t, err)
-	_, err = prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(fx.key("warm"))}, nil)
+	_, err = prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(fx.key("warm"))}, client.PublishOptions{})
 	require.NoError(t, err)
 	r, _ := fx.scClient(fx.Addrs, nil)
 	sub := fx.scSubscribe(r, tp, client.SubscribeOptions{})
@@ -1154,7 +1154,7 @@ func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 	done := make(chan out, 1)
 	m := n.mark()
 	go func() {
-		res, err := prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(p)}, nil)
+		res, err := prod.PublishBatch(fx.ctx(), tp, [][]byte{[]byte(p)}, client.PublishOptions{})
 		done <- out{res, err}
 	}()
 	for stalled() == held { // the request is held
@@ -1216,7 +1216,7 @@ func Test_retry_idempotent_producers_re_send_ambiguous_outcomes(t *testing.T) {
 		require.Equal(t, la.written, la.res.Offset, "the same sequence: answered as the batch already written")
 		// The sequence moved on only after the ack: the next batch is new.
 		next := fx.key("next")
-		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(next)}, nil)
+		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(next)}, client.PublishOptions{})
 		require.NoError(t, err)
 		require.Greater(t, res.Offset, la.written)
 		evs := fx.scRead(la.tp, la.written, int(res.Offset-la.written+1))
@@ -1234,11 +1234,11 @@ func Test_retry_idempotent_producers_re_send_ambiguous_outcomes(t *testing.T) {
 		_, err = owner.PublishIdempotent(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("intruder"))}, nil, la.prod.ID(), la.nextSeqs+1)
 		require.NoError(t, err)
 		m := la.notices.mark()
-		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("refused"))}, nil)
+		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("refused"))}, client.PublishOptions{})
 		var refused *conn.PublishRefusedError
 		require.ErrorAs(t, err, &refused, "publish_refused stops the producer")
 		scNoRetry(t, la.notices, m)
-		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("after"))}, nil)
+		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("after"))}, client.PublishOptions{})
 		require.ErrorIs(t, err, client.ErrProducerStopped)
 		fx.Pass(conformance.Evidence{"retries": la.retries, "written_at": la.written, "answered": la.res.Offset, "copies": copies,
 			"refused": refused.Reason})
@@ -1253,7 +1253,7 @@ func Test_ack_duplicate_reports_the_original_offset(t *testing.T) {
 		evs := fx.scRead(la.tp, la.written, 1)
 		require.Equal(t, la.payload, string(evs[0].Payload))
 		// Not appended again: the next record is the next batch's.
-		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("next"))}, nil)
+		res, err := la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("next"))}, client.PublishOptions{})
 		require.NoError(t, err)
 		require.Equal(t, la.written+1, res.Offset, "nothing was appended in between")
 		fx.Pass(conformance.Evidence{"written_at": la.written, "answered": la.res.Offset, "next": res.Offset})

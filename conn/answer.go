@@ -257,7 +257,7 @@ func (p *PendingAnswer) build(res PublishResult, err error) {
 		p.msg = refusedMessage(pr, p.rid)
 		return
 	}
-	be := BrokerErrorOf(err)
+	be := brokerAnswer(err)
 	if p.form == formBinary {
 		p.ack = felix.PublishAck{Status: felix.AckError, RequestID: p.rid, Message: be.Message, Code: be.Code,
 			HasOwner: be.HasOwner, Owner: be.Owner}
@@ -307,9 +307,11 @@ func (s *Stream) AnswerPublish(ctx context.Context, req Request, res PublishResu
 // *CursorError as invalid_request; anything else as code internal with the
 // error's text (retry outcome_unknown: a server that does not know whether
 // it applied a request must not let the client assume it did not). A nil
-// err returns nil.
+// err returns nil, and so does a context's cancellation or expiry
+// (context.Canceled, context.DeadlineExceeded): no broker answered it, and
+// none is made up.
 func BrokerErrorOf(err error) *BrokerError {
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
 	var (
@@ -343,6 +345,16 @@ func BrokerErrorOf(err error) *BrokerError {
 		return &BrokerError{Type: "error", Message: ce.Error(), Code: felix.CodeInvalidRequest}
 	}
 	return &BrokerError{Type: "error", Message: err.Error(), Code: felix.CodeInternal}
+}
+
+// brokerAnswer is the error frame a server half answers err with:
+// BrokerErrorOf's, and for a request abandoned because its context ended
+// (no broker decision to convey) code internal, retry outcome_unknown.
+func brokerAnswer(err error) *BrokerError {
+	if be := BrokerErrorOf(err); be != nil {
+		return be
+	}
+	return &BrokerError{Type: "error", Message: "request abandoned: " + err.Error(), Code: felix.CodeInternal}
 }
 
 // refusedMessage builds the publish_refused of pr for request rid.
@@ -389,7 +401,7 @@ func (s *Stream) WriteErr(ctx context.Context, err error) error {
 	case errors.As(err, &pr):
 		return s.WriteMessage(ctx, refusedMessage(pr, pr.RequestID))
 	}
-	return s.WriteError(ctx, BrokerErrorOf(err))
+	return s.WriteError(ctx, brokerAnswer(err))
 }
 
 // StartSubscription starts the subscription requested on the control
@@ -483,5 +495,5 @@ func (e *EventStream) terminal(err error) felix.Message {
 			return &felix.StreamDeleted{SubscriptionID: e.id}
 		}
 	}
-	return errorMessage(BrokerErrorOf(err))
+	return errorMessage(brokerAnswer(err))
 }

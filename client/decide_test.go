@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/stretchr/testify/require"
+)
+
+// The decision table over every error kind × safe to re-send: the action
+// the retry loop takes and the retry class RetryClassOf reports.
+func TestDecisionTable(t *testing.T) {
+	owner := felix.AckOwner{NodeID: "n2", Addr: "127.0.0.1:9", Generation: 4}
+	broker := func(code felix.ErrorCode, retry felix.RetryClass) *conn.BrokerError {
+		return &conn.BrokerError{Type: "error", Code: code, Retry: retry, Message: string(code)}
+	}
+	te := &conn.TransportError{Op: "read", Err: io.ErrUnexpectedEOF}
+	cases := []struct {
+		name         string
+		err          error
+		safe, unsafe action
+		class        felix.RetryClass
+		budget       int
+		hint         bool
+	}{
+		{"ambiguous", &AmbiguousError{Op: "publish", Err: te}, actAmbiguous, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
+		{"context canceled", context.Canceled, actReturn, actAmbiguous, felix.RetryFatal, 0, false},
+		{"deadline", fmt.Errorf("publish: %w", context.DeadlineExceeded), actReturn, actAmbiguous, felix.RetryFatal, 0, false},
+		{"dial unreachable", &notSent{context.DeadlineExceeded}, actFailover, actFailover, felix.RetryRetry, 0, false},
+		{"dial refused transport", &notSent{te}, actFailover, actFailover, felix.RetryRetry, 0, false},
+		{"dial missing port", &notSent{&net.AddrError{Err: "missing port in address", Addr: "localhost"}}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"dial unknown port", &notSent{&net.DNSError{Err: "unknown port", Name: "udp/fleix", IsNotFound: true}}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"dial untrusted certificate", &notSent{fmt.Errorf("CRYPTO_ERROR: %w", x509.UnknownAuthorityError{})}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"dial credentials refused", &notSent{&conn.BrokerError{Auth: true, Code: felix.CodeUnauthenticated}}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"auth retryable", &conn.BrokerError{Auth: true, Code: felix.CodeOverloaded}, actFailover, actFailover, felix.RetryAfter, 0, false},
+		{"not leader", &conn.NotLeaderError{NodeID: "n2", Addr: "127.0.0.1:9", Generation: 3}, actRedirect, actRedirect, felix.RetryRedirect, 0, true},
+		{"not leader refusal", &conn.PublishRefusedError{Reason: "not_leader"}, actRedirect, actRedirect, felix.RetryRedirect, 0, false},
+		{"sequence gap", &conn.PublishRefusedError{Reason: "sequence_gap"}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"broker redirect", &conn.BrokerError{Code: felix.CodeNotLeader, Retry: felix.RetryRedirect, HasOwner: true, Owner: owner}, actRedirect, actRedirect, felix.RetryRedirect, 0, true},
+		{"broker redirect no owner", broker(felix.CodeNotLeader, felix.RetryRedirect), actRedirect, actRedirect, felix.RetryRedirect, 0, false},
+		{"not found", broker(felix.CodeNotFound, 0), actRetry, actRetry, felix.RetryFatal, notFoundAttempts, false},
+		{"retry", broker(felix.CodeOverloaded, felix.RetryRetry), actRetry, actRetry, felix.RetryRetry, 0, false},
+		{"retry after", &conn.BrokerError{Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Second}, actRetry, actRetry, felix.RetryAfter, 0, false},
+		{"retry with owner", &conn.BrokerError{Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry, HasOwner: true, Owner: owner}, actRetry, actRetry, felix.RetryRetry, 0, true},
+		{"draining", broker(felix.CodeDraining, 0), actFailover, actFailover, felix.RetryRetry, 0, false},
+		{"outcome unknown", broker(felix.CodeInternal, felix.RetryOutcomeUnknown), actRetry, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
+		{"fatal", broker(felix.CodeForbidden, 0), actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"no code", &conn.BrokerError{Message: "old broker"}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"not advertised", fmt.Errorf("x: %w", conn.ErrNotAdvertised), actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"codec", &felix.Error{Class: felix.ErrInvalidValue}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"cursor", &conn.CursorError{Reason: "too_old"}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"transport", te, actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
+		{"protocol", fmt.Errorf("x: %w", conn.ErrProtocol), actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
+		{"closed under the call", ErrClosed, actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
+		{"eof", io.EOF, actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
+		{"unknown", errors.New("something else"), actReturn, actReturn, felix.RetryFatal, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, safe := range []bool{true, false} {
+				v := decide(tc.err, safe)
+				want := tc.unsafe
+				if safe {
+					want = tc.safe
+				}
+				require.Equal(t, want.String(), v.act.String(), "safe=%v", safe)
+				require.Equal(t, tc.budget, v.budget, "safe=%v", safe)
+				require.Equal(t, tc.hint, v.hint != nil, "safe=%v", safe)
+			}
+			require.Equal(t, tc.class.String(), RetryClassOf(tc.err).String(), "RetryClassOf reads the table")
+		})
+	}
+	v := decide(&conn.BrokerError{Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: 1500 * time.Millisecond}, true)
+	require.Equal(t, 1500*time.Millisecond, v.retryAfter, "retry_after reaches the wait")
+	v = decide(&conn.NotLeaderError{NodeID: "n2", Addr: "a:1", Generation: 3}, true)
+	require.Equal(t, ownerHint{nodeID: "n2", addr: "a:1", gen: 3}, *v.hint)
+	require.Zero(t, RetryClassOf(nil))
+}
