@@ -286,8 +286,10 @@ func permanent(err error) bool {
 		be  *conn.BrokerError
 	)
 	switch {
-	case errors.Is(err, conn.ErrBadAddress), errors.Is(err, conn.ErrCertUntrusted), errors.Is(err, conn.ErrAuthRejected):
-		// conn's own judgement of a failed dial (a *conn.DialError).
+	case errors.Is(err, conn.ErrBadAddress), errors.Is(err, conn.ErrCertUntrusted):
+		// conn's own judgement of a failed dial (a *conn.DialError); a
+		// refused auth is judged by its BrokerError below (throttling is
+		// retryable).
 		return true
 	case errors.As(err, &ae):
 		return true
