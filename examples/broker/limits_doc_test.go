@@ -68,6 +68,7 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultKeepAlive", dur(conn.DefaultKeepAlive)},
 		{"DefaultMaxEventStreams", count(conn.DefaultMaxEventStreams)},
 		{"DefaultPipelineDepth", count(conn.DefaultPipelineDepth)},
+		{"MaxEchoedNameBytes", size(server.MaxEchoedNameBytes)},
 		{"DefaultMaxSubscriptionsPerConn", count(server.DefaultMaxSubscriptionsPerConn)},
 		{"DefaultEventWriteTimeout", dur(server.DefaultEventWriteTimeout)},
 		{"DefaultDrainTimeout", dur(server.DefaultDrainTimeout)},
