@@ -152,11 +152,24 @@ type ServerConfig struct {
 	// enforces it: a client cannot open more (its stream limit error).
 	// Ignored for a kind whose limit QUIC sets explicitly.
 	MaxStreams int64
-	// MaxConnections caps the connections of the listener, handshaking
-	// ones included (0: DefaultMaxConnections, 8192; negative: no cap).
-	// A connection beyond it is refused during the QUIC handshake with the
-	// transport error CONNECTION_REFUSED (docs/transport.md §1), not queued.
+	// MaxConnections caps the established connections of the listener,
+	// charged when their QUIC handshake completes (0:
+	// DefaultMaxConnections, 8192; negative: no cap). A connection arriving
+	// while the cap is reached is refused during the QUIC handshake with
+	// the transport error CONNECTION_REFUSED (docs/transport.md §1), not
+	// queued; one whose handshake completes when the cap was reached
+	// meanwhile is closed with CloseShuttingDown.
 	MaxConnections int
+	// MaxHandshakes caps the handshakes in progress (0:
+	// DefaultMaxHandshakes; negative: no cap): a new connection beyond it
+	// is refused with CONNECTION_REFUSED. Handshakes never take the places
+	// of connections (MaxConnections); see server_handshake.go.
+	MaxHandshakes int
+	// RetryHandshakes is how many handshakes may be in progress before a
+	// new one must first validate its source address with a QUIC Retry (0:
+	// DefaultRetryHandshakes; negative: never). An address that already
+	// has MaxHandshakesPerAddr in progress is asked for one too.
+	RetryHandshakes int
 	// MaxConnInFlightBytes bounds the bytes one client may have sent on a
 	// connection that the server has not read yet (the QUIC connection
 	// receive window; 0: DefaultMaxConnInFlightBytes, 16 MiB). Until a

@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 
@@ -14,6 +13,9 @@ import (
 //
 //	limit                            default       refusal
 //	connections per listener         8192          QUIC CONNECTION_REFUSED during the handshake
+//	handshakes in progress           1024          QUIC CONNECTION_REFUSED (server_handshake.go)
+//	  from one verified address      8             QUIC CONNECTION_REFUSED
+//	  before a Retry is asked for    64            QUIC Retry (source address validation)
 //	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
 //	unauthenticated streams          256           stream reset at once, code ResetPreAuthBudget
 //	unauthenticated streams read     16 at a time  others wait in a bounded queue
@@ -48,7 +50,7 @@ const (
 	// (max_client_connections, docs/transport.md §6).
 	DefaultMaxConnections = 8192
 	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams.
-	DefaultMaxUnauthStreams = 256
+	DefaultMaxUnauthStreams = 64
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
 	// (docs/transport.md §6: per-connection in-flight publish bytes).
 	DefaultMaxConnInFlightBytes = 16 << 20
@@ -74,11 +76,20 @@ var errTooManyConnections = errors.New("conn: max_client_connections reached")
 
 // ListenerStats counts what a Listener refused, for an operator.
 type ListenerStats struct {
-	// Connections is the number of live connections (handshaking ones
-	// included), the figure MaxConnections caps.
+	// Connections is the number of established connections (their
+	// handshake completed), the figure MaxConnections caps.
 	Connections int64
+	// Handshakes is the number of handshakes in progress, the figure
+	// MaxHandshakes caps.
+	Handshakes int64
 	// RefusedConnections counts connections refused at MaxConnections.
 	RefusedConnections uint64
+	// RefusedHandshakes counts handshakes refused at MaxHandshakes or
+	// MaxHandshakesPerAddr.
+	RefusedHandshakes uint64
+	// Retries counts Initial packets answered with a Retry (source
+	// address validation) instead of a handshake.
+	Retries uint64
 	// RefusedStreams counts streams reset beyond MaxUnauthStreams.
 	RefusedStreams uint64
 	// ExpiredStreams counts streams reset for not authenticating in time.
@@ -88,8 +99,9 @@ type ListenerStats struct {
 }
 
 type listenerCounters struct {
-	live                                         atomic.Int64
+	live                                         atomic.Int64 // established connections
 	refusedConns, refusedStreams, expiredStreams atomic.Uint64
+	refusedHandshakes, retries                   atomic.Uint64
 	oversize                                     atomic.Uint64
 }
 
@@ -97,7 +109,10 @@ type listenerCounters struct {
 func (l *Listener) Stats() ListenerStats {
 	return ListenerStats{
 		Connections:        l.st.live.Load(),
+		Handshakes:         l.adm.handshaking.Load(),
 		RefusedConnections: l.st.refusedConns.Load(),
+		RefusedHandshakes:  l.st.refusedHandshakes.Load(),
+		Retries:            l.st.retries.Load(),
 		RefusedStreams:     l.st.refusedStreams.Load(),
 		ExpiredStreams:     l.st.expiredStreams.Load(),
 		OversizeFrames:     l.st.oversize.Load(),
@@ -114,6 +129,12 @@ func (c *ServerConfig) applyLimits() {
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxHandshakes == 0 {
+		c.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if c.RetryHandshakes == 0 {
+		c.RetryHandshakes = DefaultRetryHandshakes
 	}
 	if c.MaxConnInFlightBytes == 0 {
 		c.MaxConnInFlightBytes = DefaultMaxConnInFlightBytes
@@ -136,6 +157,9 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 	}
 	if c.QUIC == nil || c.QUIC.MaxIncomingUniStreams == 0 {
 		q.MaxIncomingUniStreams = c.MaxStreams
+	}
+	if c.QUIC == nil || c.QUIC.HandshakeIdleTimeout == 0 {
+		q.HandshakeIdleTimeout = DefaultHandshakeIdleTimeout
 	}
 	win := c.MaxConnInFlightBytes
 	if !userSet(func(q *quic.Config) uint64 { return q.InitialStreamReceiveWindow }) {
@@ -162,20 +186,6 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 func (l *Listener) windowMayGrow(qc *quic.Conn) bool {
 	v, ok := l.byQUIC.Load(qc)
 	return ok && v.(*ServerConn).authed.Load()
-}
-
-// connContext is the transport's ConnContext: it counts live connections
-// (from the first packet to the close) and refuses one beyond
-// MaxConnections, which quic-go answers with CONNECTION_REFUSED.
-func (l *Listener) connContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if n := l.st.live.Add(1); l.cfg.MaxConnections > 0 && n > int64(l.cfg.MaxConnections) {
-		l.st.live.Add(-1)
-		l.st.refusedConns.Add(1)
-		l.log.Debug("connection refused", "reason", "max_client_connections", "limit", l.cfg.MaxConnections)
-		return nil, errTooManyConnections
-	}
-	context.AfterFunc(ctx, func() { l.st.live.Add(-1) })
-	return ctx, nil
 }
 
 // resetStream refuses a client stream that was never read.
