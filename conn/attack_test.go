@@ -44,6 +44,9 @@ func attack(addr string) error {
 	n, _ := strconv.Atoi(os.Getenv("FELIX_CONN_ATTACK_CONNS"))
 	streams, _ := strconv.Atoi(os.Getenv("FELIX_CONN_ATTACK_STREAMS"))
 	ctx := context.Background()
+	if os.Getenv("FELIX_CONN_ATTACK_HALFOPEN") != "" {
+		return halfOpenAttack(ctx, addr, n)
+	}
 	payload := append(felix.AppendHeader(nil, felix.Header{Length: 60 << 10}), make([]byte, 188)...)
 	var conns []*quic.Conn
 	for range n {
@@ -94,6 +97,25 @@ func attack(addr string) error {
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	for _, qc := range conns {
 		qc.CloseWithError(0, "")
+	}
+	return nil
+}
+
+// halfOpenAttack holds n handshakes that never complete (from 127.0.0.2,
+// not following Retries) until stdin closes.
+func halfOpenAttack(ctx context.Context, addr string, n int) error {
+	var stops []func()
+	for range n {
+		stop, err := halfOpen(ctx, addr, "127.0.0.2", false)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, stop)
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	for _, stop := range stops {
+		stop()
 	}
 	return nil
 }
@@ -230,4 +252,46 @@ func TestServerLimitsMemoryAuthenticatedIdleStreams(t *testing.T) {
 	per := (int64(during) - int64(before)) / conns
 	t.Logf("server heap+stacks: %d KiB per connection with %d idle authenticated streams", per>>10, DefaultMaxStreams)
 	require.LessOrEqual(t, per, int64(12<<20), "about 8 KiB per idle authenticated stream")
+}
+
+// TestServerLimitsMemoryHalfOpenHandshakes holds handshakes that never
+// complete from another process (no Retry asked, handshakes that do not
+// expire during the test: the worst case) while a legitimate client is
+// served, and asserts the server's memory per half-open handshake.
+func TestServerLimitsMemoryHalfOpenHandshakes(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.RetryHandshakes = -1
+		c.QUIC = &quic.Config{HandshakeIdleTimeout: time.Minute}
+	}})
+	ctx := testCtx(t)
+	legit := b.dial(t, nil)
+	_, err := legit.Publish(ctx, topic, []byte("warm"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	before := heapNow()
+	const n = 256
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(n),
+		"FELIX_CONN_ATTACK_HALFOPEN=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	defer func() { stdin.Close(); cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "ready\n", line)
+	waitFor(t, func() bool { return b.ln.Stats().Handshakes == n })
+	c2 := b.dial(t, nil)
+	_, err = c2.Publish(ctx, topic, []byte("new conn"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	during := heapNow()
+	per := (int64(during) - int64(before)) / n
+	t.Logf("server heap+stacks: %d KiB per half-open handshake (%d MiB at MaxHandshakes %d); stats %+v",
+		per>>10, per*DefaultMaxHandshakes>>20, DefaultMaxHandshakes, b.ln.Stats())
+	require.LessOrEqual(t, per, int64(96<<10), "memory per half-open handshake (≤ 96 MiB at MaxHandshakes)")
+	require.EqualValues(t, 2, b.ln.Stats().Connections)
 }

@@ -86,6 +86,40 @@ func TestUnauthStreamBudget(t *testing.T) {
 	require.IsType(t, &felix.AuthOK{}, msg)
 }
 
+// A connection that opens twice its unauthenticated budget without one
+// stream authenticating is closed (CloseAuthTimeout): the streams QUIC
+// still tracks for it are released, while another client's connection
+// goes on.
+func TestUnauthStreamFloodClosesConnection(t *testing.T) {
+	leakCheck(t)
+	const budget = 8
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour,
+		server: func(c *ServerConfig) { c.MaxUnauthStreams = budget }})
+	legit := b.dial(t, nil)
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	var last *quic.Stream
+	for range 2*budget + 1 {
+		last, err = qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+	}
+	_, err = last.Write([]byte("F")) // opens all at the server: budget+1 refused
+	require.NoError(t, err)
+	select {
+	case <-qc.Context().Done():
+	case <-testCtx(t).Done():
+		require.Fail(t, "the flooding connection was not closed")
+	}
+	var ae *quic.ApplicationError
+	require.ErrorAs(t, context.Cause(qc.Context()), &ae)
+	require.Equal(t, CloseAuthTimeout, ae.ErrorCode)
+	require.True(t, ae.Remote)
+	require.EqualValues(t, budget+1, b.ln.Stats().RefusedStreams)
+	waitFor(t, func() bool { return b.ln.Stats().Connections == 1 })
+	_, err = legit.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}
+
 // Streams that send nothing, or only part of a header (slowloris), do not
 // starve a stream that sent its auth: with 16 read slots taken by
 // half-headers and 47 idle streams queued before it, the auth on the 64th
@@ -115,6 +149,64 @@ func TestIdleStreamsDoNotStarve(t *testing.T) {
 	require.NoError(t, err)
 	require.IsType(t, &felix.AuthOK{}, m)
 	require.Zero(t, b.ln.Stats().RefusedStreams)
+}
+
+// The auth frames being read on one connection hold at most
+// DefaultPreAuthConnWindow together: with four 64 KiB auth frames stalled
+// mid-payload, a fifth stream's complete auth waits for room (until the
+// stalled ones expire) instead of growing the server's buffers, while an
+// authenticated stream of the connection, and another connection, go on.
+func TestAuthFrameBytesBoundedPerConnection(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 2 * time.Second})
+	other := b.dial(t, nil)
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	good := openRaw(t, qc)
+	good.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, good.recv())
+	const held = DefaultPreAuthConnWindow / felix.PreAuthMaxFrameBytes // 4
+	var stalled []*quic.Stream
+	for range held {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		_, err = s.Write(append(felix.AppendHeader(nil, felix.Header{Length: felix.PreAuthMaxFrameBytes}), make([]byte, 100)...))
+		require.NoError(t, err)
+		stalled = append(stalled, s)
+	}
+	waitFor(t, func() bool { return b.ln.Stats().ExpiredStreams == 0 && connPreAuthHeld(b) == DefaultPreAuthConnWindow })
+	late, err := qc.OpenStreamSync(testCtx(t))
+	require.NoError(t, err)
+	_, err = late.Write(authFrame(t)) // complete, but no room left
+	require.NoError(t, err)
+	// Answered only once a stalled frame expired and gave its room back
+	// (the late stream's own deadline is later than theirs).
+	f, err := felix.NewReader(late).ReadFrame()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, b.ln.Stats().ExpiredStreams, uint64(1), "answered before a stalled stream gave room back")
+	m, err := felix.DecodeMessage(f.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.AuthOK{}, m)
+	for i, s := range stalled {
+		require.Equal(t, ResetAuthTimeout, streamReset(t, s), "stream %d", i)
+	}
+	good.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("a"), RequestID: felix.Some[uint64](1), Ack: felix.Some(felix.AckPerMessage)})
+	require.IsType(t, &felix.PublishOK{}, good.recv())
+	_, err = other.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}
+
+// connPreAuthHeld returns the auth frame bytes held by b's connection
+// that has some (0 when none has).
+func connPreAuthHeld(b *testBroker) int64 {
+	b.ln.mu.Lock()
+	defer b.ln.mu.Unlock()
+	for sc := range b.ln.conns {
+		if n := sc.preBudget.inUse(); n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // Every unauthenticated stream has its own deadline, which keeps running
