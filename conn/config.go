@@ -36,6 +36,9 @@ const (
 	// CloseAuthTimeout, and how long each client stream may stay
 	// unauthenticated before the server resets it (ResetAuthTimeout).
 	DefaultAuthTimeout = 10 * time.Second
+	// DefaultAnswerWriteTimeout is ServerConfig.AnswerWriteTimeout, the
+	// same bound as the reference broker's event writes.
+	DefaultAnswerWriteTimeout = 30 * time.Second
 	// DefaultPreAuthStreams is how many unauthenticated streams per
 	// connection the server reads at once (docs/transport.md §6: 16).
 	DefaultPreAuthStreams = 16
@@ -170,6 +173,15 @@ type ServerConfig struct {
 	// DefaultRetryHandshakes; negative: never). An address that already
 	// has MaxHandshakesPerAddr in progress is asked for one too.
 	RetryHandshakes int
+	// AnswerWriteTimeout bounds each answer written on a client stream,
+	// waiting for room in the connection's answer budget included (0:
+	// DefaultAnswerWriteTimeout; negative: none). A write still blocked
+	// when it expires fails with ErrAnswerTimeout and resets the stream.
+	// The bytes of the answers being written count against a budget of
+	// MaxConnInFlightBytes per connection: a stream whose answer does not
+	// fit waits (it reads no further request meanwhile), holding no
+	// encoded copy of its answer.
+	AnswerWriteTimeout time.Duration
 	// MaxConnInFlightBytes bounds the bytes one client may have sent on a
 	// connection that the server has not read yet (the QUIC connection
 	// receive window; 0: DefaultMaxConnInFlightBytes, 16 MiB). Until a

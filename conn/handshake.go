@@ -205,6 +205,10 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 			st.Abort()
 			return hsFailed
 		}
+		// From now on its answers count against the connection's answer
+		// budget and bound (the auth answers above are bounded by the
+		// stream's deadline and never wait for room).
+		st.w.ab = &c.answers
 	}
 	st.auth = a
 	st.identity = ident

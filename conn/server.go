@@ -189,12 +189,15 @@ type ServerConn struct {
 	pre       preAuth     // unauthenticated streams (server_preauth.go)
 	budget    *byteBudget // request bytes held (server_budget.go)
 	preBudget *byteBudget // auth frame bytes being read (handshake.go)
+	answers   answerBound // answer bytes being written (framing.go)
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
 		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)),
 		preBudget: newByteBudget(DefaultPreAuthConnWindow)}
+	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), timeout: l.cfg.AnswerWriteTimeout,
+		timeouts: &l.st.answerTimeouts}
 	l.byQUIC.Store(qc, sc)
 	return sc
 }

@@ -24,6 +24,8 @@ import (
 //	frame before auth                64 KiB        error "auth frame too large", stream ended
 //	frame after auth                 16 MiB        error limit_exceeded, stream ended
 //	request bytes held per conn      16 MiB        the stream waits before reading the payload
+//	answer bytes being written       16 MiB        the answer waits (holding no copy), within:
+//	one answer write                 30 s          ErrAnswerTimeout, stream reset
 //	unread bytes per connection      16 MiB        QUIC flow control (the client waits)
 //	unread bytes before auth         256 KiB       QUIC flow control (the window does not grow)
 //
@@ -96,12 +98,14 @@ type ListenerStats struct {
 	ExpiredStreams uint64
 	// OversizeFrames counts frames refused for exceeding a frame limit.
 	OversizeFrames uint64
+	// AnswerTimeouts counts answers not taken within AnswerWriteTimeout.
+	AnswerTimeouts uint64
 }
 
 type listenerCounters struct {
 	live                                         atomic.Int64 // established connections
 	refusedConns, refusedStreams, expiredStreams atomic.Uint64
-	refusedHandshakes, retries                   atomic.Uint64
+	refusedHandshakes, retries, answerTimeouts   atomic.Uint64
 	oversize                                     atomic.Uint64
 }
 
@@ -116,6 +120,7 @@ func (l *Listener) Stats() ListenerStats {
 		RefusedStreams:     l.st.refusedStreams.Load(),
 		ExpiredStreams:     l.st.expiredStreams.Load(),
 		OversizeFrames:     l.st.oversize.Load(),
+		AnswerTimeouts:     l.st.answerTimeouts.Load(),
 	}
 }
 
@@ -135,6 +140,9 @@ func (c *ServerConfig) applyLimits() {
 	}
 	if c.RetryHandshakes == 0 {
 		c.RetryHandshakes = DefaultRetryHandshakes
+	}
+	if c.AnswerWriteTimeout == 0 {
+		c.AnswerWriteTimeout = DefaultAnswerWriteTimeout
 	}
 	if c.MaxConnInFlightBytes == 0 {
 		c.MaxConnInFlightBytes = DefaultMaxConnInFlightBytes

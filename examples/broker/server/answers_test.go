@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+)
+
+// Answers nobody reads (issue 22, finding 5, at small scale): 32 streams
+// ask for a 1 MiB cache value and never read, over a connection whose
+// receive windows are small. Only the connection's answer budget (here
+// 4 MiB) of answers is held, the waiting ones hold no copy, and every
+// stream is reset within the answer write bound; a legitimate client is
+// served throughout.
+func TestUnreadAnswersBounded(t *testing.T) {
+	const (
+		streams = 32
+		value   = 1 << 20
+		budget  = 4 << 20
+		bound   = 2 * time.Second
+	)
+	cfg := durableCfg()
+	cfg.ConnLimits = func(c *conn.ServerConfig) { c.MaxConnInFlightBytes, c.AnswerWriteTimeout = budget, bound }
+	srv := startBroker(t, cfg)
+	good := dial(t, srv, nil)
+	ctx := ctxT(t)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "big"}
+	require.NoError(t, good.CachePut(ctx, ref, "v", make([]byte, value), 0))
+	checkServing(t, good)
+
+	qc, err := quic.DialAddr(ctx, srv.Addr().String(), &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
+		&quic.Config{MaxIdleTimeout: 10 * time.Second, InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10,
+			InitialConnectionReceiveWindow: 1 << 20, MaxConnectionReceiveWindow: 1 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = qc.CloseWithError(0, "") })
+	r := &raw{qc: qc}
+	before := heapAfterGC()
+	reqs := srv.Stats().Requests
+	var ss []*rawStream
+	for range streams {
+		s := r.stream(t, rawFlags, felix.FeatureErrorCodes)
+		s.send(&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some(nextID())})
+		ss = append(ss, s)
+	}
+	waitFor(t, func() bool { return srv.Stats().Requests >= reqs+streams }, "every cache_get read")
+	during := heapAfterGC()
+	grown := int64(during) - int64(before)
+	t.Logf("heap grew %d KiB with %d unread 1 MiB answers (budget %d MiB); conn stats %+v", grown>>10, streams, budget>>20, srv.ConnStats())
+	// Unbounded, every stream holds its encoded answer (≈ 1.4 MiB each,
+	// 45 MiB in all).
+	require.Less(t, grown, int64(budget+8<<20), "answers held beyond the connection's budget")
+	checkServing(t, good)
+
+	// Every stream is reset once its answer outlasts the bound (the
+	// answers being written are cut, the waiting ones give up): the
+	// client, which still reads nothing, finds them reset.
+	waitFor(t, func() bool { return srv.ConnStats().AnswerTimeouts >= streams }, "every unread answer timed out")
+	for i, s := range ss {
+		buf := make([]byte, 64<<10)
+		for {
+			_, err := s.s.Read(buf) // what was delivered before the reset, then the reset
+			if err != nil {
+				var se *quic.StreamError
+				require.ErrorAs(t, err, &se, "stream %d", i)
+				break
+			}
+		}
+	}
+	require.EqualValues(t, streams, srv.ConnStats().AnswerTimeouts)
+	require.NoError(t, qc.Context().Err(), "the connection itself lives on")
+	checkServing(t, good)
+}
