@@ -12,12 +12,14 @@ import (
 // fields with these defaults.
 //
 //	limit                            default       refusal
-//	connections per listener         8192          QUIC CONNECTION_REFUSED during the handshake
+//	established connections          8192          QUIC CONNECTION_REFUSED during the handshake
 //	handshakes in progress           1024          QUIC CONNECTION_REFUSED (server_handshake.go)
 //	  from one verified address      8             QUIC CONNECTION_REFUSED
 //	  before a Retry is asked for    64            QUIC Retry (source address validation)
 //	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
-//	unauthenticated streams          256           stream reset at once, code ResetPreAuthBudget
+//	unauthenticated streams          64            stream reset at once, code ResetPreAuthBudget;
+//	  as many again refused          -             connection closed, CloseAuthTimeout
+//	auth frame bytes being read      256 KiB       the next auth frame waits
 //	unauthenticated streams read     16 at a time  others wait in a bounded queue
 //	time to authenticate a stream    10 s          stream reset, code ResetAuthTimeout
 //	time to authenticate a conn      10 s          connection closed, CloseAuthTimeout
@@ -30,20 +32,22 @@ import (
 //	unread bytes before auth         256 KiB       QUIC flow control (the window does not grow)
 //
 // Memory of a connection that never authenticates: at most
-// DefaultPreAuthConnWindow of unread data in QUIC, 16 auth frames being
-// read whose buffers grow with the bytes received (at most 64 KiB each),
-// a queue of at most 256 waiting streams, QUIC's state for at most
-// 2 × 1024 streams, and about 20 goroutines. Measured by
-// TestServerLimitsMemoryUnderStreamFlood (8 connections from another
-// process opening every stream of both kinds, slowloris headers, 200
-// unread bytes per stream): about 1 MiB of heap and stacks per connection,
-// which the test asserts to stay under 2 MiB. A peer that also ignores
-// STOP_SENDING keeps its refused streams in QUIC until it closes; that is
-// bounded by the stream limits, not by this package.
+// DefaultPreAuthConnWindow of unread data in QUIC, auth frames being read
+// of at most DefaultPreAuthConnWindow together, a queue of at most 64
+// waiting streams, QUIC's state for at most 2 × 64 + 1 streams (one more
+// refused stream closes the connection), and about 23 goroutines.
+// Measured by TestServerLimitsMemoryUnderStreamFlood (8 connections from
+// another process opening as many streams of both kinds as they may
+// without being closed, slowloris headers, 200 unread bytes per stream):
+// about 370 KiB of heap and stacks per connection (≈ 2.9 GiB at
+// DefaultMaxConnections), which the test asserts to stay under 512 KiB. A
+// handshake that never completes costs about 63 KiB
+// (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
+// DefaultMaxHandshakes).
 //
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
-// and the request bytes and unread bytes above. Idle authenticated streams
+// and the request, answer and unread bytes above. Idle authenticated streams
 // cost what the embedding spends on them: with one goroutine per stream
 // blocked in ReadRequest, TestServerLimitsMemoryAuthenticatedIdleStreams
 // measures about 7.7 MiB for 1024 idle bidi streams (asserted ≤ 12 MiB).
