@@ -160,7 +160,7 @@ func (fw *frameWriter) writeEncoded(ctx context.Context, frame []byte) error {
 	if fw.ab == nil {
 		return fw.put(ctx, frame)
 	}
-	n, err := fw.ab.hold(ctx, len(frame))
+	n, err := fw.holdAnswer(ctx, len(frame))
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (fw *frameWriter) encode(ctx context.Context, enc func(dst []byte) ([]byte,
 	if !ok {
 		size := len(b)
 		b, fw.buf = nil, nil
-		if n, err = fw.ab.hold(ctx, size); err != nil {
+		if n, err = fw.holdAnswer(ctx, size); err != nil {
 			return err
 		}
 		if b, err = enc(nil); err != nil {
@@ -244,6 +244,17 @@ func (ab *answerBound) hold(ctx context.Context, n int) (int64, error) {
 	if err != nil && context.Cause(ctx) == ErrAnswerTimeout {
 		ab.timeouts.Add(1)
 		return 0, fmt.Errorf("%w: waited %v for room in the connection's answer budget", ErrAnswerTimeout, ab.timeout)
+	}
+	return got, err
+}
+
+// holdAnswer is ab.hold; an answer that found no room within the bound
+// resets the stream, as one cut during its write does (its client is not
+// reading).
+func (fw *frameWriter) holdAnswer(ctx context.Context, n int) (int64, error) {
+	got, err := fw.ab.hold(ctx, n)
+	if errors.Is(err, ErrAnswerTimeout) {
+		fw.abort()
 	}
 	return got, err
 }

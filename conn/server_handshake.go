@@ -112,13 +112,13 @@ func (l *Listener) verifySourceAddress(a net.Addr) bool {
 // it ends.
 func (l *Listener) connContext(ctx context.Context, ci *quic.ClientInfo) (context.Context, error) {
 	if max := l.cfg.MaxConnections; max > 0 && l.st.live.Load() >= int64(max) {
-		return nil, l.refuse(&l.st.refusedConns, errTooManyConnections, "max_client_connections", max)
+		return nil, l.refuseConn(&l.st.refusedConns, errTooManyConnections, "max_client_connections", max)
 	}
 	s := &connSlot{ip: addrIP(ci.RemoteAddr), verified: ci.AddrVerified}
 	if max := l.cfg.MaxHandshakes; max > 0 {
 		if n := l.adm.handshaking.Add(1); n > int64(max) {
 			l.adm.handshaking.Add(-1)
-			return nil, l.refuse(&l.st.refusedHandshakes, errTooManyHandshakes, "max_handshakes", max)
+			return nil, l.refuseConn(&l.st.refusedHandshakes, errTooManyHandshakes, "max_handshakes", max)
 		}
 	} else {
 		l.adm.handshaking.Add(1)
@@ -131,7 +131,7 @@ func (l *Listener) connContext(ctx context.Context, ci *quic.ClientInfo) (contex
 	if s.verified && h.verified >= MaxHandshakesPerAddr {
 		l.adm.mu.Unlock()
 		l.adm.handshaking.Add(-1)
-		return nil, l.refuse(&l.st.refusedHandshakes, errAddrHandshakes, "max_handshakes_per_addr", MaxHandshakesPerAddr)
+		return nil, l.refuseConn(&l.st.refusedHandshakes, errAddrHandshakes, "max_handshakes_per_addr", MaxHandshakesPerAddr)
 	}
 	if l.adm.byAddr == nil {
 		l.adm.byAddr = make(map[netip.Addr]*addrHandshakes)
@@ -147,7 +147,9 @@ func (l *Listener) connContext(ctx context.Context, ci *quic.ClientInfo) (contex
 	return context.WithValue(ctx, slotKey{}, s), nil
 }
 
-func (l *Listener) refuse(n *atomic.Uint64, err error, reason string, limit int) error {
+// refuseConn counts and logs a refused connection and returns the cause
+// quic-go logs.
+func (l *Listener) refuseConn(n *atomic.Uint64, err error, reason string, limit int) error {
 	n.Add(1)
 	l.log.Debug("connection refused", "reason", reason, "limit", limit)
 	return err

@@ -496,3 +496,56 @@ func TestQueuedStreamsExpire(t *testing.T) {
 	}
 	require.EqualValues(t, 2, calls.Load(), "the slot was busy all along: the queue expired on its own")
 }
+
+// Answers nobody reads: the answers being written on a connection hold at
+// most its answer budget (the others wait, holding no encoded copy), and
+// every answer write ends within AnswerWriteTimeout with the stream reset,
+// while another connection is served.
+func TestAnswerBudgetAndWriteBound(t *testing.T) {
+	leakCheck(t)
+	const budget, value, streams = 2 << 20, 1 << 20, 8
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.MaxConnInFlightBytes, c.AnswerWriteTimeout = budget, time.Second
+	}})
+	other := b.dial(t, nil)
+	ref := CacheRef{TenantID: "t1", Namespace: "ns", Cache: "big"}
+	require.NoError(t, other.CachePut(testCtx(t), ref, "v", make([]byte, value), 0))
+	qc, err := rawConn(t, b, nil) // default client windows (512 KiB per stream): a 1.4 MiB answer blocks
+	require.NoError(t, err)
+	var ss []*rawStream
+	for range streams {
+		rs := openRaw(t, qc)
+		rs.s.Write(authFrame(t))
+		require.IsType(t, &felix.AuthOK{}, rs.recv())
+		rs.send(&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some[uint64](1)})
+		ss = append(ss, rs)
+	}
+	var sc *ServerConn
+	waitFor(t, func() bool {
+		b.ln.mu.Lock()
+		defer b.ln.mu.Unlock()
+		for c := range b.ln.conns {
+			if c.answers.budget.waiting() == streams-1 {
+				sc = c
+			}
+		}
+		return sc != nil
+	}, "one answer written, the others waiting for room")
+	require.LessOrEqual(t, sc.answers.budget.inUse(), int64(budget))
+	// Each is cut or gives up after the bound: the client, which still
+	// reads nothing, then finds its streams reset.
+	waitFor(t, func() bool { return b.ln.Stats().AnswerTimeouts >= streams })
+	for i, rs := range ss {
+		for {
+			if _, err := rs.s.Read(make([]byte, 64<<10)); err != nil {
+				var se *quic.StreamError
+				require.ErrorAs(t, err, &se, "stream %d", i)
+				break
+			}
+		}
+	}
+	require.EqualValues(t, streams, b.ln.Stats().AnswerTimeouts)
+	require.Zero(t, sc.answers.budget.inUse(), "every answer's bytes returned")
+	_, err = other.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}

@@ -120,11 +120,15 @@ func TestCloseCodesDoNotGrowSeries(t *testing.T) {
 	col := metrics.New("")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)
-	closed := make(chan struct{}, 256)
+	opened, closed := make(chan struct{}, 256), make(chan struct{}, 256)
 	hooks := *col.Hooks()
-	inner := hooks.ConnClosed
+	innerOpened, innerClosed := hooks.ConnOpened, hooks.ConnClosed
+	hooks.ConnOpened = func(e conn.ConnInfo) {
+		innerOpened(e)
+		opened <- struct{}{}
+	}
 	hooks.ConnClosed = func(e conn.ConnInfo) {
-		inner(e)
+		innerClosed(e)
 		closed <- struct{}{}
 	}
 	srv := startBroker(t, &hooks)
@@ -133,6 +137,7 @@ func TestCloseCodesDoNotGrowSeries(t *testing.T) {
 	for code := range quic.ApplicationErrorCode(n) {
 		qc, err := quic.DialAddr(ctx, srv.Addr().String(), &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost", NextProtos: []string{"felix/1"}}, nil)
 		require.NoError(t, err)
+		<-opened // accepted by the broker (a close racing the handshake's end would never be)
 		require.NoError(t, qc.CloseWithError(code+2, "chosen by the peer")) // 2.. are not protocol codes
 		<-closed
 	}
@@ -141,6 +146,7 @@ func TestCloseCodesDoNotGrowSeries(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Publish(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
+	<-opened
 	require.NoError(t, c.Close())
 	<-closed
 
