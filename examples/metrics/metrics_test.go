@@ -137,8 +137,10 @@ func TestCloseCodesDoNotGrowSeries(t *testing.T) {
 	for code := range quic.ApplicationErrorCode(n) {
 		qc, err := quic.DialAddr(ctx, srv.Addr().String(), &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost", NextProtos: []string{"felix/1"}}, nil)
 		require.NoError(t, err)
-		<-opened                                                            // accepted by the broker (a close racing the handshake's end would never be)
-		require.NoError(t, qc.CloseWithError(code+2, "chosen by the peer")) // 2.. are not protocol codes
+		// Accepted by the broker first (a close racing the handshake's
+		// end would never be); 2.. are not protocol codes.
+		<-opened
+		require.NoError(t, qc.CloseWithError(code+2, "chosen by the peer"))
 		<-closed
 	}
 	// A legitimate client is still served and its own close (code 0) keeps its name.
