@@ -143,6 +143,26 @@ func authFlood(ctx context.Context, qc *quic.Conn, streams int) error {
 	return nil
 }
 
+// startAttacker runs this test binary as an attacker process (TestMain)
+// against addr with the FELIX_CONN_ATTACK_* settings env, waits until it
+// is ready, and stops it when the test ends.
+func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+addr), env...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "ready\n", line)
+}
+
 func heapNow() uint64 {
 	var ms runtime.MemStats
 	runtime.GC()
@@ -171,20 +191,8 @@ func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
 	goBefore := runtime.NumGoroutine()
 
 	const conns = 8
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
 		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxUnauthStreams))
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	require.Equal(t, "ready\n", line)
 	// Every attacking connection opened twice its unauthenticated budget
 	// (the most it may without being closed) and had half refused.
 	waitFor(t, func() bool {
@@ -232,20 +240,8 @@ func TestServerLimitsMemoryAuthenticatedIdleStreams(t *testing.T) {
 	require.NoError(t, err)
 	before := heapNow()
 	const conns = 2
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
 		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxStreams), "FELIX_CONN_ATTACK_AUTH=1")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	require.Equal(t, "ready\n", line)
 	_, err = legit.Publish(ctx, topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	during := heapNow()
@@ -270,20 +266,8 @@ func TestServerLimitsMemoryHalfOpenHandshakes(t *testing.T) {
 	require.NoError(t, err)
 	before := heapNow()
 	const n = 256
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(n),
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(n),
 		"FELIX_CONN_ATTACK_HALFOPEN=1")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	require.Equal(t, "ready\n", line)
 	waitFor(t, func() bool { return b.ln.Stats().Handshakes == n })
 	c2 := b.dial(t, nil)
 	_, err = c2.Publish(ctx, topic, []byte("new conn"), PublishOptions{Ack: felix.AckPerBatch})

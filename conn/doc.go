@@ -120,8 +120,8 @@
 // limit_exceeded), 16 MiB of request bytes held per connection (further
 // reads wait), and 16 MiB of answers being written per connection, each
 // within 30 s (ErrAnswerTimeout, stream reset). A connection that never
-// authenticates costs about 370 KiB, a handshake never completed about
-// 63 KiB; Listener.Stats counts the refusals.
+// authenticates costs at most about 370 KiB, a handshake never completed
+// at most about 63 KiB (measured); Listener.Stats counts the refusals.
 //
 //	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{
 //		TLS:          serverTLS, // certificate for "localhost"

@@ -39,9 +39,9 @@ import (
 // Measured by TestServerLimitsMemoryUnderStreamFlood (8 connections from
 // another process opening as many streams of both kinds as they may
 // without being closed, slowloris headers, 200 unread bytes per stream):
-// about 370 KiB of heap and stacks per connection (≈ 2.9 GiB at
+// 350 to 370 KiB of heap and stacks per connection (≈ 2.9 GiB at
 // DefaultMaxConnections), which the test asserts to stay under 512 KiB. A
-// handshake that never completes costs about 63 KiB
+// handshake that never completes costs 50 to 63 KiB
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
 // DefaultMaxHandshakes).
 //
