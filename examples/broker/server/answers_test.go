@@ -13,15 +13,40 @@ import (
 )
 
 // Answers nobody reads (issue 22, finding 5, at small scale): 32 streams
-// ask for a 1 MiB cache value and never read, over a connection whose
-// receive windows are small. Only the connection's answer budget (here
-// 4 MiB) of answers is held, the waiting ones hold no copy, and every
-// stream is reset within the answer write bound; a legitimate client is
-// served throughout.
+// ask for a 1 MiB cache value, or a 1 MiB stream_read page, and never
+// read, over a connection whose receive windows are small. Only the
+// connection's answer budget (here 4 MiB) of answers is held, the waiting
+// ones hold no copy, and every stream is reset once the answer write bound
+// passed; a legitimate client is served throughout.
 func TestUnreadAnswersBounded(t *testing.T) {
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "big"}
+	for _, tc := range []struct {
+		name  string
+		feats felix.Features
+		fill  func(t *testing.T, c *conn.Client)
+		req   felix.Message
+	}{
+		{"cache_get", felix.FeatureErrorCodes,
+			func(t *testing.T, c *conn.Client) {
+				require.NoError(t, c.CachePut(ctxT(t), ref, "v", make([]byte, 1<<20), 0))
+			},
+			&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some[uint64](1)}},
+		{"stream_read", felix.FeatureErrorCodes | felix.FeatureStreamRead,
+			func(t *testing.T, c *conn.Client) {
+				for range 4 {
+					_, err := c.Publish(ctxT(t), topic, make([]byte, 256<<10), conn.PublishOptions{Ack: felix.AckPerBatch})
+					require.NoError(t, err)
+				}
+			},
+			&felix.StreamRead{TenantID: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream, From: 0, RequestID: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { unreadAnswers(t, tc.feats, tc.fill, tc.req) })
+	}
+}
+
+func unreadAnswers(t *testing.T, feats felix.Features, fill func(*testing.T, *conn.Client), req felix.Message) {
 	const (
 		streams = 32
-		value   = 1 << 20
 		budget  = 4 << 20
 		bound   = 2 * time.Second
 	)
@@ -30,8 +55,7 @@ func TestUnreadAnswersBounded(t *testing.T) {
 	srv := startBroker(t, cfg)
 	good := dial(t, srv, nil)
 	ctx := ctxT(t)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "big"}
-	require.NoError(t, good.CachePut(ctx, ref, "v", make([]byte, value), 0))
+	fill(t, good)
 	checkServing(t, good)
 
 	qc, err := quic.DialAddr(ctx, srv.Addr().String(), &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost"},
@@ -44,14 +68,14 @@ func TestUnreadAnswersBounded(t *testing.T) {
 	reqs := srv.Stats().Requests
 	var ss []*rawStream
 	for range streams {
-		s := r.stream(t, rawFlags, felix.FeatureErrorCodes)
-		s.send(&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some(nextID())})
+		s := r.stream(t, rawFlags, feats)
+		s.send(req)
 		ss = append(ss, s)
 	}
 	waitFor(t, func() bool { return srv.Stats().Requests >= reqs+streams }, "every cache_get read")
 	during := heapAfterGC()
 	grown := int64(during) - int64(before)
-	t.Logf("heap grew %d KiB with %d unread 1 MiB answers (budget %d MiB); conn stats %+v", grown>>10, streams, budget>>20, srv.ConnStats())
+	t.Logf("heap grew %d KiB with %d unread 1.4 MiB answers (budget %d MiB); conn stats %+v", grown>>10, streams, budget>>20, srv.ConnStats())
 	// Unbounded, every stream holds its encoded answer (≈ 1.4 MiB each,
 	// 45 MiB in all).
 	require.Less(t, grown, int64(budget+8<<20), "answers held beyond the connection's budget")
