@@ -228,6 +228,7 @@ type answerBound struct {
 	budget   *byteBudget
 	timeout  time.Duration // ≤ 0: no time bound
 	timeouts *atomic.Uint64
+	waiting  *atomic.Int64 // answers of the listener waiting for room
 }
 
 // hold waits for n bytes of the budget, at most until the write bound.
@@ -240,7 +241,9 @@ func (ab *answerBound) hold(ctx context.Context, n int) (int64, error) {
 		ctx, cancel = context.WithTimeoutCause(ctx, ab.timeout, ErrAnswerTimeout)
 		defer cancel()
 	}
+	ab.waiting.Add(1)
 	got, err := ab.budget.acquire(ctx, int64(n))
+	ab.waiting.Add(-1)
 	if err != nil && context.Cause(ctx) == ErrAnswerTimeout {
 		ab.timeouts.Add(1)
 		return 0, fmt.Errorf("%w: waited %v for room in the connection's answer budget", ErrAnswerTimeout, ab.timeout)

@@ -197,7 +197,7 @@ func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)),
 		preBudget: newByteBudget(DefaultPreAuthConnWindow)}
 	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), timeout: l.cfg.AnswerWriteTimeout,
-		timeouts: &l.st.answerTimeouts}
+		timeouts: &l.st.answerTimeouts, waiting: &l.st.answersWaiting}
 	l.byQUIC.Store(qc, sc)
 	return sc
 }

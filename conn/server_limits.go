@@ -104,10 +104,15 @@ type ListenerStats struct {
 	OversizeFrames uint64
 	// AnswerTimeouts counts answers not taken within AnswerWriteTimeout.
 	AnswerTimeouts uint64
+	// AnswersWaiting is the number of answers waiting now for room in
+	// their connection's answer budget (their clients read slowly or not
+	// at all).
+	AnswersWaiting int64
 }
 
 type listenerCounters struct {
 	live                                         atomic.Int64 // established connections
+	answersWaiting                               atomic.Int64
 	refusedConns, refusedStreams, expiredStreams atomic.Uint64
 	refusedHandshakes, retries, answerTimeouts   atomic.Uint64
 	oversize                                     atomic.Uint64
@@ -125,6 +130,7 @@ func (l *Listener) Stats() ListenerStats {
 		ExpiredStreams:     l.st.expiredStreams.Load(),
 		OversizeFrames:     l.st.oversize.Load(),
 		AnswerTimeouts:     l.st.answerTimeouts.Load(),
+		AnswersWaiting:     l.st.answersWaiting.Load(),
 	}
 }
 

@@ -505,7 +505,7 @@ func TestAnswerBudgetAndWriteBound(t *testing.T) {
 	leakCheck(t)
 	const budget, value, streams = 2 << 20, 1 << 20, 8
 	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
-		c.MaxConnInFlightBytes, c.AnswerWriteTimeout = budget, time.Second
+		c.MaxConnInFlightBytes, c.AnswerWriteTimeout = budget, 2*time.Second
 	}})
 	other := b.dial(t, nil)
 	ref := CacheRef{TenantID: "t1", Namespace: "ns", Cache: "big"}
