@@ -44,6 +44,9 @@ func attack(addr string) error {
 	n, _ := strconv.Atoi(os.Getenv("FELIX_CONN_ATTACK_CONNS"))
 	streams, _ := strconv.Atoi(os.Getenv("FELIX_CONN_ATTACK_STREAMS"))
 	ctx := context.Background()
+	if os.Getenv("FELIX_CONN_ATTACK_HALFOPEN") != "" {
+		return halfOpenAttack(ctx, addr, n)
+	}
 	payload := append(felix.AppendHeader(nil, felix.Header{Length: 60 << 10}), make([]byte, 188)...)
 	var conns []*quic.Conn
 	for range n {
@@ -98,6 +101,25 @@ func attack(addr string) error {
 	return nil
 }
 
+// halfOpenAttack holds n handshakes that never complete (from 127.0.0.2,
+// not following Retries) until stdin closes.
+func halfOpenAttack(ctx context.Context, addr string, n int) error {
+	var stops []func()
+	for range n {
+		stop, err := halfOpen(ctx, addr, "127.0.0.2", false)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, stop)
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	for _, stop := range stops {
+		stop()
+	}
+	return nil
+}
+
 // authFlood opens streams bidi streams on qc, authenticates each (waiting
 // for its auth_ok, so the unauthenticated budget is never hit) and leaves
 // them idle.
@@ -119,6 +141,26 @@ func authFlood(ctx context.Context, qc *quic.Conn, streams int) error {
 		}
 	}
 	return nil
+}
+
+// startAttacker runs this test binary as an attacker process (TestMain)
+// against addr with the FELIX_CONN_ATTACK_* settings env, waits until it
+// is ready, and stops it when the test ends.
+func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+addr), env...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "ready\n", line)
 }
 
 func heapNow() uint64 {
@@ -149,24 +191,12 @@ func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
 	goBefore := runtime.NumGoroutine()
 
 	const conns = 8
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
-		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxStreams))
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	require.Equal(t, "ready\n", line)
-	// Every attacking connection had all but MaxUnauthStreams streams
-	// refused.
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxUnauthStreams))
+	// Every attacking connection opened twice its unauthenticated budget
+	// (the most it may without being closed) and had half refused.
 	waitFor(t, func() bool {
-		return b.ln.Stats().RefusedStreams >= conns*(2*DefaultMaxStreams-DefaultMaxUnauthStreams)
+		return b.ln.Stats().RefusedStreams >= conns*DefaultMaxUnauthStreams
 	})
 
 	// The legitimate client is served throughout.
@@ -192,7 +222,7 @@ func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
 	t.Logf("server heap+stacks: before %d KiB, under attack %d KiB: %d KiB and %d goroutines per attacking connection; stats %+v",
 		before>>10, during>>10, per>>10, goPer, b.ln.Stats())
 	require.EqualValues(t, conns+2, b.ln.Stats().Connections)
-	require.LessOrEqual(t, per, int64(2<<20), "worst-case memory per connection at the defaults")
+	require.LessOrEqual(t, per, int64(512<<10), "worst-case memory per connection at the defaults (≤ 4 GiB at MaxConnections)")
 	// 16 read slots, 2 accept loops, 1 watcher, and QUIC's own.
 	require.LessOrEqual(t, goPer, DefaultPreAuthStreams+12, "goroutines per connection")
 }
@@ -210,24 +240,42 @@ func TestServerLimitsMemoryAuthenticatedIdleStreams(t *testing.T) {
 	require.NoError(t, err)
 	before := heapNow()
 	const conns = 2
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
 		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(DefaultMaxStreams), "FELIX_CONN_ATTACK_AUTH=1")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer func() { stdin.Close(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	require.Equal(t, "ready\n", line)
 	_, err = legit.Publish(ctx, topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	during := heapNow()
 	per := (int64(during) - int64(before)) / conns
 	t.Logf("server heap+stacks: %d KiB per connection with %d idle authenticated streams", per>>10, DefaultMaxStreams)
 	require.LessOrEqual(t, per, int64(12<<20), "about 8 KiB per idle authenticated stream")
+}
+
+// TestServerLimitsMemoryHalfOpenHandshakes holds handshakes that never
+// complete from another process (no Retry asked, handshakes that do not
+// expire during the test: the worst case) while a legitimate client is
+// served, and asserts the server's memory per half-open handshake.
+func TestServerLimitsMemoryHalfOpenHandshakes(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.RetryHandshakes = -1
+		c.QUIC = &quic.Config{HandshakeIdleTimeout: time.Minute}
+	}})
+	ctx := testCtx(t)
+	legit := b.dial(t, nil)
+	_, err := legit.Publish(ctx, topic, []byte("warm"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	before := heapNow()
+	const n = 256
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(n),
+		"FELIX_CONN_ATTACK_HALFOPEN=1")
+	waitFor(t, func() bool { return b.ln.Stats().Handshakes == n })
+	c2 := b.dial(t, nil)
+	_, err = c2.Publish(ctx, topic, []byte("new conn"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	during := heapNow()
+	per := (int64(during) - int64(before)) / n
+	t.Logf("server heap+stacks: %d KiB per half-open handshake (%d MiB at MaxHandshakes %d); stats %+v",
+		per>>10, per*DefaultMaxHandshakes>>20, DefaultMaxHandshakes, b.ln.Stats())
+	require.LessOrEqual(t, per, int64(96<<10), "memory per half-open handshake (≤ 96 MiB at MaxHandshakes)")
+	require.EqualValues(t, 2, b.ln.Stats().Connections)
 }

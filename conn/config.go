@@ -36,6 +36,9 @@ const (
 	// CloseAuthTimeout, and how long each client stream may stay
 	// unauthenticated before the server resets it (ResetAuthTimeout).
 	DefaultAuthTimeout = 10 * time.Second
+	// DefaultAnswerWriteTimeout is ServerConfig.AnswerWriteTimeout, the
+	// same bound as the reference broker's event writes.
+	DefaultAnswerWriteTimeout = 30 * time.Second
 	// DefaultPreAuthStreams is how many unauthenticated streams per
 	// connection the server reads at once (docs/transport.md §6: 16).
 	DefaultPreAuthStreams = 16
@@ -154,11 +157,33 @@ type ServerConfig struct {
 	// enforces it: a client cannot open more (its stream limit error).
 	// Ignored for a kind whose limit QUIC sets explicitly.
 	MaxStreams int64
-	// MaxConnections caps the connections of the listener, handshaking
-	// ones included (0: DefaultMaxConnections, 8192; negative: no cap).
-	// A connection beyond it is refused during the QUIC handshake with the
-	// transport error CONNECTION_REFUSED (docs/transport.md §1), not queued.
+	// MaxConnections caps the established connections of the listener,
+	// charged when their QUIC handshake completes (0:
+	// DefaultMaxConnections, 8192; negative: no cap). A connection arriving
+	// while the cap is reached is refused during the QUIC handshake with
+	// the transport error CONNECTION_REFUSED (docs/transport.md §1), not
+	// queued; one whose handshake completes when the cap was reached
+	// meanwhile is closed with CloseShuttingDown.
 	MaxConnections int
+	// MaxHandshakes caps the handshakes in progress (0:
+	// DefaultMaxHandshakes; negative: no cap): a new connection beyond it
+	// is refused with CONNECTION_REFUSED. Handshakes never take the places
+	// of connections (MaxConnections); see server_handshake.go.
+	MaxHandshakes int
+	// RetryHandshakes is how many handshakes may be in progress before a
+	// new one must first validate its source address with a QUIC Retry (0:
+	// DefaultRetryHandshakes; negative: never). An address that already
+	// has MaxHandshakesPerAddr in progress is asked for one too.
+	RetryHandshakes int
+	// AnswerWriteTimeout bounds each answer written on a client stream,
+	// waiting for room in the connection's answer budget included (0:
+	// DefaultAnswerWriteTimeout; negative: none). A write still blocked
+	// when it expires fails with ErrAnswerTimeout and resets the stream.
+	// The bytes of the answers being written count against a budget of
+	// MaxConnInFlightBytes per connection: a stream whose answer does not
+	// fit waits (it reads no further request meanwhile), holding no
+	// encoded copy of its answer.
+	AnswerWriteTimeout time.Duration
 	// MaxConnInFlightBytes bounds the bytes one client may have sent on a
 	// connection that the server has not read yet (the QUIC connection
 	// receive window; 0: DefaultMaxConnInFlightBytes, 16 MiB). Until a

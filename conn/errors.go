@@ -30,6 +30,11 @@ var (
 	// ErrClosed: the Client, Subscription, Listener or stream was closed by
 	// this side.
 	ErrClosed = errors.New("conn: closed")
+	// ErrAnswerTimeout: a server stream's answer was not taken by the
+	// client within ServerConfig.AnswerWriteTimeout (it does not read its
+	// answers): the answer was cut or never begun, and the stream was
+	// reset. Forget the stream: its client is not reading.
+	ErrAnswerTimeout = errors.New("conn: answer write timed out (the client does not read)")
 	// ErrAuthRejected: the broker refused the auth of a stream. The error
 	// that wraps it is a *BrokerError carrying the broker's answer. It is
 	// the same sentinel as felix.ErrAuthRefused (the codec's name, matched

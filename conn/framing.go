@@ -42,6 +42,9 @@ type frameWriter struct {
 	// waiting counts the goroutines blocked in lock, for tests that need
 	// to know a writer is queued behind another.
 	waiting atomic.Int32
+	// ab bounds the frames of a server stream's answers (nil: unbounded;
+	// see answerBound).
+	ab *answerBound
 	// hk observes every frame written (nil: no hooks; see observe).
 	hk     *Hooks
 	side   Side
@@ -146,30 +149,12 @@ func (fw *frameWriter) write(ctx context.Context, b []byte) error {
 
 // writeMessage encodes m as a JSON frame and writes it.
 func (fw *frameWriter) writeMessage(ctx context.Context, m felix.Message) error {
-	if err := fw.lock(ctx); err != nil {
-		return err
-	}
-	defer fw.unlock()
-	b, err := felix.AppendMessageFrame(fw.buf[:0], m)
-	if err != nil {
-		return err
-	}
-	fw.buf = keepSmall(b)
-	return fw.put(ctx, b)
+	return fw.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendMessageFrame(dst, m) })
 }
 
 // writeFrame writes a frame with the given flags and payload.
 func (fw *frameWriter) writeFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
-	if err := fw.lock(ctx); err != nil {
-		return err
-	}
-	defer fw.unlock()
-	b, err := felix.AppendFrame(fw.buf[:0], flags, payload)
-	if err != nil {
-		return err
-	}
-	fw.buf = keepSmall(b)
-	return fw.put(ctx, b)
+	return fw.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendFrame(dst, flags, payload) })
 }
 
 // writeEncoded writes an already encoded whole frame.
@@ -178,12 +163,23 @@ func (fw *frameWriter) writeEncoded(ctx context.Context, frame []byte) error {
 		return err
 	}
 	defer fw.unlock()
-	return fw.put(ctx, frame)
+	if fw.ab == nil {
+		return fw.put(ctx, frame)
+	}
+	n, err := fw.holdAnswer(ctx, len(frame))
+	if err != nil {
+		return err
+	}
+	defer fw.ab.budget.release(n)
+	return fw.putBounded(ctx, frame)
 }
 
 // encode runs enc on the writer's buffer and writes the resulting frame,
 // all under the lock, so that a frame is encoded in place without
-// allocating.
+// allocating. With an answer bound, a frame that does not fit the
+// connection's answer budget is dropped while it waits for room and
+// encoded again once it fits (the same size), so that waiting answers hold
+// no memory.
 func (fw *frameWriter) encode(ctx context.Context, enc func(dst []byte) ([]byte, error)) error {
 	if err := fw.lock(ctx); err != nil {
 		return err
@@ -194,7 +190,23 @@ func (fw *frameWriter) encode(ctx context.Context, enc func(dst []byte) ([]byte,
 		return err
 	}
 	fw.buf = keepSmall(b)
-	return fw.put(ctx, b)
+	if fw.ab == nil {
+		return fw.put(ctx, b)
+	}
+	n, ok := fw.ab.budget.tryAcquire(int64(len(b)))
+	if !ok {
+		size := len(b)
+		b, fw.buf = nil, nil
+		if n, err = fw.holdAnswer(ctx, size); err != nil {
+			return err
+		}
+		if b, err = enc(nil); err != nil {
+			fw.ab.budget.release(n)
+			return err
+		}
+	}
+	defer fw.ab.budget.release(n)
+	return fw.putBounded(ctx, b)
 }
 
 // keepSmall returns b for reuse unless it grew beyond 1 MiB, so that one
@@ -210,4 +222,64 @@ func keepSmall(b []byte) []byte {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
+}
+
+// answerBound bounds the answers written on the streams of one server
+// connection: the bytes of the frames being written count against the
+// connection's answer budget (MaxConnInFlightBytes), and each write,
+// waiting for room included, must end within timeout; one that does not
+// resets the stream (a client that does not read its answers cannot hold
+// them, nor the stream's handler, for longer).
+type answerBound struct {
+	budget   *byteBudget
+	timeout  time.Duration // ≤ 0: no time bound
+	timeouts *atomic.Uint64
+	waiting  *atomic.Int64 // answers of the listener waiting for room
+}
+
+// hold waits for n bytes of the budget, at most until the write bound.
+func (ab *answerBound) hold(ctx context.Context, n int) (int64, error) {
+	if got, ok := ab.budget.tryAcquire(int64(n)); ok {
+		return got, nil
+	}
+	if ab.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, ab.timeout, ErrAnswerTimeout)
+		defer cancel()
+	}
+	ab.waiting.Add(1)
+	got, err := ab.budget.acquire(ctx, int64(n))
+	ab.waiting.Add(-1)
+	if err != nil && context.Cause(ctx) == ErrAnswerTimeout {
+		ab.timeouts.Add(1)
+		return 0, fmt.Errorf("%w: waited %v for room in the connection's answer budget", ErrAnswerTimeout, ab.timeout)
+	}
+	return got, err
+}
+
+// holdAnswer is ab.hold; an answer that found no room within the bound
+// resets the stream, as one cut during its write does (its client is not
+// reading).
+func (fw *frameWriter) holdAnswer(ctx context.Context, n int) (int64, error) {
+	got, err := fw.ab.hold(ctx, n)
+	if errors.Is(err, ErrAnswerTimeout) {
+		fw.abort()
+	}
+	return got, err
+}
+
+// putBounded is put under the write bound: a write still blocked when it
+// expires is cut and the stream reset.
+func (fw *frameWriter) putBounded(ctx context.Context, b []byte) error {
+	if fw.ab.timeout <= 0 {
+		return fw.put(ctx, b)
+	}
+	_ = fw.d.SetWriteDeadline(time.Now().Add(fw.ab.timeout))
+	err := fw.put(ctx, b)
+	if err != nil && isTimeout(err) && ctx.Err() == nil {
+		fw.ab.timeouts.Add(1)
+		fw.abort()
+		return fmt.Errorf("%w: a %d-byte frame not taken within %v; stream reset", ErrAnswerTimeout, len(b), fw.ab.timeout)
+	}
+	return err
 }

@@ -57,6 +57,24 @@ func (c *Client) authenticate(ctx context.Context, s *quic.Stream, r *felix.Read
 	return caps, nil
 }
 
+// holdAuthBytes reserves the payload of st's auth frame (its header is in
+// st.peek) from the connection's pre-auth byte budget, waiting at most
+// until st's auth deadline; it returns false when the deadline passed.
+func (c *ServerConn) holdAuthBytes(st *Stream) (int64, bool) {
+	h, err := felix.ParseHeaderLenient(st.peek[:])
+	if err != nil || h.Length > c.l.cfg.PreAuthMaxFrameBytes {
+		return 0, true // refused from the header by readAuthFrame
+	}
+	ctx := context.Background()
+	if !st.authDeadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, st.authDeadline)
+		defer cancel()
+	}
+	n, err := c.preBudget.acquire(ctx, int64(h.Length))
+	return n, err == nil
+}
+
 // handshake reads and answers the auth frame of st within its deadline.
 // It returns hsOK when st authenticated; hsYield when the auth frame's
 // header has not arrived within preAuthSlice and another stream waits for
@@ -103,6 +121,17 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	} else {
 		st.recv.SetReadDeadline(time.Time{})
 	}
+	// The auth frames being read on the connection hold at most
+	// DefaultPreAuthConnWindow between them: a frame that does not fit
+	// waits (within its deadline) for the others to be read.
+	held, ok := c.holdAuthBytes(st)
+	if !ok {
+		c.l.st.expiredStreams.Add(1)
+		c.log.Debug("stream refused", "reason", "authentication timeout")
+		resetStream(st.recv, st.send, ResetAuthTimeout)
+		return hsFailed
+	}
+	defer c.preBudget.release(held)
 	f, err := readAuthFrame(st.recv, cfg.PreAuthMaxFrameBytes)
 	st.recv.SetReadDeadline(time.Time{})
 	// Answers are bounded by the stream's deadline too: a client that does
@@ -176,6 +205,10 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 			st.Abort()
 			return hsFailed
 		}
+		// From now on its answers count against the connection's answer
+		// budget and bound (the auth answers above are bounded by the
+		// stream's deadline and never wait for room).
+		st.w.ab = &c.answers
 	}
 	st.auth = a
 	st.identity = ident

@@ -42,6 +42,7 @@ type Listener struct {
 
 	byQUIC sync.Map // *quic.Conn → *ServerConn, for the window gate
 	st     listenerCounters
+	adm    admission // handshakes in progress (server_handshake.go)
 }
 
 // Listen listens for Felix clients on the UDP address addr (for example
@@ -81,6 +82,9 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	// goroutine at once (a quic.ListenAddr transport lingers while closed
 	// connections drain).
 	tr := &quic.Transport{Conn: udp, ConnContext: l.connContext}
+	if c.RetryHandshakes > 0 {
+		tr.VerifySourceAddress = l.verifySourceAddress
+	}
 	ql, err := tr.Listen(tc, l.serverQUIC(&c))
 	if err != nil {
 		tr.Close()
@@ -98,18 +102,28 @@ func (l *Listener) Addr() net.Addr { return l.ql.Addr() }
 // Accept waits for the next client connection. Its streams are
 // authenticated in the background; take them with ServerConn.AcceptStream.
 func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
-	qc, err := l.ql.Accept(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	var qc *quic.Conn
+	for qc == nil {
+		var err error
+		qc, err = l.ql.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			l.mu.Lock()
+			closed := l.closed
+			l.mu.Unlock()
+			if closed {
+				return nil, ErrClosed
+			}
+			return nil, transportErr("accept", err)
 		}
-		l.mu.Lock()
-		closed := l.closed
-		l.mu.Unlock()
-		if closed {
-			return nil, ErrClosed
+		if !l.established(qc) {
+			// Completed while MaxConnections were established meanwhile.
+			l.log.Debug("connection refused", "reason", "max_client_connections", "limit", l.cfg.MaxConnections)
+			qc.CloseWithError(CloseShuttingDown, "max_client_connections reached")
+			qc = nil
 		}
-		return nil, transportErr("accept", err)
 	}
 	sc := newServerConn(l, qc)
 	l.mu.Lock()
@@ -171,14 +185,19 @@ type ServerConn struct {
 	wg      sync.WaitGroup
 	done    chan struct{} // closed once the connection ended and wg is done
 
-	mu     sync.Mutex
-	pre    preAuth     // unauthenticated streams (server_preauth.go)
-	budget *byteBudget // request bytes held (server_budget.go)
+	mu        sync.Mutex
+	pre       preAuth     // unauthenticated streams (server_preauth.go)
+	budget    *byteBudget // request bytes held (server_budget.go)
+	preBudget *byteBudget // auth frame bytes being read (handshake.go)
+	answers   answerBound // answer bytes being written (framing.go)
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
-		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes))}
+		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)),
+		preBudget: newByteBudget(DefaultPreAuthConnWindow)}
+	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), timeout: l.cfg.AnswerWriteTimeout,
+		timeouts: &l.st.answerTimeouts, waiting: &l.st.answersWaiting}
 	l.byQUIC.Store(qc, sc)
 	return sc
 }

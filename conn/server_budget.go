@@ -71,6 +71,19 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) (int64, error) {
 	return 0, ctx.Err()
 }
 
+// tryAcquire takes n bytes (at most the budget's size) when they are free
+// and nobody waits, without waiting.
+func (b *byteBudget) tryAcquire(n int64) (int64, bool) {
+	n = min(n, b.size)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) == 0 && b.used+n <= b.size {
+		b.used += n
+		return n, true
+	}
+	return 0, false
+}
+
 func (b *byteBudget) release(n int64) {
 	if n == 0 {
 		return

@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 
@@ -13,33 +12,42 @@ import (
 // fields with these defaults.
 //
 //	limit                            default       refusal
-//	connections per listener         8192          QUIC CONNECTION_REFUSED during the handshake
+//	established connections          8192          QUIC CONNECTION_REFUSED during the handshake
+//	handshakes in progress           1024          QUIC CONNECTION_REFUSED (server_handshake.go)
+//	  from one verified address      8             QUIC CONNECTION_REFUSED
+//	  before a Retry is asked for    64            QUIC Retry (source address validation)
 //	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
-//	unauthenticated streams          256           stream reset at once, code ResetPreAuthBudget
+//	unauthenticated streams          64            stream reset at once, code ResetPreAuthBudget;
+//	  as many again refused          -             connection closed, CloseAuthTimeout
+//	auth frame bytes being read      256 KiB       the next auth frame waits
 //	unauthenticated streams read     16 at a time  others wait in a bounded queue
 //	time to authenticate a stream    10 s          stream reset, code ResetAuthTimeout
 //	time to authenticate a conn      10 s          connection closed, CloseAuthTimeout
 //	frame before auth                64 KiB        error "auth frame too large", stream ended
 //	frame after auth                 16 MiB        error limit_exceeded, stream ended
 //	request bytes held per conn      16 MiB        the stream waits before reading the payload
+//	answer bytes being written       16 MiB        the answer waits (holding no copy), within:
+//	one answer write                 30 s          ErrAnswerTimeout, stream reset
 //	unread bytes per connection      16 MiB        QUIC flow control (the client waits)
 //	unread bytes before auth         256 KiB       QUIC flow control (the window does not grow)
 //
 // Memory of a connection that never authenticates: at most
-// DefaultPreAuthConnWindow of unread data in QUIC, 16 auth frames being
-// read whose buffers grow with the bytes received (at most 64 KiB each),
-// a queue of at most 256 waiting streams, QUIC's state for at most
-// 2 × 1024 streams, and about 20 goroutines. Measured by
-// TestServerLimitsMemoryUnderStreamFlood (8 connections from another
-// process opening every stream of both kinds, slowloris headers, 200
-// unread bytes per stream): about 1 MiB of heap and stacks per connection,
-// which the test asserts to stay under 2 MiB. A peer that also ignores
-// STOP_SENDING keeps its refused streams in QUIC until it closes; that is
-// bounded by the stream limits, not by this package.
+// DefaultPreAuthConnWindow of unread data in QUIC, auth frames being read
+// of at most DefaultPreAuthConnWindow together, a queue of at most 64
+// waiting streams, QUIC's state for at most 2 × 64 + 1 streams (one more
+// refused stream closes the connection), and about 23 goroutines.
+// Measured by TestServerLimitsMemoryUnderStreamFlood (8 connections from
+// another process opening as many streams of both kinds as they may
+// without being closed, slowloris headers, 200 unread bytes per stream):
+// 350 to 370 KiB of heap and stacks per connection (≈ 2.9 GiB at
+// DefaultMaxConnections), which the test asserts to stay under 512 KiB. A
+// handshake that never completes costs 50 to 63 KiB
+// (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
+// DefaultMaxHandshakes).
 //
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
-// and the request bytes and unread bytes above. Idle authenticated streams
+// and the request, answer and unread bytes above. Idle authenticated streams
 // cost what the embedding spends on them: with one goroutine per stream
 // blocked in ReadRequest, TestServerLimitsMemoryAuthenticatedIdleStreams
 // measures about 7.7 MiB for 1024 idle bidi streams (asserted ≤ 12 MiB).
@@ -48,7 +56,7 @@ const (
 	// (max_client_connections, docs/transport.md §6).
 	DefaultMaxConnections = 8192
 	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams.
-	DefaultMaxUnauthStreams = 256
+	DefaultMaxUnauthStreams = 64
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
 	// (docs/transport.md §6: per-connection in-flight publish bytes).
 	DefaultMaxConnInFlightBytes = 16 << 20
@@ -74,22 +82,39 @@ var errTooManyConnections = errors.New("conn: max_client_connections reached")
 
 // ListenerStats counts what a Listener refused, for an operator.
 type ListenerStats struct {
-	// Connections is the number of live connections (handshaking ones
-	// included), the figure MaxConnections caps.
+	// Connections is the number of established connections (their
+	// handshake completed), the figure MaxConnections caps.
 	Connections int64
+	// Handshakes is the number of handshakes in progress, the figure
+	// MaxHandshakes caps.
+	Handshakes int64
 	// RefusedConnections counts connections refused at MaxConnections.
 	RefusedConnections uint64
+	// RefusedHandshakes counts handshakes refused at MaxHandshakes or
+	// MaxHandshakesPerAddr.
+	RefusedHandshakes uint64
+	// Retries counts Initial packets answered with a Retry (source
+	// address validation) instead of a handshake.
+	Retries uint64
 	// RefusedStreams counts streams reset beyond MaxUnauthStreams.
 	RefusedStreams uint64
 	// ExpiredStreams counts streams reset for not authenticating in time.
 	ExpiredStreams uint64
 	// OversizeFrames counts frames refused for exceeding a frame limit.
 	OversizeFrames uint64
+	// AnswerTimeouts counts answers not taken within AnswerWriteTimeout.
+	AnswerTimeouts uint64
+	// AnswersWaiting is the number of answers waiting now for room in
+	// their connection's answer budget (their clients read slowly or not
+	// at all).
+	AnswersWaiting int64
 }
 
 type listenerCounters struct {
-	live                                         atomic.Int64
+	live                                         atomic.Int64 // established connections
+	answersWaiting                               atomic.Int64
 	refusedConns, refusedStreams, expiredStreams atomic.Uint64
+	refusedHandshakes, retries, answerTimeouts   atomic.Uint64
 	oversize                                     atomic.Uint64
 }
 
@@ -97,10 +122,15 @@ type listenerCounters struct {
 func (l *Listener) Stats() ListenerStats {
 	return ListenerStats{
 		Connections:        l.st.live.Load(),
+		Handshakes:         l.adm.handshaking.Load(),
 		RefusedConnections: l.st.refusedConns.Load(),
+		RefusedHandshakes:  l.st.refusedHandshakes.Load(),
+		Retries:            l.st.retries.Load(),
 		RefusedStreams:     l.st.refusedStreams.Load(),
 		ExpiredStreams:     l.st.expiredStreams.Load(),
 		OversizeFrames:     l.st.oversize.Load(),
+		AnswerTimeouts:     l.st.answerTimeouts.Load(),
+		AnswersWaiting:     l.st.answersWaiting.Load(),
 	}
 }
 
@@ -114,6 +144,15 @@ func (c *ServerConfig) applyLimits() {
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxHandshakes == 0 {
+		c.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if c.RetryHandshakes == 0 {
+		c.RetryHandshakes = DefaultRetryHandshakes
+	}
+	if c.AnswerWriteTimeout == 0 {
+		c.AnswerWriteTimeout = DefaultAnswerWriteTimeout
 	}
 	if c.MaxConnInFlightBytes == 0 {
 		c.MaxConnInFlightBytes = DefaultMaxConnInFlightBytes
@@ -136,6 +175,9 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 	}
 	if c.QUIC == nil || c.QUIC.MaxIncomingUniStreams == 0 {
 		q.MaxIncomingUniStreams = c.MaxStreams
+	}
+	if c.QUIC == nil || c.QUIC.HandshakeIdleTimeout == 0 {
+		q.HandshakeIdleTimeout = DefaultHandshakeIdleTimeout
 	}
 	win := c.MaxConnInFlightBytes
 	if !userSet(func(q *quic.Config) uint64 { return q.InitialStreamReceiveWindow }) {
@@ -162,20 +204,6 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 func (l *Listener) windowMayGrow(qc *quic.Conn) bool {
 	v, ok := l.byQUIC.Load(qc)
 	return ok && v.(*ServerConn).authed.Load()
-}
-
-// connContext is the transport's ConnContext: it counts live connections
-// (from the first packet to the close) and refuses one beyond
-// MaxConnections, which quic-go answers with CONNECTION_REFUSED.
-func (l *Listener) connContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if n := l.st.live.Add(1); l.cfg.MaxConnections > 0 && n > int64(l.cfg.MaxConnections) {
-		l.st.live.Add(-1)
-		l.st.refusedConns.Add(1)
-		l.log.Debug("connection refused", "reason", "max_client_connections", "limit", l.cfg.MaxConnections)
-		return nil, errTooManyConnections
-	}
-	context.AfterFunc(ctx, func() { l.st.live.Add(-1) })
-	return ctx, nil
 }
 
 // resetStream refuses a client stream that was never read.

@@ -49,13 +49,13 @@ func TestUnauthStreamBudget(t *testing.T) {
 		server: func(c *ServerConfig) { c.MaxUnauthStreams = 8; c.PreAuthStreams = 2 }})
 	qc, err := rawConn(t, b, nil)
 	require.NoError(t, err)
-	const n = 20
+	const n = 15 // 7 refused: one under the flood that closes the connection
 	streams := make([]*quic.Stream, n)
 	for i := range streams {
 		streams[i], err = qc.OpenStreamSync(testCtx(t))
 		require.NoError(t, err)
 	}
-	_, err = streams[n-1].Write([]byte("F")) // opens all 20 at the server
+	_, err = streams[n-1].Write([]byte("F")) // opens all 15 at the server
 	require.NoError(t, err)
 	for i := 8; i < n; i++ {
 		require.Equal(t, ResetPreAuthBudget, streamReset(t, streams[i]), "stream %d", i)
@@ -86,17 +86,52 @@ func TestUnauthStreamBudget(t *testing.T) {
 	require.IsType(t, &felix.AuthOK{}, msg)
 }
 
+// A connection that opens twice its unauthenticated budget without one
+// stream authenticating is closed (CloseAuthTimeout): the streams QUIC
+// still tracks for it are released, while another client's connection
+// goes on.
+func TestUnauthStreamFloodClosesConnection(t *testing.T) {
+	leakCheck(t)
+	const budget = 8
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour,
+		server: func(c *ServerConfig) { c.MaxUnauthStreams = budget }})
+	legit := b.dial(t, nil)
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	var last *quic.Stream
+	for range 2*budget + 1 {
+		last, err = qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+	}
+	_, err = last.Write([]byte("F")) // opens all at the server: budget+1 refused
+	require.NoError(t, err)
+	select {
+	case <-qc.Context().Done():
+	case <-testCtx(t).Done():
+		require.Fail(t, "the flooding connection was not closed")
+	}
+	var ae *quic.ApplicationError
+	require.ErrorAs(t, context.Cause(qc.Context()), &ae)
+	require.Equal(t, CloseAuthTimeout, ae.ErrorCode)
+	require.True(t, ae.Remote)
+	require.EqualValues(t, budget+1, b.ln.Stats().RefusedStreams)
+	waitFor(t, func() bool { return b.ln.Stats().Connections == 1 })
+	_, err = legit.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}
+
 // Streams that send nothing, or only part of a header (slowloris), do not
 // starve a stream that sent its auth: with 16 read slots taken by
-// half-headers and 80 idle streams queued before it, the auth on the 100th
-// stream is answered although no deadline ever expires.
+// half-headers and 47 idle streams queued before it, the auth on the 64th
+// stream (the last the budget admits) is answered although no deadline
+// ever expires.
 func TestIdleStreamsDoNotStarve(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour})
 	qc, err := rawConn(t, b, nil)
 	require.NoError(t, err)
 	var streams []*quic.Stream
-	for i := range 100 {
+	for i := range DefaultMaxUnauthStreams {
 		s, err := qc.OpenStreamSync(testCtx(t))
 		require.NoError(t, err)
 		if i < DefaultPreAuthStreams {
@@ -114,6 +149,64 @@ func TestIdleStreamsDoNotStarve(t *testing.T) {
 	require.NoError(t, err)
 	require.IsType(t, &felix.AuthOK{}, m)
 	require.Zero(t, b.ln.Stats().RefusedStreams)
+}
+
+// The auth frames being read on one connection hold at most
+// DefaultPreAuthConnWindow together: with four 64 KiB auth frames stalled
+// mid-payload, a fifth stream's complete auth waits for room (until the
+// stalled ones expire) instead of growing the server's buffers, while an
+// authenticated stream of the connection, and another connection, go on.
+func TestAuthFrameBytesBoundedPerConnection(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 2 * time.Second})
+	other := b.dial(t, nil)
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	good := openRaw(t, qc)
+	good.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, good.recv())
+	const held = DefaultPreAuthConnWindow / felix.PreAuthMaxFrameBytes // 4
+	var stalled []*quic.Stream
+	for range held {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		_, err = s.Write(append(felix.AppendHeader(nil, felix.Header{Length: felix.PreAuthMaxFrameBytes}), make([]byte, 100)...))
+		require.NoError(t, err)
+		stalled = append(stalled, s)
+	}
+	waitFor(t, func() bool { return b.ln.Stats().ExpiredStreams == 0 && connPreAuthHeld(b) == DefaultPreAuthConnWindow })
+	late, err := qc.OpenStreamSync(testCtx(t))
+	require.NoError(t, err)
+	_, err = late.Write(authFrame(t)) // complete, but no room left
+	require.NoError(t, err)
+	// Answered only once a stalled frame expired and gave its room back
+	// (the late stream's own deadline is later than theirs).
+	f, err := felix.NewReader(late).ReadFrame()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, b.ln.Stats().ExpiredStreams, uint64(1), "answered before a stalled stream gave room back")
+	m, err := felix.DecodeMessage(f.Payload)
+	require.NoError(t, err)
+	require.IsType(t, &felix.AuthOK{}, m)
+	for i, s := range stalled {
+		require.Equal(t, ResetAuthTimeout, streamReset(t, s), "stream %d", i)
+	}
+	good.send(&felix.Publish{TenantID: "t1", Namespace: "ns", Stream: "s", Payload: []byte("a"), RequestID: felix.Some[uint64](1), Ack: felix.Some(felix.AckPerMessage)})
+	require.IsType(t, &felix.PublishOK{}, good.recv())
+	_, err = other.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+}
+
+// connPreAuthHeld returns the auth frame bytes held by b's connection
+// that has some (0 when none has).
+func connPreAuthHeld(b *testBroker) int64 {
+	b.ln.mu.Lock()
+	defer b.ln.mu.Unlock()
+	for sc := range b.ln.conns {
+		if n := sc.preBudget.inUse(); n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // Every unauthenticated stream has its own deadline, which keeps running
@@ -402,4 +495,57 @@ func TestQueuedStreamsExpire(t *testing.T) {
 		require.Equal(t, ResetAuthTimeout, streamReset(t, s), "queued stream %d", i)
 	}
 	require.EqualValues(t, 2, calls.Load(), "the slot was busy all along: the queue expired on its own")
+}
+
+// Answers nobody reads: the answers being written on a connection hold at
+// most its answer budget (the others wait, holding no encoded copy), and
+// every answer write ends within AnswerWriteTimeout with the stream reset,
+// while another connection is served.
+func TestAnswerBudgetAndWriteBound(t *testing.T) {
+	leakCheck(t)
+	const budget, value, streams = 2 << 20, 1 << 20, 8
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.MaxConnInFlightBytes, c.AnswerWriteTimeout = budget, 2*time.Second
+	}})
+	other := b.dial(t, nil)
+	ref := CacheRef{TenantID: "t1", Namespace: "ns", Cache: "big"}
+	require.NoError(t, other.CachePut(testCtx(t), ref, "v", make([]byte, value), 0))
+	qc, err := rawConn(t, b, nil) // default client windows (512 KiB per stream): a 1.4 MiB answer blocks
+	require.NoError(t, err)
+	var ss []*rawStream
+	for range streams {
+		rs := openRaw(t, qc)
+		rs.s.Write(authFrame(t))
+		require.IsType(t, &felix.AuthOK{}, rs.recv())
+		rs.send(&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some[uint64](1)})
+		ss = append(ss, rs)
+	}
+	var sc *ServerConn
+	waitFor(t, func() bool {
+		b.ln.mu.Lock()
+		defer b.ln.mu.Unlock()
+		for c := range b.ln.conns {
+			if c.answers.budget.waiting() == streams-1 {
+				sc = c
+			}
+		}
+		return sc != nil
+	}, "one answer written, the others waiting for room")
+	require.LessOrEqual(t, sc.answers.budget.inUse(), int64(budget))
+	// Each is cut or gives up after the bound: the client, which still
+	// reads nothing, then finds its streams reset.
+	waitFor(t, func() bool { return b.ln.Stats().AnswerTimeouts >= streams })
+	for i, rs := range ss {
+		for {
+			if _, err := rs.s.Read(make([]byte, 64<<10)); err != nil {
+				var se *quic.StreamError
+				require.ErrorAs(t, err, &se, "stream %d", i)
+				break
+			}
+		}
+	}
+	require.EqualValues(t, streams, b.ln.Stats().AnswerTimeouts)
+	require.Zero(t, sc.answers.budget.inUse(), "every answer's bytes returned")
+	_, err = other.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
 }

@@ -32,6 +32,7 @@ type preAuth struct {
 	queue   []*Stream // waiting for a read slot, oldest first
 	pending int       // unauthenticated streams: queued + being read
 	workers int       // goroutines holding a read slot
+	refused int       // streams refused over the budget
 	idle    map[*Stream]struct{}
 	sweep   *time.Timer
 	closed  bool
@@ -79,6 +80,17 @@ func (c *ServerConn) admit(st *Stream) {
 		c.log.Debug("stream refused", "reason", "unauthenticated stream budget", "limit", cfg.MaxUnauthStreams)
 		c.hookRefused(st, errPreAuthBudget)
 		resetStream(st.recv, st.send, ResetPreAuthBudget)
+		c.mu.Lock()
+		c.pre.refused++
+		flood := c.pre.refused > cfg.MaxUnauthStreams && !c.authed.Load()
+		c.mu.Unlock()
+		if flood {
+			// Twice the budget opened and not one stream authenticated: not
+			// a client, and each refused stream QUIC still tracks costs
+			// memory until the connection ends.
+			c.log.Debug("connection closed", "reason", "unauthenticated stream flood", "refused", cfg.MaxUnauthStreams+1)
+			c.qc.CloseWithError(CloseAuthTimeout, "too many unauthenticated streams")
+		}
 		return
 	}
 	c.pre.pending++

@@ -104,7 +104,10 @@ func run(args []string) error {
 	maxConns := fs.Int("max-conns", conn.DefaultMaxConnections, "client connections accepted at once (beyond: QUIC CONNECTION_REFUSED)")
 	maxStreams := fs.Int64("max-streams", conn.DefaultMaxStreams, "concurrent client streams of each kind per connection")
 	maxUnauth := fs.Int("max-unauth-streams", conn.DefaultMaxUnauthStreams, "unauthenticated streams per connection (beyond: reset)")
-	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection")
+	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection (and answer bytes being written)")
+	maxHandshakes := fs.Int("max-handshakes", conn.DefaultMaxHandshakes, "QUIC handshakes in progress at once (beyond: CONNECTION_REFUSED; they take no -max-conns place)")
+	retryHandshakes := fs.Int("retry-handshakes", conn.DefaultRetryHandshakes, "handshakes in progress from which new ones must validate their address with a QUIC Retry (negative: never)")
+	answerTimeout := fs.Duration("answer-write-timeout", conn.DefaultAnswerWriteTimeout, "one answer write to a client that does not read (beyond: stream reset; negative: none)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	nodes := fs.Int("nodes", 0, "serve a reference cluster of N nodes on loopback (0: one standalone broker)")
 	fixtureOut := fs.String("fixture-out", "", "cluster: write the conformance fixture description (JSON) to this file once serving")
@@ -135,6 +138,9 @@ func run(args []string) error {
 	}
 	if err := checkFlags(*shards, *retain, *retainBytes, *queue, *queueMax, *maxSubs, *window, *drain); err != nil {
 		return err
+	}
+	if *maxHandshakes < 1 {
+		return fmt.Errorf("-max-handshakes %d: want at least 1", *maxHandshakes)
 	}
 	if err := checkConnFlags(*maxConns, *maxStreams, *maxUnauth, *connInflight, *nodes); err != nil {
 		return err
@@ -226,6 +232,7 @@ func run(args []string) error {
 		Logger:                  log,
 		ConnLimits: func(c *conn.ServerConfig) {
 			c.MaxConnections, c.MaxStreams, c.MaxUnauthStreams, c.MaxConnInFlightBytes = *maxConns, *maxStreams, *maxUnauth, *connInflight
+			c.MaxHandshakes, c.RetryHandshakes, c.AnswerWriteTimeout = *maxHandshakes, *retryHandshakes, *answerTimeout
 		},
 	}
 	if *statsAddr != "" {

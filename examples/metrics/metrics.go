@@ -153,7 +153,7 @@ func (c *Collector) Hooks() *conn.Hooks {
 				if e.Outcome == "ok" {
 					c.ackOK.Inc()
 				} else {
-					c.acks.WithLabelValues(e.Outcome).Inc()
+					c.acks.WithLabelValues(ackLabel(e.Outcome)).Inc()
 				}
 				c.latency.Observe(e.Latency.Seconds())
 			},
@@ -185,11 +185,18 @@ func (c *Collector) frame(dir int, e conn.FrameInfo) {
 	c.fbytes[e.Side][dir][i].Add(float64(e.Bytes))
 }
 
+// Every label value is taken from a fixed set, never copied from what a
+// peer sent: a peer's close code, error code or refusal code outside the
+// protocol's tables is counted under one bucket ("application_other",
+// "other"), so a hostile peer cannot grow the number of series (each costs
+// about a kilobyte for as long as the process runs).
+
 // CloseReason names why a connection closed, with few distinct values (a
-// label): "local" (closed by this side), "application_<code>" (the peer
-// closed it with an application code, e.g. application_0 for a shutdown),
-// "idle_timeout", "handshake_timeout", "transport_error", "stateless_reset"
-// or "other".
+// label): "local" (closed by this side), "application_<code>" for the
+// application codes the protocol defines (application_0 for a shutdown,
+// application_1 for an auth timeout, docs/transport.md §1),
+// "application_other" for any other code a peer chose, "idle_timeout",
+// "handshake_timeout", "transport_error", "stateless_reset" or "other".
 func CloseReason(err error) string {
 	var app *quic.ApplicationError
 	var idle *quic.IdleTimeoutError
@@ -203,7 +210,13 @@ func CloseReason(err error) string {
 		if !app.Remote {
 			return "local"
 		}
-		return "application_" + uitoa(uint64(app.ErrorCode))
+		switch app.ErrorCode {
+		case conn.CloseShuttingDown:
+			return "application_0"
+		case conn.CloseAuthTimeout:
+			return "application_1"
+		}
+		return "application_other"
 	case errors.As(err, &idle):
 		return "idle_timeout"
 	case errors.As(err, &hs):
@@ -219,13 +232,14 @@ func CloseReason(err error) string {
 }
 
 // RefusalReason names why a stream was refused: the error code of an
-// answered refusal, "unauthenticated" without one, or "ended" for a stream
-// that ended or was reset before authenticating.
+// answered refusal (one of the protocol's codes, "other" for a code
+// outside its table), "unauthenticated" without one, or "ended" for a
+// stream that ended or was reset before authenticating.
 func RefusalReason(err error) string {
 	var be *conn.BrokerError
 	switch {
 	case errors.As(err, &be) && be.Code != "":
-		return string(be.Code)
+		return codeLabel(be.Code)
 	case errors.As(err, &be):
 		return "unauthenticated"
 	case errors.Is(err, conn.ErrStreamEnded):
@@ -234,16 +248,22 @@ func RefusalReason(err error) string {
 	return "reset"
 }
 
-func uitoa(v uint64) string {
-	if v == 0 {
-		return "0"
+// codeLabel is an error code as a label value: the code when the
+// protocol's table has it, else "other".
+func codeLabel(c felix.ErrorCode) string {
+	if c.Known() {
+		return string(c)
 	}
-	var b [20]byte
-	i := len(b)
-	for v > 0 {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
+	return "other"
+}
+
+// ackLabel is the label of a PublishInfo.Outcome: "ok", "error",
+// "failed", a protocol error code, or "other" for a code a broker chose
+// outside the protocol's table.
+func ackLabel(outcome string) string {
+	switch outcome {
+	case "ok", "error", "failed":
+		return outcome
 	}
-	return string(b[i:])
+	return codeLabel(felix.ErrorCode(outcome))
 }

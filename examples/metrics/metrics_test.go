@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/flxproto/felix"
@@ -12,6 +13,7 @@ import (
 	"github.com/flxproto/felix/examples/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,4 +111,101 @@ func sum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return total
+}
+
+// A peer choosing a fresh application close code for every connection
+// must not create a series per code: codes outside the protocol's share one
+// label value, and the counts stay exact.
+func TestCloseCodesDoNotGrowSeries(t *testing.T) {
+	col := metrics.New("")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	opened, closed := make(chan struct{}, 256), make(chan struct{}, 256)
+	hooks := *col.Hooks()
+	innerOpened, innerClosed := hooks.ConnOpened, hooks.ConnClosed
+	hooks.ConnOpened = func(e conn.ConnInfo) {
+		innerOpened(e)
+		opened <- struct{}{}
+	}
+	hooks.ConnClosed = func(e conn.ConnInfo) {
+		innerClosed(e)
+		closed <- struct{}{}
+	}
+	srv := startBroker(t, &hooks)
+	ctx := t.Context()
+	const n = 64
+	for code := range quic.ApplicationErrorCode(n) {
+		qc, err := quic.DialAddr(ctx, srv.Addr().String(), &tls.Config{RootCAs: srv.CertPool(), ServerName: "localhost", NextProtos: []string{"felix/1"}}, nil)
+		require.NoError(t, err)
+		// Accepted by the broker first (a close racing the handshake's
+		// end would never be); 2.. are not protocol codes.
+		<-opened
+		require.NoError(t, qc.CloseWithError(code+2, "chosen by the peer"))
+		<-closed
+	}
+	// A legitimate client is still served and its own close (code 0) keeps its name.
+	c, err := conn.Dial(ctx, srv.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool()}, TenantID: server.DemoTenant, Token: server.DemoToken})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	<-opened
+	require.NoError(t, c.Close())
+	<-closed
+
+	s := gather(t, reg)
+	require.Contains(t, s, `felix_connections_closed_total{reason="application_other",side="server"} 64`)
+	require.Contains(t, s, `felix_connections_closed_total{reason="application_0",side="server"} 1`)
+	require.Equal(t, 2, series(t, reg, "felix_connections_closed_total"), "one series per bucket, not per code")
+}
+
+func TestLabelsAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&quic.ApplicationError{Remote: true, ErrorCode: 0}, "application_0"},
+		{&quic.ApplicationError{Remote: true, ErrorCode: 1}, "application_1"},
+		{&quic.ApplicationError{Remote: true, ErrorCode: 2}, "application_other"},
+		{&quic.ApplicationError{Remote: true, ErrorCode: 1 << 61}, "application_other"},
+		{&quic.ApplicationError{Remote: false, ErrorCode: 77}, "local"},
+	} {
+		require.Equal(t, tc.want, metrics.CloseReason(tc.err), "%v", tc.err)
+	}
+	for _, tc := range []struct {
+		code felix.ErrorCode
+		want string
+	}{
+		{felix.CodeLimitExceeded, "limit_exceeded"},
+		{felix.CodeRevoked, "revoked"},
+		{"made_up_by_the_broker_12345", "other"},
+	} {
+		require.Equal(t, tc.want, metrics.RefusalReason(&conn.BrokerError{Type: "error", Code: tc.code}))
+	}
+	// Ack outcomes carry the broker's code: unknown ones share "other".
+	col := metrics.New("")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	for i := range 100 {
+		col.Hooks().PublishAcked(conn.PublishInfo{Acked: true, Outcome: "made_up_" + strconv.Itoa(i)})
+	}
+	for _, o := range []string{"ok", "error", "failed", string(felix.CodeOverloaded)} {
+		col.Hooks().PublishAcked(conn.PublishInfo{Acked: true, Outcome: o})
+	}
+	s := gather(t, reg)
+	require.Contains(t, s, `felix_publish_acks_total{outcome="other"} 100`)
+	require.Contains(t, s, `felix_publish_acks_total{outcome="overloaded"} 1`)
+	require.Equal(t, 5, series(t, reg, "felix_publish_acks_total"))
+}
+
+// series counts the label sets of a family of reg.
+func series(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.Metric)
+		}
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -193,6 +194,7 @@ var clientRequests = map[string]bool{
 // when both sides negotiated FeatureUnsupported (the stream stays open),
 // otherwise the stream ends.
 func (h *handler) unsupported(typ, ext string, rid felix.Opt[uint64]) bool {
+	typ, ext = echoed(typ), echoed(ext)
 	if h.peer.Unsupported(h.s.offer.Features.Has(felix.FeatureUnsupported)) {
 		u := &felix.Unsupported{RequestType: typ, RequestID: rid}
 		if ext != "" {
@@ -203,6 +205,25 @@ func (h *handler) unsupported(typ, ext string, rid felix.Opt[uint64]) bool {
 	h.s.log.Debug("unknown request type: stream ended", "type", typ)
 	h.st.Close()
 	return false
+}
+
+// MaxEchoedNameBytes bounds a peer-chosen name the broker repeats back
+// (the request_type and extension of unsupported) or logs: a longer one is
+// cut to its first MaxEchoedNameBytes bytes (at a UTF-8 boundary), so that
+// every answer fits the frame limit whatever the request carried (a 16 MiB
+// type name would otherwise be echoed in a frame over 16 MiB).
+const MaxEchoedNameBytes = 256
+
+// echoed returns s cut to MaxEchoedNameBytes at a UTF-8 boundary.
+func echoed(s string) string {
+	if len(s) <= MaxEchoedNameBytes {
+		return s
+	}
+	n := MaxEchoedNameBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // uniMessage handles a JSON frame on a publish-only stream: publishes are

@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,6 +112,31 @@ func TestMalformedFrames(t *testing.T) {
 		u, ok = s.recv().(*felix.Unsupported)
 		require.True(t, ok)
 		require.Equal(t, "topology", u.RequestType)
+	})
+	t.Run("unknown type of 1 MiB: echoed cut to MaxEchoedNameBytes", func(t *testing.T) {
+		s := r.stream(t, rawFlags, feats)
+		name := strings.Repeat("é", 1<<19) // 1 MiB of two-byte runes: a cut must respect them
+		b, _ := felix.AppendFrame(nil, 0, []byte(`{"type":"`+name+`","request_id":6}`))
+		s.write(b)
+		f, err := s.frame()
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(f.Payload), server.MaxEchoedNameBytes+128, "the answer carries the cut name only")
+		m, err := felix.DecodeMessage(f.Payload)
+		require.NoError(t, err)
+		u, ok := m.(*felix.Unsupported)
+		require.True(t, ok, "%T", m)
+		require.Equal(t, name[:server.MaxEchoedNameBytes], u.RequestType)
+		require.True(t, utf8.ValidString(u.RequestType))
+		require.Equal(t, uint64(6), u.RequestID.V)
+		s.send(&felix.Extension{Name: "x" + name})
+		u, ok = s.recv().(*felix.Unsupported)
+		require.True(t, ok)
+		require.Equal(t, ("x" + name)[:server.MaxEchoedNameBytes-1], u.Extension.V, "cut before a split rune")
+		s.send(&felix.Topology{}) // the stream goes on
+		u, ok = s.recv().(*felix.Unsupported)
+		require.True(t, ok)
+		require.Equal(t, "topology", u.RequestType)
+		checkServing(t, good)
 	})
 	t.Run("unknown type without the feature: stream ends", func(t *testing.T) {
 		s := r.stream(t, rawFlags, felix.FeatureErrorCodes)
