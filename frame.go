@@ -105,8 +105,9 @@ func FinishFrame(b []byte, start int) ([]byte, error) {
 		return b, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: start, Detail: "FinishFrame without BeginFrame"}
 	}
 	if uint64(n) > MaxPayloadLen {
-		return b[:start], &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: start + 8,
-			Detail: "payload of " + strconv.Itoa(n) + " bytes"}
+		e := FrameTooLarge(uint64(n), MaxPayloadLen)
+		e.Offset += start
+		return b[:start], e
 	}
 	binary.BigEndian.PutUint32(b[start+8:], uint32(n))
 	return b, nil
@@ -115,11 +116,22 @@ func FinishFrame(b []byte, start int) ([]byte, error) {
 // AppendFrame appends a whole frame (header and payload) to dst.
 func AppendFrame(dst []byte, flags Flags, payload []byte) ([]byte, error) {
 	if uint64(len(payload)) > MaxPayloadLen {
-		return dst, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: len(dst) + 8,
-			Detail: "payload of " + strconv.Itoa(len(payload)) + " bytes"}
+		e := FrameTooLarge(uint64(len(payload)), MaxPayloadLen)
+		e.Offset += len(dst)
+		return dst, e
 	}
 	dst = AppendHeader(dst, Header{Flags: flags, Length: uint32(len(payload))})
 	return append(dst, payload...), nil
+}
+
+// FrameTooLarge returns the error every frame reader and writer of the
+// module reports for a frame whose payload length is above limit (a
+// reader's frame limit, or MaxPayloadLen): class ErrFrameTooLarge on the
+// header's length field (Offset 8 from the frame's start), saying both
+// numbers.
+func FrameTooLarge(length uint64, limit uint32) *Error {
+	return &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+		Detail: strconv.FormatUint(length, 10) + " > limit " + strconv.FormatUint(uint64(limit), 10)}
 }
 
 // Frame is a decoded frame. Payload aliases the buffer it was decoded from.
@@ -144,8 +156,7 @@ func ParseFrame(b []byte, maxPayload uint32) (f Frame, rest []byte, err error) {
 		maxPayload = DefaultMaxFrameBytes
 	}
 	if h.Length > maxPayload {
-		return Frame{}, b, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(maxPayload), 10)}
+		return Frame{}, b, FrameTooLarge(uint64(h.Length), maxPayload)
 	}
 	end := uint64(HeaderLen) + uint64(h.Length)
 	if uint64(len(b)) < end {
@@ -241,8 +252,7 @@ func (r *Reader) ReadFrame() (Frame, error) {
 		return Frame{Header: h}, err
 	}
 	if h.Length > r.max {
-		return Frame{Header: h}, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(r.max), 10)}
+		return Frame{Header: h}, FrameTooLarge(uint64(h.Length), r.max)
 	}
 	want := int(h.Length)
 	got := 0

@@ -3,7 +3,6 @@ package conn
 import (
 	"context"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 
@@ -124,8 +123,7 @@ func (r *frameReader) next() (felix.Frame, error) {
 				return felix.Frame{}, perr
 			}
 			if h.Length > r.max {
-				return felix.Frame{}, &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-					Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(r.max), 10)}
+				return felix.Frame{}, felix.FrameTooLarge(uint64(h.Length), r.max)
 			}
 			r.h, r.haveHdr = h, true
 			if first := min(int(h.Length), frameChunk); r.reuse && cap(r.buf) >= first {

@@ -363,7 +363,7 @@ func (p *frameParser) feed(b []byte, emit func([]byte, error)) {
 	for len(p.buf) >= felix.HeaderLen {
 		h, err := felix.ParseHeaderLenient(p.buf)
 		if err == nil && h.Length > p.max {
-			err = &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8, Detail: "above the relay's report limit"}
+			err = felix.FrameTooLarge(uint64(h.Length), p.max)
 		}
 		if err != nil {
 			p.dead, p.buf = true, nil
