@@ -25,15 +25,15 @@ func featureByName(t *testing.T, name string) Features {
 
 func readDoc(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("docs/" + name)
+	b, err := os.ReadFile(name)
 	require.NoError(t, err)
 	return string(b)
 }
 
 // TestRequestFactsMatchSpec checks every generated request fact against
-// the protocol reference: the answer types (messages.md §3–§9), the route
-// (messages.md §4 not_leader, §5, §6, §9) and re-send safety (caches.md
-// "Delivery of writes", client-scenarios.md §5.5).
+// the protocol reference: the answer types (docs/messages.md §3–§9), the route
+// (docs/messages.md §4 not_leader, §5, §6, §9) and re-send safety (docs/caches.md
+// "Delivery of writes", docs/client-scenarios.md §5.5).
 func TestRequestFactsMatchSpec(t *testing.T) {
 	type want struct {
 		answers []string
@@ -66,7 +66,7 @@ func TestRequestFactsMatchSpec(t *testing.T) {
 		"subscribe":       {[]string{"subscribed", "subscribe_cursor_error"}, RouteStreamShard, true},
 		"offset_for_time": {[]string{"offset_value"}, RouteStreamShard, true},
 		"stream_read":     {[]string{"stream_records", "subscribe_cursor_error"}, RouteStreamShard, true},
-		// §7 and caches.md: a watch goes to its cache shard's owner.
+		// §7 and docs/caches.md: a watch goes to its cache shard's owner.
 		"cache_put":       {[]string{"cache_ok", "ok"}, RouteAny, true},
 		"cache_get":       {[]string{"cache_value"}, RouteAny, true},
 		"cache_delete":    {[]string{"cache_value"}, RouteAny, true},
@@ -112,10 +112,10 @@ func TestRequestFactsMatchSpec(t *testing.T) {
 }
 
 // TestRequestGatesMatchIndex reads the gate of every C→B row of
-// messages.md §10 and checks RequestGate, CanRequest and LookupRequest
+// docs/messages.md §10 and checks RequestGate, CanRequest and LookupRequest
 // agree with it, and that every B→C type is no request.
 func TestRequestGatesMatchIndex(t *testing.T) {
-	doc := readDoc(t, "messages.md")
+	doc := readDoc(t, "docs/messages.md")
 	row := regexp.MustCompile("(?m)^\\| *\\d+ \\| `([a-z_]+)` \\| (C→B|B→C) \\| (.*) \\|$")
 	rows := row.FindAllStringSubmatch(doc, -1)
 	require.Len(t, rows, len(messageTypes), "index rows")
@@ -154,7 +154,7 @@ func TestRequestGatesMatchIndex(t *testing.T) {
 // request is named in its feature's row, and each "req → answer" pair
 // there is one of the request's answers.
 func TestRequestGatesMatchFeatures(t *testing.T) {
-	doc := readDoc(t, "features.md")
+	doc := readDoc(t, "docs/features.md")
 	rowRe := regexp.MustCompile("(?m)^\\| `0x[0-9A-F_]+` \\| `(FEATURE_[A-Z_]+)` \\| [^|]* \\| (.*) \\|$")
 	rows := map[Features]string{}
 	for _, m := range rowRe.FindAllStringSubmatch(doc, -1) {
@@ -180,9 +180,9 @@ func TestRequestGatesMatchFeatures(t *testing.T) {
 }
 
 // TestRequestSafetyMatchesCaches reads the "Delivery of writes" table of
-// caches.md: a request the client re-sends after a lost answer is Safe.
+// docs/caches.md: a request the client re-sends after a lost answer is Safe.
 func TestRequestSafetyMatchesCaches(t *testing.T) {
-	doc := readDoc(t, "caches.md")
+	doc := readDoc(t, "docs/caches.md")
 	rowRe := regexp.MustCompile("(?m)^\\| ((?:`[a-z_]+`(?:, )?)+) \\| [^|]* \\| (yes|no)\\b")
 	rows := rowRe.FindAllStringSubmatch(doc, -1)
 	require.NotEmpty(t, rows)
@@ -195,7 +195,7 @@ func TestRequestSafetyMatchesCaches(t *testing.T) {
 			n++
 		}
 	}
-	assert.Equal(t, 6, n, "requests in the caches.md table")
+	assert.Equal(t, 6, n, "requests in the docs/caches.md table")
 }
 
 func TestRouteString(t *testing.T) {

@@ -1,4 +1,4 @@
-package conn_test
+package tap_test
 
 import (
 	"context"
@@ -10,11 +10,40 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/conn/tap"
 )
 
-// ExampleListenRelay puts a relay between a client and a broker and prints
-// the kind of every frame it relays (felix tap logs them as JSON lines).
-func ExampleListenRelay() {
+// exampleBroker acknowledges every publish on every stream of ln.
+func exampleBroker(ctx context.Context, ln *conn.Listener) {
+	for {
+		sc, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		go func() {
+			for {
+				st, err := sc.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				go func() {
+					defer st.Close()
+					for {
+						req, err := st.ReadRequest(ctx)
+						if err != nil {
+							return
+						}
+						st.AnswerPublish(ctx, req, conn.PublishResult{}, nil)
+					}
+				}()
+			}
+		}()
+	}
+}
+
+// ExampleListen puts a relay between a client and a broker and prints the
+// kind of every frame it relays (felix tap logs them as JSON lines).
+func ExampleListen() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	brokerTLS, brokerRoots, err := conn.SelfSigned()
@@ -36,9 +65,9 @@ func ExampleListenRelay() {
 	}
 	var mu sync.Mutex
 	var seen []string
-	r, err := conn.ListenRelay("127.0.0.1:0", &conn.RelayConfig{
+	r, err := tap.Listen("127.0.0.1:0", &tap.Config{
 		TLS: relayTLS, Upstream: ln.Addr().String(), UpstreamTLS: &tls.Config{RootCAs: brokerRoots},
-		OnFrame: func(f conn.RelayFrame) {
+		OnFrame: func(f tap.Frame) {
 			h, _ := felix.ParseHeader(f.Frame)
 			mu.Lock()
 			seen = append(seen, f.Dir.String()+" "+h.Flags.Layout().String())
