@@ -194,8 +194,8 @@ func writeAtomic(path string, data []byte) error {
 
 // tapFilter selects the frames logged.
 type tapFilter struct {
-	dir   tap.Direction // 0: both
-	kinds map[string]bool     // nil: all
+	dir   tap.Direction   // 0: both
+	kinds map[string]bool // nil: all
 }
 
 func newTapFilter(dirs, kinds string) (tapFilter, error) {
