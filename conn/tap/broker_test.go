@@ -30,24 +30,36 @@ type testBroker struct {
 
 func startBroker(t testing.TB, adjust func(*conn.ServerConfig)) *testBroker {
 	t.Helper()
-	tc, pool, err := conn.SelfSigned()
+	b, stop, err := newBroker(adjust)
 	require.NoError(t, err)
+	t.Cleanup(stop)
+	return b
+}
+
+// newBroker starts a testBroker on loopback; stop ends it and waits for
+// its goroutines.
+func newBroker(adjust func(*conn.ServerConfig)) (b *testBroker, stop func(), err error) {
+	tc, pool, err := conn.SelfSigned()
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := &conn.ServerConfig{TLS: tc, Offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes}}
 	if adjust != nil {
 		adjust(cfg)
 	}
 	ln, err := conn.Listen("127.0.0.1:0", cfg)
-	require.NoError(t, err)
-	b := &testBroker{ln: ln, pool: pool, cache: map[string][]byte{}, unsubscribed: make(chan struct{})}
+	if err != nil {
+		return nil, nil, err
+	}
+	b = &testBroker{ln: ln, pool: pool, cache: map[string][]byte{}, unsubscribed: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { b.serve(ctx, &wg) })
-	t.Cleanup(func() {
+	return b, func() {
 		cancel()
 		ln.Close()
 		wg.Wait()
-	})
-	return b
+	}, nil
 }
 
 func (b *testBroker) addr() string { return b.ln.Addr().String() }

@@ -13,49 +13,17 @@ import (
 	"github.com/flxproto/felix/conn/tap"
 )
 
-// exampleBroker acknowledges every publish on every stream of ln.
-func exampleBroker(ctx context.Context, ln *conn.Listener) {
-	for {
-		sc, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		go func() {
-			for {
-				st, err := sc.AcceptStream(ctx)
-				if err != nil {
-					return
-				}
-				go func() {
-					defer st.Close()
-					for {
-						req, err := st.ReadRequest(ctx)
-						if err != nil {
-							return
-						}
-						st.AnswerPublish(ctx, req, conn.PublishResult{}, nil)
-					}
-				}()
-			}
-		}()
-	}
-}
-
 // ExampleListen puts a relay between a client and a broker and prints the
 // kind of every frame it relays (felix tap logs them as JSON lines).
 func ExampleListen() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	brokerTLS, brokerRoots, err := conn.SelfSigned()
+	// A broker that acknowledges publishes (broker_test.go).
+	b, stop, err := newBroker(nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: brokerTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	go exampleBroker(ctx, ln)
+	defer stop()
 
 	// The relay has its own certificate toward clients and verifies the
 	// broker's.
@@ -66,7 +34,7 @@ func ExampleListen() {
 	var mu sync.Mutex
 	var seen []string
 	r, err := tap.Listen("127.0.0.1:0", &tap.Config{
-		TLS: relayTLS, Upstream: ln.Addr().String(), UpstreamTLS: &tls.Config{RootCAs: brokerRoots},
+		TLS: relayTLS, Upstream: b.addr(), UpstreamTLS: &tls.Config{RootCAs: b.pool},
 		OnFrame: func(f tap.Frame) {
 			h, _ := felix.ParseHeader(f.Frame)
 			mu.Lock()
