@@ -318,7 +318,7 @@ func (r *Relay) pump(connID uint64, sid int64, uni bool, dir Direction, src rela
 		}
 	})
 	defer stop()
-	fp := frameParser{max: r.cfg.MaxFrameBytes}
+	fp := newFrameParser(r.cfg.MaxFrameBytes)
 	emit := func(frame []byte, err error) {
 		if r.cfg.OnFrame != nil {
 			r.cfg.OnFrame(Frame{Conn: connID, StreamID: sid, Uni: uni, Dir: dir, Time: time.Now(), Frame: frame, Err: err})
@@ -356,38 +356,58 @@ func (r *Relay) pump(connID uint64, sid int64, uni bool, dir Direction, src rela
 	}
 }
 
-// frameParser cuts a byte stream into whole frames.
+// frameParser cuts a byte stream into whole frames with a felix.Reader
+// fed the bytes as the pump receives them.
 type frameParser struct {
-	max  uint32
-	buf  []byte
+	src  feed
+	r    *felix.Reader
+	out  []byte // the whole frame reported, reused
 	dead bool
 }
 
-// feed appends b and reports every frame it completes.
+func newFrameParser(max uint32) *frameParser {
+	p := &frameParser{}
+	p.r = felix.NewReader(&p.src)
+	p.r.SetMaxPayload(max)
+	p.r.SetLenientFlags(true) // report frames whatever their flags
+	return p
+}
+
+// feed is the Reader's source: the bytes received and not yet read. When
+// it runs dry it says errNeedMore, and the Reader keeps the frame's
+// progress until the next chunk.
+type feed struct{ b []byte }
+
+var errNeedMore = errors.New("tap: waiting for more bytes")
+
+func (f *feed) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, errNeedMore
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+// feed reads b and reports every frame it completes; the first error
+// ends the reporting of the stream.
 func (p *frameParser) feed(b []byte, emit func([]byte, error)) {
 	if p.dead {
 		return
 	}
-	p.buf = append(p.buf, b...)
-	for len(p.buf) >= felix.HeaderLen {
-		h, err := felix.ParseHeaderLenient(p.buf)
-		if err == nil && h.Length > p.max {
-			err = felix.FrameTooLarge(uint64(h.Length), p.max)
+	p.src.b = b
+	for {
+		f, err := p.r.ReadFrame()
+		if err == errNeedMore {
+			return
 		}
 		if err != nil {
-			p.dead, p.buf = true, nil
+			p.dead = true
 			emit(nil, err)
 			return
 		}
-		end := felix.HeaderLen + int(h.Length)
-		if len(p.buf) < end {
-			return
-		}
-		emit(p.buf[:end:end], nil)
-		p.buf = p.buf[end:]
-	}
-	if len(p.buf) == 0 {
-		p.buf = nil
+		p.out = append(felix.AppendHeader(p.out[:0], f.Header), f.Payload...)
+		emit(p.out, nil)
 	}
 }
 
