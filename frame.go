@@ -105,8 +105,9 @@ func FinishFrame(b []byte, start int) ([]byte, error) {
 		return b, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: start, Detail: "FinishFrame without BeginFrame"}
 	}
 	if uint64(n) > MaxPayloadLen {
-		return b[:start], &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: start + 8,
-			Detail: "payload of " + strconv.Itoa(n) + " bytes"}
+		e := FrameTooLarge(uint64(n), MaxPayloadLen)
+		e.Offset += start
+		return b[:start], e
 	}
 	binary.BigEndian.PutUint32(b[start+8:], uint32(n))
 	return b, nil
@@ -115,11 +116,22 @@ func FinishFrame(b []byte, start int) ([]byte, error) {
 // AppendFrame appends a whole frame (header and payload) to dst.
 func AppendFrame(dst []byte, flags Flags, payload []byte) ([]byte, error) {
 	if uint64(len(payload)) > MaxPayloadLen {
-		return dst, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: len(dst) + 8,
-			Detail: "payload of " + strconv.Itoa(len(payload)) + " bytes"}
+		e := FrameTooLarge(uint64(len(payload)), MaxPayloadLen)
+		e.Offset += len(dst)
+		return dst, e
 	}
 	dst = AppendHeader(dst, Header{Flags: flags, Length: uint32(len(payload))})
 	return append(dst, payload...), nil
+}
+
+// FrameTooLarge returns the error every frame reader and writer of the
+// module reports for a frame whose payload length is above limit (a
+// reader's frame limit, or MaxPayloadLen): class ErrFrameTooLarge on the
+// header's length field (Offset 8 from the frame's start), saying both
+// numbers.
+func FrameTooLarge(length uint64, limit uint32) *Error {
+	return &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
+		Detail: strconv.FormatUint(length, 10) + " > limit " + strconv.FormatUint(uint64(limit), 10)}
 }
 
 // Frame is a decoded frame. Payload aliases the buffer it was decoded from.
@@ -144,8 +156,7 @@ func ParseFrame(b []byte, maxPayload uint32) (f Frame, rest []byte, err error) {
 		maxPayload = DefaultMaxFrameBytes
 	}
 	if h.Length > maxPayload {
-		return Frame{}, b, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(maxPayload), 10)}
+		return Frame{}, b, FrameTooLarge(uint64(h.Length), maxPayload)
 	}
 	end := uint64(HeaderLen) + uint64(h.Length)
 	if uint64(len(b)) < end {
@@ -167,15 +178,32 @@ func DecodeFrame(b []byte, maxPayload uint32) (Frame, error) {
 }
 
 // Reader reads frames from an io.Reader. It checks each header's length
-// against its limit before reading or allocating anything for the payload,
-// and reuses one payload buffer, so steady-state reading allocates nothing.
-// A Reader is not safe for concurrent use.
+// against its limit before reading or allocating anything for the
+// payload, and its buffer grows with the bytes received, so a hostile
+// length costs memory only as data arrives. By default it reuses one
+// payload buffer, so steady-state reading allocates nothing
+// (SetFreshPayloads gives each payload bytes of its own instead).
+//
+// A read error of the source does not lose the bytes already read: when
+// the error was transient (a read deadline that interrupted a call), the
+// next ReadFrame resumes the same frame, so the stream stays on a frame
+// boundary. A Reader is not safe for concurrent use.
 type Reader struct {
 	r       io.Reader
 	max     uint32
 	lenient bool
+	fresh   bool
+
+	// Progress of the frame being read.
 	hdr     [HeaderLen]byte
+	hn      int // header bytes read
+	h       Header
+	haveHdr bool
+	pn      int // payload bytes read
 	buf     []byte
+	// slab is the unused tail of the chunk that fresh payloads of small
+	// frames are carved from (see carve).
+	slab []byte
 }
 
 // NewReader returns a Reader on r with the DefaultMaxFrameBytes limit.
@@ -204,64 +232,135 @@ func (r *Reader) MaxPayload() uint32 { return r.max }
 // caller must then check Flags.CheckKnown itself before decoding the payload.
 func (r *Reader) SetLenientFlags(on bool) { r.lenient = on }
 
-// Reset makes the Reader read from src, keeping its buffer and settings.
-func (r *Reader) Reset(src io.Reader) { r.r = src }
+// SetFreshPayloads chooses the buffer policy: with on, every payload
+// ReadFrame returns has bytes of its own that no later call writes again,
+// so values decoded from it may alias it and be kept (small payloads are
+// carved from a shared chunk: one allocation per several frames); with
+// off (the default) one buffer is reused and a payload is valid only
+// until the next call.
+func (r *Reader) SetFreshPayloads(on bool) {
+	r.fresh = on
+	if on && !r.haveHdr {
+		r.buf = nil
+	}
+}
+
+// Reset makes the Reader read from src, keeping its buffer and settings
+// and dropping the progress of a frame read in part.
+func (r *Reader) Reset(src io.Reader) {
+	r.r = src
+	r.hn, r.haveHdr, r.pn = 0, false, 0
+}
 
 // growChunk bounds how far the payload buffer grows ahead of the bytes
 // actually received, so a hostile length costs memory only as data arrives.
 const growChunk = 256 << 10
 
-// ReadFrame reads the next frame. The returned Payload aliases the Reader's
-// buffer and is valid only until the next call; copy it to keep it.
+// slabSize and slabMax: with fresh payloads, the payload of a frame of at
+// most slabMax bytes is carved from a shared slabSize chunk instead of
+// getting an allocation of its own. Every byte of a chunk belongs to one
+// frame only and is never written again once that frame is returned; a
+// kept payload keeps its chunk (at most slabSize bytes) alive.
+const (
+	slabSize = 64 << 10
+	slabMax  = 16 << 10
+)
+
+// ReadFrame reads the next frame. Unless SetFreshPayloads is on, the
+// returned Payload aliases the Reader's buffer and is valid only until the
+// next call; copy it to keep it.
 //
 // At a clean end of stream on a frame boundary it returns io.EOF. A stream
 // that ends inside a header or payload returns an error that matches both
-// ErrTruncated and io.ErrUnexpectedEOF. A length above the limit returns
-// ErrFrameTooLarge before any payload byte is read; the stream is then no
-// longer on a frame boundary and must be abandoned.
+// ErrTruncated and io.ErrUnexpectedEOF. A bad header, or a length above
+// the limit (FrameTooLarge), is reported before any payload byte is read;
+// the stream is then no longer on a frame boundary and must be abandoned.
+// Any other error is the source's: the bytes read so far are kept and the
+// next call resumes the frame (after a read deadline, for example).
 func (r *Reader) ReadFrame() (Frame, error) {
-	n, err := io.ReadFull(r.r, r.hdr[:])
-	if err != nil {
-		if err == io.EOF {
-			return Frame{}, io.EOF
+	for !r.haveHdr {
+		n, err := r.r.Read(r.hdr[r.hn:])
+		r.hn += n
+		if r.hn == HeaderLen {
+			if err := r.header(); err != nil {
+				return Frame{Header: r.h}, err
+			}
+			break
 		}
-		if err == io.ErrUnexpectedEOF {
-			return Frame{}, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: n,
-				Detail: "stream ended inside a header", Err: io.ErrUnexpectedEOF}
-		}
-		return Frame{}, err
-	}
-	var h Header
-	if r.lenient {
-		h, err = ParseHeaderLenient(r.hdr[:])
-	} else {
-		h, err = ParseHeader(r.hdr[:])
-	}
-	if err != nil {
-		return Frame{Header: h}, err
-	}
-	if h.Length > r.max {
-		return Frame{Header: h}, &Error{Class: ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(r.max), 10)}
-	}
-	want := int(h.Length)
-	got := 0
-	for got < want {
-		if len(r.buf) < want && (got == 0 || got == len(r.buf)) {
-			r.grow(got, want)
-		}
-		lim := min(want, len(r.buf))
-		m, err := io.ReadFull(r.r, r.buf[got:lim])
-		got += m
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				hn := r.hn
+				r.hn = 0
+				if hn == 0 && err == io.EOF {
+					return Frame{}, io.EOF
+				}
+				return Frame{}, &Error{Class: ErrTruncated, Layout: "frame", Field: "header", Offset: hn,
+					Detail: "stream ended inside a header", Err: io.ErrUnexpectedEOF}
+			}
+			return Frame{}, err
+		}
+	}
+	want := int(r.h.Length)
+	for r.pn < want {
+		if r.pn == len(r.buf) {
+			r.grow(r.pn, want)
+		}
+		n, err := r.r.Read(r.buf[r.pn:min(len(r.buf), want)])
+		r.pn += n
+		if err != nil && r.pn < want {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				h, got := r.h, r.pn
+				r.hn, r.haveHdr, r.pn = 0, false, 0
 				return Frame{Header: h}, &Error{Class: ErrTruncated, Layout: "frame", Field: "payload", Offset: HeaderLen + got,
 					Detail: "stream finished after " + strconv.Itoa(got) + " of " + strconv.Itoa(want) + " bytes", Err: io.ErrUnexpectedEOF}
 			}
-			return Frame{Header: h}, err
+			return Frame{Header: r.h}, err
 		}
 	}
-	return Frame{Header: h, Payload: r.buf[:want:want]}, nil
+	f := Frame{Header: r.h, Payload: r.buf[:want:want]}
+	r.hn, r.haveHdr, r.pn = 0, false, 0
+	if r.fresh {
+		r.buf = nil
+	}
+	return f, nil
+}
+
+// header checks the header just read and prepares the payload buffer. A
+// refused header ends the frame (the next call reads a new header).
+func (r *Reader) header() error {
+	var err error
+	if r.lenient {
+		r.h, err = ParseHeaderLenient(r.hdr[:])
+	} else {
+		r.h, err = ParseHeader(r.hdr[:])
+	}
+	if err == nil && r.h.Length > r.max {
+		err = FrameTooLarge(uint64(r.h.Length), r.max)
+	}
+	if err != nil {
+		r.hn = 0
+		return err
+	}
+	r.haveHdr, r.pn = true, 0
+	switch want := int(r.h.Length); {
+	case !r.fresh:
+		r.buf = r.buf[:cap(r.buf)]
+	case want <= slabMax:
+		r.buf = r.carve(want)
+	default:
+		r.buf = nil
+	}
+	return nil
+}
+
+// carve returns n fresh bytes (n <= slabMax), capacity capped at n.
+func (r *Reader) carve(n int) []byte {
+	if len(r.slab) < n {
+		r.slab = make([]byte, slabSize)
+	}
+	b := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return b
 }
 
 // grow enlarges the buffer (keeping its first have bytes) towards want, to

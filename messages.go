@@ -159,7 +159,7 @@ func NewMessage(typ string) Message {
 // client sends to a broker (requests such as auth, publish, subscribe). A
 // broker answers a known broker → client type received from a client with
 // an error (invalid_request) and closes the stream.
-func IsClientMessage(typ string) bool { return clientToBroker(typ) }
+func IsClientMessage(typ string) bool { return requestIndex(typ) >= 0 }
 
 // DecodeMessage decodes one JSON control payload (the payload of a frame
 // with flags 0) into its message type. An unknown "type" yields an

@@ -400,13 +400,128 @@ func decodeKnown(typ string, d *jsonDecoder, i0 int) Message {
 	return nil
 }
 
-// clientToBroker reports whether typ is a known client → broker message.
-func clientToBroker(typ string) bool {
+// requestFacts holds the facts of the 37 client → broker requests in
+// table order.
+var requestFacts = [...]RequestFacts{
+	{Type: "auth", Gate: 0, Route: RouteAny, Safe: true, answers: []string{"auth_ok", "ok"}},
+	{Type: "extension", Gate: FeatureUnsupported, Route: RouteAny, Safe: false, answers: []string{"unsupported"}},
+	{Type: "topology", Gate: FeatureTopology, Route: RouteAny, Safe: true, answers: []string{"topology_view"}},
+	{Type: "stream_shards", Gate: FeatureStreamShards, Route: RouteAny, Safe: true, answers: []string{"stream_shards_view"}},
+	{Type: "cache_shards", Gate: FeatureCacheShards, Route: RouteAny, Safe: true, answers: []string{"cache_shards_view"}},
+	{Type: "shard_owners", Gate: FeatureShardOwners, Route: RouteAny, Safe: true, answers: []string{"shard_owners_view"}},
+	{Type: "shard_inspect", Gate: FeatureInspect, Route: RouteAny, Safe: true, answers: []string{"shard_inspect_info"}},
+	{Type: "subscriptions_list", Gate: FeatureInspect, Route: RouteAny, Safe: true, answers: []string{"subscriptions_list_info"}},
+	{Type: "publish", Gate: 0, Route: RouteStreamShard, Safe: false, answers: []string{"publish_ok", "publish_error"}},
+	{Type: "publish_batch", Gate: 0, Route: RouteStreamShard, Safe: false, answers: []string{"publish_ok", "publish_error"}},
+	{Type: "producer_init", Gate: FeatureIdempotentProducer, Route: RouteAny, Safe: true, answers: []string{"producer_init_ok"}},
+	{Type: "publish_idempotent", Gate: FeatureIdempotentProducer, Route: RouteStreamShard, Safe: true, answers: []string{"publish_ok", "publish_error", "publish_refused"}},
+	{Type: "publish_if", Gate: FeaturePublishConditional, Route: RouteStreamShard, Safe: false, answers: []string{"publish_ok", "publish_refused"}},
+	{Type: "commit", Gate: FeatureAtomicCommit, Route: RouteStreamShard, Safe: false, answers: []string{"commit_ok", "publish_refused"}},
+	{Type: "state_get", Gate: FeatureAtomicCommit, Route: RouteStreamShard, Safe: true, answers: []string{"state_value"}},
+	{Type: "subscribe", Gate: 0, Route: RouteStreamShard, Safe: true, answers: []string{"subscribed", "subscribe_cursor_error"}},
+	{Type: "offset_for_time", Gate: FeatureRecordTimestamps, Route: RouteStreamShard, Safe: true, answers: []string{"offset_value"}},
+	{Type: "stream_read", Gate: FeatureStreamRead, Route: RouteStreamShard, Safe: true, answers: []string{"stream_records", "subscribe_cursor_error"}},
+	{Type: "cache_put", Gate: 0, Route: RouteAny, Safe: true, answers: []string{"cache_ok", "ok"}},
+	{Type: "cache_get", Gate: 0, Route: RouteAny, Safe: true, answers: []string{"cache_value"}},
+	{Type: "cache_delete", Gate: FeatureCacheDelete, Route: RouteAny, Safe: true, answers: []string{"cache_value"}},
+	{Type: "cache_put_if", Gate: FeatureCacheConditional, Route: RouteAny, Safe: false, answers: []string{"cache_condition_result"}},
+	{Type: "cache_delete_if", Gate: FeatureCacheConditional, Route: RouteAny, Safe: false, answers: []string{"cache_condition_result"}},
+	{Type: "cache_watch", Gate: FeatureCacheWatch, Route: RouteCacheShard, Safe: true, answers: []string{"cache_watch_started", "subscribe_cursor_error"}},
+	{Type: "counter_add", Gate: FeatureCounters, Route: RouteAny, Safe: false, answers: []string{"counter_value"}},
+	{Type: "counter_get", Gate: FeatureCounters, Route: RouteAny, Safe: true, answers: []string{"counter_value"}},
+	{Type: "group_poll", Gate: FeatureConsumerGroup, Route: RouteStreamShard, Safe: true, answers: []string{"group_records"}},
+	{Type: "group_ack", Gate: FeatureConsumerGroup, Route: RouteStreamShard, Safe: false, answers: []string{"cache_ok"}},
+	{Type: "group_nack", Gate: FeatureConsumerGroup, Route: RouteStreamShard, Safe: false, answers: []string{"cache_ok"}},
+	{Type: "group_extend", Gate: FeatureGroupClaimControl, Route: RouteStreamShard, Safe: false, answers: []string{"group_extended"}},
+	{Type: "group_dead_letter", Gate: FeatureGroupClaimControl, Route: RouteStreamShard, Safe: false, answers: []string{"cache_ok"}},
+	{Type: "group_dead_letters", Gate: FeatureGroupDeadLetters, Route: RouteStreamShard, Safe: true, answers: []string{"group_dead_letter_list"}},
+	{Type: "group_discard", Gate: FeatureGroupDeadLetters, Route: RouteStreamShard, Safe: false, answers: []string{"cache_ok"}},
+	{Type: "group_redrive", Gate: FeatureGroupDeadLetters, Route: RouteStreamShard, Safe: false, answers: []string{"cache_ok"}},
+	{Type: "group_seek", Gate: FeatureGroupAdmin, Route: RouteStreamShard, Safe: true, answers: []string{"group_position"}},
+	{Type: "group_describe", Gate: FeatureGroupAdmin, Route: RouteStreamShard, Safe: true, answers: []string{"group_info"}},
+	{Type: "group_delete", Gate: FeatureGroupAdmin, Route: RouteStreamShard, Safe: false, answers: []string{"group_deleted"}},
+}
+
+// requestIndex returns the index of typ in requestFacts, or -1 when typ
+// is not a client → broker request.
+func requestIndex(typ string) int {
 	switch typ {
-	case "auth", "extension", "topology", "stream_shards", "cache_shards", "shard_owners", "shard_inspect", "subscriptions_list", "publish", "publish_batch", "producer_init", "publish_idempotent", "publish_if", "commit", "state_get", "subscribe", "offset_for_time", "stream_read", "cache_put", "cache_get", "cache_delete", "cache_put_if", "cache_delete_if", "cache_watch", "counter_add", "counter_get", "group_poll", "group_ack", "group_nack", "group_extend", "group_dead_letter", "group_dead_letters", "group_discard", "group_redrive", "group_seek", "group_describe", "group_delete":
-		return true
+	case "auth":
+		return 0
+	case "extension":
+		return 1
+	case "topology":
+		return 2
+	case "stream_shards":
+		return 3
+	case "cache_shards":
+		return 4
+	case "shard_owners":
+		return 5
+	case "shard_inspect":
+		return 6
+	case "subscriptions_list":
+		return 7
+	case "publish":
+		return 8
+	case "publish_batch":
+		return 9
+	case "producer_init":
+		return 10
+	case "publish_idempotent":
+		return 11
+	case "publish_if":
+		return 12
+	case "commit":
+		return 13
+	case "state_get":
+		return 14
+	case "subscribe":
+		return 15
+	case "offset_for_time":
+		return 16
+	case "stream_read":
+		return 17
+	case "cache_put":
+		return 18
+	case "cache_get":
+		return 19
+	case "cache_delete":
+		return 20
+	case "cache_put_if":
+		return 21
+	case "cache_delete_if":
+		return 22
+	case "cache_watch":
+		return 23
+	case "counter_add":
+		return 24
+	case "counter_get":
+		return 25
+	case "group_poll":
+		return 26
+	case "group_ack":
+		return 27
+	case "group_nack":
+		return 28
+	case "group_extend":
+		return 29
+	case "group_dead_letter":
+		return 30
+	case "group_dead_letters":
+		return 31
+	case "group_discard":
+		return 32
+	case "group_redrive":
+		return 33
+	case "group_seek":
+		return 34
+	case "group_describe":
+		return 35
+	case "group_delete":
+		return 36
 	}
-	return false
+	return -1
 }
 
 // newMessage returns a zero message of the given type, or nil.

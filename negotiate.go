@@ -145,55 +145,13 @@ func (c Capabilities) PublishFlags(acked, keyed, idempotent bool) (Flags, Publis
 	return 0, PublishJSON
 }
 
-// requestGates maps every client→broker request type to the feature bit the
-// broker must have advertised before a client may send it (0: always
-// allowed). Types not listed are not client requests.
-var requestGates = map[string]Features{
-	"auth":               0,
-	"extension":          FeatureUnsupported,
-	"topology":           FeatureTopology,
-	"stream_shards":      FeatureStreamShards,
-	"cache_shards":       FeatureCacheShards,
-	"shard_owners":       FeatureShardOwners,
-	"shard_inspect":      FeatureInspect,
-	"subscriptions_list": FeatureInspect,
-	"publish":            0,
-	"publish_batch":      0,
-	"producer_init":      FeatureIdempotentProducer,
-	"publish_idempotent": FeatureIdempotentProducer,
-	"publish_if":         FeaturePublishConditional,
-	"commit":             FeatureAtomicCommit,
-	"state_get":          FeatureAtomicCommit,
-	"subscribe":          0,
-	"offset_for_time":    FeatureRecordTimestamps,
-	"stream_read":        FeatureStreamRead,
-	"cache_put":          0,
-	"cache_get":          0,
-	"cache_delete":       FeatureCacheDelete,
-	"cache_put_if":       FeatureCacheConditional,
-	"cache_delete_if":    FeatureCacheConditional,
-	"cache_watch":        FeatureCacheWatch,
-	"counter_add":        FeatureCounters,
-	"counter_get":        FeatureCounters,
-	"group_poll":         FeatureConsumerGroup,
-	"group_ack":          FeatureConsumerGroup,
-	"group_nack":         FeatureConsumerGroup,
-	"group_extend":       FeatureGroupClaimControl,
-	"group_dead_letter":  FeatureGroupClaimControl,
-	"group_dead_letters": FeatureGroupDeadLetters,
-	"group_discard":      FeatureGroupDeadLetters,
-	"group_redrive":      FeatureGroupDeadLetters,
-	"group_seek":         FeatureGroupAdmin,
-	"group_describe":     FeatureGroupAdmin,
-	"group_delete":       FeatureGroupAdmin,
-}
-
 // RequestGate returns the feature a broker must advertise before a client
 // sends a request of type msgType (0 when none is needed), and false when
 // msgType is not a client→broker request.
+// The gate is RequestFacts.Gate (LookupRequest).
 func RequestGate(msgType string) (Features, bool) {
-	f, ok := requestGates[msgType]
-	return f, ok
+	r, ok := LookupRequest(msgType)
+	return r.Gate, ok
 }
 
 // CanRequest reports whether the client may send a request of type msgType:
@@ -201,8 +159,8 @@ func RequestGate(msgType string) (Features, bool) {
 // Sending a gated request to a broker without the bit is either a fatal
 // unknown message or a silently ignored one; probing is unsafe.
 func (c Capabilities) CanRequest(msgType string) bool {
-	f, ok := requestGates[msgType]
-	return ok && c.Features.Has(f)
+	i := requestIndex(msgType)
+	return i >= 0 && c.Features.Has(requestFacts[i].Gate)
 }
 
 // Field gates: optional request fields a client may only send when the

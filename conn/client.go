@@ -11,6 +11,8 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix/conn/internal/tlsconf"
 )
 
 // closeGrace bounds how long Close waits for the broker to finish the
@@ -139,16 +141,11 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 // TLS.ServerName, else the host of addr when it is a name, else
 // "localhost" (a development broker's certificate name) for an IP address.
 func serverName(cfg *Config, addr string) string {
-	if cfg.ServerName != "" {
-		return cfg.ServerName
+	var tlsName string
+	if cfg.TLS != nil {
+		tlsName = cfg.TLS.ServerName
 	}
-	if cfg.TLS != nil && cfg.TLS.ServerName != "" {
-		return cfg.TLS.ServerName
-	}
-	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" && net.ParseIP(host) == nil {
-		return host
-	}
-	return "localhost"
+	return tlsconf.ServerName(cfg.ServerName, tlsName, addr)
 }
 
 // Capabilities returns what the broker advertised on the client's first

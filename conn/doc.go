@@ -238,7 +238,7 @@
 // hooks cost a pointer comparison. examples/metrics turns them into
 // Prometheus metrics. KeyLogWriter on both configs (KeyLogFromEnv for
 // SSLKEYLOGFILE) writes the TLS secrets that let Wireshark or tshark
-// decrypt a capture, and ListenRelay is the QUIC relay behind felix tap,
-// which logs every frame between clients and a broker. See
-// docs/debugging.md.
+// decrypt a capture. The QUIC relay behind felix tap, which logs every
+// frame between clients and a broker, is package conn/tap, outside the
+// supported API. See docs/debugging.md.
 package conn

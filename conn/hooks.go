@@ -2,9 +2,7 @@ package conn
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"io"
 	"net"
 	"time"
 
@@ -313,28 +311,6 @@ func (ps *pubStream) acked(pa *pendingAnswer, a answer) {
 	_, err := publishResult(pa.rid, a)
 	h.PublishAcked(PublishInfo{StreamID: int64(ps.cs.s.StreamID()), RequestID: pa.rid, Records: pa.records, Acked: true,
 		Latency: time.Since(pa.sent), Outcome: ackOutcome(err), Err: err})
-}
-
-// withKeyLog returns base with its KeyLogWriter set to w (a clone; base
-// when w is nil), including the configurations a GetConfigForClient hook
-// returns.
-func withKeyLog(base *tls.Config, w io.Writer) *tls.Config {
-	if base == nil || w == nil {
-		return base
-	}
-	c := base.Clone()
-	c.KeyLogWriter = w
-	if inner := c.GetConfigForClient; inner != nil {
-		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			cc, err := inner(hello)
-			if cc != nil {
-				cc = cc.Clone()
-				cc.KeyLogWriter = w
-			}
-			return cc, err
-		}
-	}
-	return c
 }
 
 // hookInfo describes c for the hooks.

@@ -27,6 +27,5 @@ func (e *FrameLimitError) Error() string {
 
 // Unwrap returns the codec's frame_too_large error.
 func (e *FrameLimitError) Unwrap() error {
-	return &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-		Detail: strconv.Itoa(e.Size) + " > limit " + strconv.FormatUint(uint64(e.Limit), 10)}
+	return felix.FrameTooLarge(uint64(e.Size), e.Limit)
 }

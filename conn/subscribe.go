@@ -148,7 +148,7 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 		return nil, err
 	}
 	s := c.startEventSub(es, false)
-	s.fr.reuse = o.ReuseBuffers
+	s.fr.SetFreshPayloads(!o.ReuseBuffers)
 	return &Subscription{es: s, info: sub}, nil
 }
 
@@ -191,12 +191,12 @@ func (cs *clientStream) abort() {
 // cache watch). It has no goroutine: Next reads the stream itself, so a
 // reader that stops calling Next stops reading and QUIC flow control slows
 // the broker; nothing is dropped by the client. A read interrupted by ctx
-// keeps its progress (frameReader), so the stream stays on a frame
+// keeps its progress (felix.Reader), so the stream stays on a frame
 // boundary.
 type eventSub struct {
 	c     *Client
 	es    *eventStream
-	fr    frameReader
+	fr    *felix.Reader
 	watch bool
 
 	closed atomic.Bool
@@ -220,7 +220,11 @@ type eventSub struct {
 
 func (c *Client) startEventSub(es *eventStream, watch bool) *eventSub {
 	s := &eventSub{c: c, es: es, watch: watch}
-	s.fr = frameReader{src: es.s, max: c.cfg.MaxFrameBytes}
+	// Payloads are fresh unless the subscriber asked for reuse: decoded
+	// events may alias them.
+	s.fr = felix.NewReader(es.s)
+	s.fr.SetMaxPayload(c.cfg.MaxFrameBytes)
+	s.fr.SetFreshPayloads(true)
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	if c.closed.Load() {
@@ -263,7 +267,7 @@ func (s *eventSub) read(ctx context.Context) (f felix.Frame, batch bool, err err
 		return f, false, err
 	}
 	s.arm(ctx)
-	f, err = s.fr.next()
+	f, err = s.fr.ReadFrame()
 	if err != nil {
 		if s.closed.Load() {
 			s.err = ErrClosed

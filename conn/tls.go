@@ -7,102 +7,26 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
 	"math/big"
 	"net"
-	"slices"
 	"time"
+
+	"github.com/flxproto/felix/conn/internal/tlsconf"
 )
 
 // ALPN is the protocol id of the Felix client listener ("felix/1"). Brokers
 // talk to each other with a different id on a different listener.
-const ALPN = "felix/1"
+const ALPN = tlsconf.ALPN
 
-// clientTLS returns the TLS configuration a client dials with: a clone of
-// base (or a fresh one), TLS 1.3 only, with NextProtos set to [ALPN] when
-// offerALPN is true and emptied otherwise (an older broker configures no ALPN
-// and refuses any client that offers one).
-func clientTLS(base *tls.Config, serverName string, offerALPN bool) *tls.Config {
-	var c *tls.Config
-	if base != nil {
-		c = base.Clone()
-	} else {
-		c = &tls.Config{}
-	}
-	c.MinVersion = tls.VersionTLS13
-	if serverName != "" {
-		c.ServerName = serverName
-	} else if c.ServerName == "" {
-		c.ServerName = "localhost"
-	}
-	if offerALPN {
-		c.NextProtos = []string{ALPN}
-	} else {
-		c.NextProtos = nil
-	}
-	return c
-}
-
-// errNoTLS is returned by Listen when ServerConfig.TLS is missing.
-var errNoTLS = errors.New("conn: ServerConfig.TLS with a certificate is required")
-
-// serverTLS returns the TLS configuration of a client listener. It accepts
-// clients that offer ALPN (they must offer "felix/1", which is then
-// selected) and, unless requireALPN is set, clients that offer no ALPN at
-// all. QUIC's TLS refuses a handshake that ends without a protocol when
-// either side configured one, so one configuration cannot serve both: the
-// choice is made per ClientHello with GetConfigForClient.
-func serverTLS(base *tls.Config, requireALPN bool) (*tls.Config, error) {
-	if base == nil || (len(base.Certificates) == 0 && base.GetCertificate == nil && base.GetConfigForClient == nil) {
-		return nil, errNoTLS
-	}
-	withALPN := base.Clone()
-	withALPN.MinVersion = tls.VersionTLS13
-	withALPN.NextProtos = []string{ALPN}
-	withALPN.GetConfigForClient = nil
-	noALPN := withALPN.Clone()
-	noALPN.NextProtos = nil
-	outer := withALPN.Clone()
-	inner := base.GetConfigForClient
-	outer.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		if inner != nil {
-			// A caller-supplied hook (e.g. certificate rotation) decides
-			// first; its answer is then given the ALPN policy below.
-			c, err := inner(hello)
-			if err != nil {
-				return nil, err
-			}
-			if c != nil {
-				c = c.Clone()
-				c.MinVersion = tls.VersionTLS13
-				return applyALPN(c, hello, requireALPN)
-			}
-		}
-		if len(hello.SupportedProtos) > 0 || requireALPN {
-			return applyALPN(withALPN.Clone(), hello, requireALPN)
-		}
-		return noALPN, nil
-	}
-	return outer, nil
-}
-
-// errALPN refuses a client that offered ALPN ids but not "felix/1".
-var errALPN = errors.New("conn: client offered no supported ALPN protocol (want " + ALPN + ")")
-
-func applyALPN(c *tls.Config, hello *tls.ClientHelloInfo, requireALPN bool) (*tls.Config, error) {
-	if len(hello.SupportedProtos) == 0 {
-		if requireALPN {
-			return nil, errALPN
-		}
-		c.NextProtos = nil
-		return c, nil
-	}
-	if !slices.Contains(hello.SupportedProtos, ALPN) {
-		return nil, errALPN
-	}
-	c.NextProtos = []string{ALPN}
-	return c, nil
-}
+// The TLS policy of both halves (TLS 1.3 only, the ALPN choice, key
+// logging) is written once in internal/tlsconf, which the debugging relay
+// (conn/tap) applies too.
+var (
+	clientTLS  = tlsconf.Client
+	serverTLS  = tlsconf.Server
+	withKeyLog = tlsconf.WithKeyLog
+	errNoTLS   = tlsconf.ErrNoTLS
+)
 
 // SelfSigned returns a fresh self-signed ECDSA P-256 leaf certificate, as
 // a development broker uses: a server TLS configuration carrying it and a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/conn/tap"
 	"github.com/flxproto/felix/vectors"
 )
 
@@ -122,7 +123,7 @@ func runTap(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if f.cert != "" {
 		verifyAgainstFile(upTLS, f.cert)
 	}
-	r, err := conn.ListenRelay(f.listen, &conn.RelayConfig{TLS: own, Upstream: f.addr, UpstreamTLS: upTLS,
+	r, err := tap.Listen(f.listen, &tap.Config{TLS: own, Upstream: f.addr, UpstreamTLS: upTLS,
 		ServerName: f.serverName, OnFrame: lw.frame, KeyLogWriter: kl,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -193,8 +194,8 @@ func writeAtomic(path string, data []byte) error {
 
 // tapFilter selects the frames logged.
 type tapFilter struct {
-	dir   conn.RelayDirection // 0: both
-	kinds map[string]bool     // nil: all
+	dir   tap.Direction   // 0: both
+	kinds map[string]bool // nil: all
 }
 
 func newTapFilter(dirs, kinds string) (tapFilter, error) {
@@ -202,9 +203,9 @@ func newTapFilter(dirs, kinds string) (tapFilter, error) {
 	switch dirs {
 	case "both", "":
 	case "c2b":
-		f.dir = conn.ClientToBroker
+		f.dir = tap.ClientToBroker
 	case "b2c":
-		f.dir = conn.BrokerToClient
+		f.dir = tap.BrokerToClient
 	default:
 		return f, usagef("-dir %q: want c2b, b2c or both", dirs)
 	}
@@ -230,7 +231,7 @@ type tapLog struct {
 	err    error
 }
 
-func (l *tapLog) frame(f conn.RelayFrame) {
+func (l *tapLog) frame(f tap.Frame) {
 	if l.filter.dir != 0 && f.Dir != l.filter.dir {
 		return
 	}
@@ -279,7 +280,7 @@ func (l *tapLog) flush() error {
 // describe returns the `felix decode` members of f (without "name"), its
 // kind and its JSON message type ("" for binary frames). An auth frame's
 // token is replaced first.
-func (l *tapLog) describe(f conn.RelayFrame) ([]vectors.Member, string, string) {
+func (l *tapLog) describe(f tap.Frame) ([]vectors.Member, string, string) {
 	if f.Err != nil {
 		return []vectors.Member{{Name: "kind", Value: "invalid"}, {Name: "layout", Value: "frame"},
 			{Name: "error", Value: errorClass(f.Err)}, {Name: "note", Value: "the rest of this direction is relayed but not logged: " + f.Err.Error()}}, "invalid", ""

@@ -169,25 +169,11 @@ func (h *handler) handle(req conn.Request) bool {
 		return false
 	}
 	typ := req.Message.MessageType()
-	if clientRequests[typ] {
+	if felix.IsClientMessage(typ) {
 		// A request this broker does not serve (and does not advertise).
 		return h.unsupported(typ, "", felix.Opt[uint64]{})
 	}
 	return h.refuse(felix.CodeInvalidRequest, "unexpected message type "+typ)
-}
-
-// clientRequests are the client→broker message types; every other type is
-// broker→client and refused as unexpected when a client sends it.
-var clientRequests = map[string]bool{
-	"auth": true, "extension": true, "topology": true, "stream_shards": true, "cache_shards": true,
-	"shard_owners": true, "shard_inspect": true, "subscriptions_list": true, "publish": true,
-	"publish_batch": true, "producer_init": true, "publish_idempotent": true, "publish_if": true,
-	"commit": true, "state_get": true, "subscribe": true, "offset_for_time": true, "stream_read": true,
-	"cache_put": true, "cache_get": true, "cache_delete": true, "cache_put_if": true,
-	"cache_delete_if": true, "cache_watch": true, "counter_add": true, "counter_get": true,
-	"group_poll": true, "group_ack": true, "group_nack": true, "group_extend": true,
-	"group_dead_letter": true, "group_dead_letters": true, "group_discard": true,
-	"group_redrive": true, "group_seek": true, "group_describe": true, "group_delete": true,
 }
 
 // unsupported answers a request the broker does not serve: unsupported

@@ -36,7 +36,19 @@ type def struct {
 	dir     string
 	doc     string
 	fields  []field
+	req     *request // the facts of a C>B message (@request)
 }
+
+// request is the @request line of a C>B message.
+type request struct {
+	gate    string   // FEATURE_X, or "" for none
+	answers []string // B>C tags
+	route   string   // any, stream or cache
+	safe    bool
+}
+
+// routes maps the table's route words to the felix.Route constants.
+var routes = map[string]string{"any": "RouteAny", "stream": "RouteStreamShard", "cache": "RouteCacheShard"}
 
 func main() {
 	in := flag.String("in", "internal/gen/msggen/messages.txt", "table to read")
@@ -105,6 +117,15 @@ func parse(path string) ([]*def, error) {
 				g.goN = camel(g.json)
 				cur.fields = append(cur.fields, g)
 			}
+		case indented && words[0] == "@request" && cur != nil:
+			if cur.req != nil {
+				return nil, fmt.Errorf("%s:%d: second @request for %s", path, line, cur.tag)
+			}
+			r, err := parseRequest(words[1:])
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+			}
+			cur.req = r
 		case indented && len(words) == 3 && cur != nil:
 			name, goN, ok := strings.Cut(words[0], "=")
 			if !ok {
@@ -120,7 +141,86 @@ func parse(path string) ([]*def, error) {
 			return nil, fmt.Errorf("%s:%d: cannot parse %q", path, line, raw)
 		}
 	}
-	return defs, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if err := check(defs); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return defs, nil
+}
+
+// parseRequest reads the key=value words of an @request line; every key
+// must be given once.
+func parseRequest(words []string) (*request, error) {
+	r := &request{}
+	seen := map[string]bool{}
+	for _, w := range words {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || v == "" || seen[k] {
+			return nil, fmt.Errorf("@request: %q is not a new key=value", w)
+		}
+		seen[k] = true
+		switch k {
+		case "gate":
+			if v != "-" {
+				if !strings.HasPrefix(v, "FEATURE_") || strings.ToUpper(v) != v {
+					return nil, fmt.Errorf("@request: gate %q is not - or FEATURE_NAME", v)
+				}
+				r.gate = v
+			}
+		case "answers":
+			r.answers = strings.Split(v, ",")
+		case "route":
+			if routes[v] == "" {
+				return nil, fmt.Errorf("@request: route %q is not any, stream or cache", v)
+			}
+			r.route = v
+		case "safe":
+			if v != "yes" && v != "no" {
+				return nil, fmt.Errorf("@request: safe %q is not yes or no", v)
+			}
+			r.safe = v == "yes"
+		default:
+			return nil, fmt.Errorf("@request: unknown key %q", k)
+		}
+	}
+	for _, k := range []string{"gate", "answers", "route", "safe"} {
+		if !seen[k] {
+			return nil, fmt.Errorf("@request: %s missing", k)
+		}
+	}
+	return r, nil
+}
+
+// check enforces what the line-by-line parse cannot: every C>B message has
+// its request facts, no B>C message has any, and answers name B>C messages.
+func check(defs []*def) error {
+	toClient := map[string]bool{}
+	for _, d := range defs {
+		if d.message && d.dir == "B>C" {
+			toClient[d.tag] = true
+		}
+	}
+	for _, d := range defs {
+		switch {
+		case !d.message:
+			if d.req != nil {
+				return fmt.Errorf("object %s has @request", d.goN)
+			}
+		case d.dir == "B>C" && d.req != nil:
+			return fmt.Errorf("%s is B>C but has @request", d.tag)
+		case d.dir == "C>B" && d.req == nil:
+			return fmt.Errorf("%s is C>B but has no @request", d.tag)
+		case d.dir == "C>B":
+			for _, a := range d.req.answers {
+				if !toClient[a] {
+					return fmt.Errorf("%s: answer %q is not a B>C message", d.tag, a)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 var initialisms = map[string]string{"id": "ID", "ok": "OK", "ttl": "TTL"}
@@ -494,6 +594,45 @@ func (g *gen) decoder(d *def) {
 	g.p("")
 }
 
+// requests emits the request facts table and its index.
+func (g *gen) requests(msgs []*def) {
+	var reqs []*def
+	for _, d := range msgs {
+		if d.dir == "C>B" {
+			reqs = append(reqs, d)
+		}
+	}
+	g.p("// requestFacts holds the facts of the %d client → broker requests in", len(reqs))
+	g.p("// table order.")
+	g.p("var requestFacts = [...]RequestFacts{")
+	for _, d := range reqs {
+		gate := "0"
+		if d.req.gate != "" {
+			gate = camel(strings.ToLower(d.req.gate))
+		}
+		var answers []string
+		for _, a := range d.req.answers {
+			answers = append(answers, strconv.Quote(a))
+		}
+		g.p("{Type: %q, Gate: %s, Route: %s, Safe: %t, answers: []string{%s}},",
+			d.tag, gate, routes[d.req.route], d.req.safe, strings.Join(answers, ", "))
+	}
+	g.p("}")
+	g.p("")
+	g.p("// requestIndex returns the index of typ in requestFacts, or -1 when typ")
+	g.p("// is not a client → broker request.")
+	g.p("func requestIndex(typ string) int {")
+	g.p("switch typ {")
+	for i, d := range reqs {
+		g.p("case %q:", d.tag)
+		g.p("return %d", i)
+	}
+	g.p("}")
+	g.p("return -1")
+	g.p("}")
+	g.p("")
+}
+
 func lowerFirst(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
@@ -532,21 +671,7 @@ func generate(defs []*def) []byte {
 	g.p("return nil")
 	g.p("}")
 	g.p("")
-	g.p("// clientToBroker reports whether typ is a known client → broker message.")
-	g.p("func clientToBroker(typ string) bool {")
-	g.p("switch typ {")
-	var req []string
-	for _, d := range msgs {
-		if d.dir == "C>B" {
-			req = append(req, strconv.Quote(d.tag))
-		}
-	}
-	g.p("case %s:", strings.Join(req, ", "))
-	g.p("return true")
-	g.p("}")
-	g.p("return false")
-	g.p("}")
-	g.p("")
+	g.requests(msgs)
 	g.p("// newMessage returns a zero message of the given type, or nil.")
 	g.p("func newMessage(typ string) decodableMessage {")
 	g.p("switch typ {")

@@ -1,11 +1,13 @@
-package conn
+package felix_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +17,7 @@ func (timeoutError) Error() string { return "i/o timeout" }
 func (timeoutError) Timeout() bool { return true }
 
 // chunkReader returns data in chunks of the sizes given (cycling); a size
-// of 0 returns a timeout error instead, as a read interrupted by ctxGuard.
+// of 0 returns a timeout error instead, as a read a deadline interrupted.
 type chunkReader struct {
 	data  []byte
 	sizes []byte
@@ -62,10 +64,12 @@ func readAllReference(data []byte, max uint32) readResult {
 }
 
 func readAllResumable(data, sizes []byte, max uint32, reuse bool) readResult {
-	fr := frameReader{src: &chunkReader{data: data, sizes: sizes}, max: max, reuse: reuse}
+	fr := felix.NewReader(&chunkReader{data: data, sizes: sizes})
+	fr.SetMaxPayload(max)
+	fr.SetFreshPayloads(!reuse)
 	var res readResult
 	for {
-		f, err := fr.next()
+		f, err := fr.ReadFrame()
 		if err == io.EOF {
 			return res
 		}
@@ -88,7 +92,7 @@ func frameSeeds(t testing.TB) [][]byte {
 	return [][]byte{nil, a, b, b[:len(b)-3], a[:5], append(bytes.Clone(a), 0x46, 0x4c, 0x58, 0x31, 0, 1, 0x80, 0, 0, 0, 0, 0)}
 }
 
-func TestFrameReaderResumes(t *testing.T) {
+func TestReaderResumes(t *testing.T) {
 	for _, data := range frameSeeds(t) {
 		want := readAllReference(data, 1024)
 		for _, sizes := range [][]byte{nil, {1}, {0, 1}, {3, 0, 0, 7}, {255}} {
@@ -104,10 +108,10 @@ func TestFrameReaderResumes(t *testing.T) {
 	require.Equal(t, "frame_too_large", got.class)
 }
 
-// FuzzFrameReader checks that the resumable reader of event streams reads
-// exactly what felix.Reader reads, whatever the chunking and however often
-// a read is interrupted.
-func FuzzFrameReader(f *testing.F) {
+// FuzzReaderResumes checks that a Reader whose reads are interrupted
+// reads exactly what an uninterrupted Reader reads, whatever the chunking
+// and however often a read is interrupted, with either buffer policy.
+func FuzzReaderResumes(f *testing.F) {
 	for _, s := range frameSeeds(f) {
 		f.Add(s, []byte{0, 1, 5})
 	}
@@ -122,4 +126,55 @@ func FuzzFrameReader(f *testing.F) {
 		require.Equal(t, want, readAllResumable(data, sizes, 4096, false))
 		require.Equal(t, want, readAllResumable(data, sizes, 4096, true))
 	})
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// TestReaderBufferPolicy: fresh payloads are never written again by later
+// frames; reused ones are, and reading with reuse allocates nothing.
+func TestReaderBufferPolicy(t *testing.T) {
+	var stream []byte
+	for _, p := range []string{"first", "second", string(make([]byte, 20<<10)), "third"} {
+		var err error
+		stream, err = felix.AppendFrame(stream, 0, []byte(p))
+		require.NoError(t, err)
+	}
+	read := func(fresh bool) [][]byte {
+		r := felix.NewReader(bytes.NewReader(stream))
+		r.SetFreshPayloads(fresh)
+		var out [][]byte
+		for {
+			f, err := r.ReadFrame()
+			if err == io.EOF {
+				return out
+			}
+			require.NoError(t, err)
+			out = append(out, f.Payload)
+		}
+	}
+	kept := read(true)
+	require.Len(t, kept, 4)
+	assert.Equal(t, "first", string(kept[0]))
+	assert.Equal(t, "second", string(kept[1]))
+	assert.Len(t, kept[2], 20<<10)
+	assert.Equal(t, "third", string(kept[3]))
+	reused := read(false)
+	assert.Equal(t, "third", string(reused[2][:5]), "the reused buffer holds the last frame")
+
+	one, err := felix.AppendFrame(nil, 0, []byte("steady"))
+	require.NoError(t, err)
+	src := bytes.NewReader(one)
+	r := felix.NewReader(src)
+	_, err = r.ReadFrame()
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(one)
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs, "reading with a reused buffer allocates")
 }

@@ -1,4 +1,4 @@
-package conn_test
+package tap_test
 
 import (
 	"context"
@@ -10,23 +10,20 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/conn/tap"
 )
 
-// ExampleListenRelay puts a relay between a client and a broker and prints
-// the kind of every frame it relays (felix tap logs them as JSON lines).
-func ExampleListenRelay() {
+// ExampleListen puts a relay between a client and a broker and prints the
+// kind of every frame it relays (felix tap logs them as JSON lines).
+func ExampleListen() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	brokerTLS, brokerRoots, err := conn.SelfSigned()
+	// A broker that acknowledges publishes (broker_test.go).
+	b, stop, err := newBroker(nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: brokerTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	go exampleBroker(ctx, ln)
+	defer stop()
 
 	// The relay has its own certificate toward clients and verifies the
 	// broker's.
@@ -36,9 +33,9 @@ func ExampleListenRelay() {
 	}
 	var mu sync.Mutex
 	var seen []string
-	r, err := conn.ListenRelay("127.0.0.1:0", &conn.RelayConfig{
-		TLS: relayTLS, Upstream: ln.Addr().String(), UpstreamTLS: &tls.Config{RootCAs: brokerRoots},
-		OnFrame: func(f conn.RelayFrame) {
+	r, err := tap.Listen("127.0.0.1:0", &tap.Config{
+		TLS: relayTLS, Upstream: b.addr(), UpstreamTLS: &tls.Config{RootCAs: b.pool},
+		OnFrame: func(f tap.Frame) {
 			h, _ := felix.ParseHeader(f.Frame)
 			mu.Lock()
 			seen = append(seen, f.Dir.String()+" "+h.Flags.Layout().String())

@@ -1,4 +1,13 @@
-package conn
+// Package tap is a QUIC relay for protocol debugging, the machinery of
+// felix tap (docs/debugging.md). It terminates each client's QUIC
+// connection with its own certificate, opens one to the broker (verifying
+// the broker's), pairs their streams one to one and copies the bytes
+// unchanged, reporting every whole frame it sees in either direction.
+//
+// It is a debugging tool, not part of the supported client API (conn and
+// client): reported frames carry auth tokens unredacted, and the relay
+// decrypts every connection it carries.
+package tap
 
 import (
 	"context"
@@ -12,28 +21,24 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/conn/internal/tlsconf"
 	"github.com/quic-go/quic-go"
 )
 
-// This file is a QUIC relay for protocol debugging (felix tap): it
-// terminates each client's QUIC connection with its own certificate, opens
-// one to the broker (verifying the broker's), pairs their streams one to
-// one and copies the bytes unchanged, reporting every whole frame it sees
-// in either direction.
-
-// RelayDirection says which way a relayed frame went.
-type RelayDirection uint8
+// Direction says which way a relayed frame went.
+type Direction uint8
 
 // Directions.
 const (
 	// ClientToBroker: the client wrote the frame.
-	ClientToBroker RelayDirection = iota + 1
+	ClientToBroker Direction = iota + 1
 	// BrokerToClient: the broker wrote the frame.
 	BrokerToClient
 )
 
 // String returns "c2b" or "b2c".
-func (d RelayDirection) String() string {
+func (d Direction) String() string {
 	switch d {
 	case ClientToBroker:
 		return "c2b"
@@ -43,8 +48,8 @@ func (d RelayDirection) String() string {
 	return "unknown"
 }
 
-// RelayFrame is one whole frame seen by a Relay.
-type RelayFrame struct {
+// Frame is one whole frame seen by a Relay.
+type Frame struct {
 	// Conn numbers the relayed connection (1, 2, ... in accept order).
 	Conn uint64
 	// StreamID is the QUIC id of the stream on the client's connection
@@ -54,22 +59,22 @@ type RelayFrame struct {
 	// Uni reports a unidirectional stream (a uni publish stream, or an
 	// event stream the broker opened).
 	Uni bool
-	Dir RelayDirection
+	Dir Direction
 	// Time is when the frame's last byte arrived at the relay.
 	Time time.Time
 	// Frame is the whole frame, header included, exactly as relayed. It is
 	// valid only during the call. It carries auth tokens unredacted.
 	Frame []byte
 	// Err is set instead of Frame when the stream's bytes stop being
-	// frames (a bad header, or a frame above RelayConfig.MaxFrameBytes):
+	// frames (a bad header, or a frame above Config.MaxFrameBytes):
 	// the rest of that direction is relayed but not reported.
 	Err error
 }
 
-// RelayConfig configures a Relay.
-type RelayConfig struct {
+// Config configures a Relay.
+type Config struct {
 	// TLS is the relay's own certificate toward clients (required), e.g.
-	// from SelfSigned. Clients must trust it instead of the broker's.
+	// from conn.SelfSigned. Clients must trust it instead of the broker's.
 	TLS *tls.Config
 	// Upstream is the broker's UDP address (host:port).
 	Upstream string
@@ -77,7 +82,7 @@ type RelayConfig struct {
 	// system roots). The broker's certificate is always verified.
 	UpstreamTLS *tls.Config
 	// ServerName is the name the broker's certificate must carry (default:
-	// as Config.ServerName).
+	// as conn.Config.ServerName).
 	ServerName string
 	// OnFrame receives every whole frame in both directions. It is called
 	// from the relay's copying goroutines (one per stream direction, so
@@ -85,21 +90,21 @@ type RelayConfig struct {
 	// the frame's last byte arrived, before those bytes are forwarded (so
 	// an answer is never reported before its request); a slow OnFrame
 	// slows that stream down.
-	OnFrame func(RelayFrame)
+	OnFrame func(Frame)
 	// MaxFrameBytes bounds the frames reported (0: felix.DefaultMaxFrameBytes);
 	// a larger frame is relayed, and ends the reporting of its direction.
 	MaxFrameBytes uint32
 	// KeyLogWriter receives the TLS secrets of both legs (see
-	// Config.KeyLogWriter).
+	// conn.Config.KeyLogWriter).
 	KeyLogWriter io.Writer
 	// Logger receives the relay's logs (a failed broker connection at
 	// Warn, the rest at Debug); nil discards them.
 	Logger *slog.Logger
 }
 
-// Relay is a running relay (see ListenRelay).
+// Relay is a running relay (see Listen).
 type Relay struct {
-	cfg    RelayConfig
+	cfg    Config
 	log    *slog.Logger
 	tr     *quic.Transport
 	udp    *net.UDPConn
@@ -112,42 +117,42 @@ type Relay struct {
 	once   sync.Once
 }
 
-var errRelayConfig = errors.New("conn: RelayConfig needs TLS (a certificate) and Upstream")
+var errConfig = errors.New("tap: Config needs TLS (a certificate) and Upstream")
 
 // ListenRelay listens for clients on the UDP address addr and relays each
 // of their connections to cfg.Upstream until Close. The ALPN a client
 // negotiated with the relay ("felix/1" or none) is offered to the broker.
 // When the broker refuses the connection, or either side closes it, the
 // other side is closed with the same application code and reason.
-func ListenRelay(addr string, cfg *RelayConfig) (*Relay, error) {
+func Listen(addr string, cfg *Config) (*Relay, error) {
 	if cfg == nil || cfg.Upstream == "" {
-		return nil, errRelayConfig
+		return nil, errConfig
 	}
-	tc, err := serverTLS(withKeyLog(cfg.TLS, cfg.KeyLogWriter), false)
+	tc, err := tlsconf.Server(tlsconf.WithKeyLog(cfg.TLS, cfg.KeyLogWriter), false)
 	if err != nil {
 		return nil, err
 	}
 	up, err := net.ResolveUDPAddr("udp", cfg.Upstream)
 	if err != nil {
-		return nil, &TransportError{Op: "relay", Err: err}
+		return nil, &conn.TransportError{Op: "relay", Err: err}
 	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
-		return nil, &TransportError{Op: "relay", Err: err}
+		return nil, &conn.TransportError{Op: "relay", Err: err}
 	}
 	udp, err := net.ListenUDP("udp", ua)
 	if err != nil {
-		return nil, &TransportError{Op: "relay", Err: err}
+		return nil, &conn.TransportError{Op: "relay", Err: err}
 	}
 	r := &Relay{cfg: *cfg, log: logger(cfg.Logger), udp: udp, up: up, tr: &quic.Transport{Conn: udp}}
 	if r.cfg.MaxFrameBytes == 0 {
 		r.cfg.MaxFrameBytes = felix.DefaultMaxFrameBytes
 	}
-	ql, err := r.tr.Listen(tc, relayQUIC(DefaultMaxStreams, DefaultMaxStreams))
+	ql, err := r.tr.Listen(tc, relayQUIC(conn.DefaultMaxStreams, conn.DefaultMaxStreams))
 	if err != nil {
 		r.tr.Close()
 		udp.Close()
-		return nil, &TransportError{Op: "relay", Err: err}
+		return nil, &conn.TransportError{Op: "relay", Err: err}
 	}
 	r.ql = ql
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -159,7 +164,7 @@ func ListenRelay(addr string, cfg *RelayConfig) (*Relay, error) {
 // relayQUIC is the QUIC configuration of both legs: windows as large as a
 // client's, keep-alives on, the given incoming stream limits.
 func relayQUIC(bidi, uni int64) *quic.Config {
-	q := quicConfig(nil, false)
+	q := conn.DefaultQUICConfig()
 	q.MaxIncomingStreams, q.MaxIncomingUniStreams = bidi, uni
 	return q
 }
@@ -199,12 +204,16 @@ func (r *Relay) relayConn(id uint64, down *quic.Conn) {
 	defer r.wg.Done()
 	log := r.log.With("conn", id, "client", down.RemoteAddr().String())
 	alpn := down.ConnectionState().TLS.NegotiatedProtocol
-	tc := clientTLS(r.cfg.UpstreamTLS, serverName(&Config{ServerName: r.cfg.ServerName, TLS: r.cfg.UpstreamTLS}, r.cfg.Upstream), alpn != "")
+	var tlsName string
+	if r.cfg.UpstreamTLS != nil {
+		tlsName = r.cfg.UpstreamTLS.ServerName
+	}
+	tc := tlsconf.Client(r.cfg.UpstreamTLS, tlsconf.ServerName(r.cfg.ServerName, tlsName, r.cfg.Upstream), alpn != "")
 	if r.cfg.KeyLogWriter != nil {
 		tc.KeyLogWriter = r.cfg.KeyLogWriter
 	}
 	dctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
-	up, err := r.tr.Dial(dctx, r.up, tc, relayQUIC(-1, DefaultMaxEventStreams))
+	up, err := r.tr.Dial(dctx, r.up, tc, relayQUIC(-1, conn.DefaultMaxEventStreams))
 	cancel()
 	if err != nil {
 		log.Warn("relay: cannot connect to the broker", "broker", r.cfg.Upstream, "err", err)
@@ -220,8 +229,8 @@ func (r *Relay) relayConn(id uint64, down *quic.Conn) {
 	stopA := context.AfterFunc(down.Context(), func() { closeLike(up, context.Cause(down.Context()), "client closed") })
 	stopB := context.AfterFunc(up.Context(), func() { closeLike(down, context.Cause(up.Context()), "broker closed") })
 	stopC := context.AfterFunc(r.ctx, func() {
-		down.CloseWithError(CloseShuttingDown, "relay closing")
-		up.CloseWithError(CloseShuttingDown, "relay closing")
+		down.CloseWithError(conn.CloseShuttingDown, "relay closing")
+		up.CloseWithError(conn.CloseShuttingDown, "relay closing")
 	})
 	var wg sync.WaitGroup
 	wg.Go(func() { // client bidi → broker bidi
@@ -243,7 +252,7 @@ func (r *Relay) relayConn(id uint64, down *quic.Conn) {
 	})
 	// uni pairs each unidirectional stream from opens with one opened on
 	// to; the relay names it by its id on the client's connection.
-	uni := func(from, to *quic.Conn, dir RelayDirection) {
+	uni := func(from, to *quic.Conn, dir Direction) {
 		for {
 			src, err := from.AcceptUniStream(r.ctx)
 			if err != nil {
@@ -280,7 +289,7 @@ func closeLike(c *quic.Conn, cause error, reason string) {
 		c.CloseWithError(ae.ErrorCode, ae.ErrorMessage)
 		return
 	}
-	c.CloseWithError(CloseShuttingDown, reason)
+	c.CloseWithError(conn.CloseShuttingDown, reason)
 }
 
 // relaySrc and relayDst are the halves of a stream pair.
@@ -299,7 +308,7 @@ type relayDst interface {
 // pump copies src to dst unchanged, reporting whole frames. A FIN is
 // forwarded as a FIN, a reset as a reset with the same code, and a
 // STOP_SENDING from dst's peer as a STOP_SENDING to src's peer.
-func (r *Relay) pump(conn uint64, sid int64, uni bool, dir RelayDirection, src relaySrc, dst relayDst) {
+func (r *Relay) pump(connID uint64, sid int64, uni bool, dir Direction, src relaySrc, dst relayDst) {
 	// The peer of dst stopping its reads (e.g. an unsubscribe) reaches
 	// src's peer even while src is quiet.
 	stop := context.AfterFunc(dst.Context(), func() {
@@ -309,10 +318,10 @@ func (r *Relay) pump(conn uint64, sid int64, uni bool, dir RelayDirection, src r
 		}
 	})
 	defer stop()
-	fp := frameParser{max: r.cfg.MaxFrameBytes}
+	fp := newFrameParser(r.cfg.MaxFrameBytes)
 	emit := func(frame []byte, err error) {
 		if r.cfg.OnFrame != nil {
-			r.cfg.OnFrame(RelayFrame{Conn: conn, StreamID: sid, Uni: uni, Dir: dir, Time: time.Now(), Frame: frame, Err: err})
+			r.cfg.OnFrame(Frame{Conn: connID, StreamID: sid, Uni: uni, Dir: dir, Time: time.Now(), Frame: frame, Err: err})
 		}
 	}
 	buf := make([]byte, 32<<10)
@@ -347,37 +356,65 @@ func (r *Relay) pump(conn uint64, sid int64, uni bool, dir RelayDirection, src r
 	}
 }
 
-// frameParser cuts a byte stream into whole frames.
+// frameParser cuts a byte stream into whole frames with a felix.Reader
+// fed the bytes as the pump receives them.
 type frameParser struct {
-	max  uint32
-	buf  []byte
+	src  feed
+	r    *felix.Reader
+	out  []byte // the whole frame reported, reused
 	dead bool
 }
 
-// feed appends b and reports every frame it completes.
+func newFrameParser(max uint32) *frameParser {
+	p := &frameParser{}
+	p.r = felix.NewReader(&p.src)
+	p.r.SetMaxPayload(max)
+	p.r.SetLenientFlags(true) // report frames whatever their flags
+	return p
+}
+
+// feed is the Reader's source: the bytes received and not yet read. When
+// it runs dry it says errNeedMore, and the Reader keeps the frame's
+// progress until the next chunk.
+type feed struct{ b []byte }
+
+var errNeedMore = errors.New("tap: waiting for more bytes")
+
+func (f *feed) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, errNeedMore
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+// feed reads b and reports every frame it completes; the first error
+// ends the reporting of the stream.
 func (p *frameParser) feed(b []byte, emit func([]byte, error)) {
 	if p.dead {
 		return
 	}
-	p.buf = append(p.buf, b...)
-	for len(p.buf) >= felix.HeaderLen {
-		h, err := felix.ParseHeaderLenient(p.buf)
-		if err == nil && h.Length > p.max {
-			err = &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8, Detail: "above the relay's report limit"}
+	p.src.b = b
+	for {
+		f, err := p.r.ReadFrame()
+		if err == errNeedMore {
+			return
 		}
 		if err != nil {
-			p.dead, p.buf = true, nil
+			p.dead = true
 			emit(nil, err)
 			return
 		}
-		end := felix.HeaderLen + int(h.Length)
-		if len(p.buf) < end {
-			return
-		}
-		emit(p.buf[:end:end], nil)
-		p.buf = p.buf[end:]
+		p.out = append(felix.AppendHeader(p.out[:0], f.Header), f.Payload...)
+		emit(p.out, nil)
 	}
-	if len(p.buf) == 0 {
-		p.buf = nil
+}
+
+// logger returns l, or a logger that discards everything.
+func logger(l *slog.Logger) *slog.Logger {
+	if l != nil {
+		return l
 	}
+	return slog.New(slog.DiscardHandler)
 }
