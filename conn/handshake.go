@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -251,8 +250,7 @@ func readAuthFrame(r io.Reader, max uint32) (felix.Frame, error) {
 		return felix.Frame{Header: h}, err
 	}
 	if h.Length > max {
-		return felix.Frame{Header: h}, &felix.Error{Class: felix.ErrFrameTooLarge, Layout: "frame", Field: "length", Offset: 8,
-			Detail: strconv.FormatUint(uint64(h.Length), 10) + " > limit " + strconv.FormatUint(uint64(max), 10)}
+		return felix.Frame{Header: h}, felix.FrameTooLarge(uint64(h.Length), max)
 	}
 	want := int(h.Length)
 	buf := make([]byte, 0, min(want, authFrameChunk))
