@@ -737,6 +737,12 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 			set := s.seqs[k]
 			if set == nil && len(s.seqs) < maxTrackedPublishers && (h.run != b.run || int(h.pub) < len(b.pubs)) {
 				set = &seqSet{}
+				if h.run != b.run {
+					// Another process's publisher (bench sub): count gaps
+					// from the first record received, not from the
+					// records sent before this subscription.
+					set.base = h.seq
+				}
 				s.seqs[k] = set
 			}
 			if set == nil {

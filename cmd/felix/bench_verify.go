@@ -68,7 +68,7 @@ const (
 // sequence number that falls out of the window unseen is recorded as a
 // hole, and removed from it should it arrive late.
 type seqSet struct {
-	base     uint64   // every sequence number below base is resolved
+	base     uint64   // every sequence number below base is resolved (or, in bench sub, was sent before the subscription)
 	bits     []uint64 // bit i of word w: base+64w+i was received
 	holes    []seqRange
 	overflow bool   // more holes than maxHoleRanges: holes only counted
@@ -140,9 +140,12 @@ func (s *seqSet) resolve(upTo uint64) {
 // the publisher sent): what was not received is a hole. It is called once,
 // after the last add.
 func (s *seqSet) finish(sent uint64) {
-	// resolve works in whole words (base is always a multiple of 64): the
-	// whole words first, then the bits of the last partial one.
-	if whole := sent &^ 63; whole > s.base {
+	if sent <= s.base {
+		return
+	}
+	// resolve works in whole words: the whole words first, then the bits
+	// of the last partial one.
+	if whole := s.base + (sent-s.base)&^63; whole > s.base {
 		s.resolve(whole)
 	}
 	for q := s.base; q < sent; q++ {

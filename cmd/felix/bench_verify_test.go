@@ -1,0 +1,163 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+func TestBenchHeaderRoundTrip(t *testing.T) {
+	b := make([]byte, benchHeaderLen+3)
+	h := benchHeader{run: 0xdeadbeef, pub: 7, seq: 1<<40 + 3, sentNano: 1_700_000_000_123_456_789}
+	putBenchHeader(b, h)
+	got, ok := parseBenchHeader(b)
+	require.True(t, ok)
+	require.Equal(t, h, got)
+	_, ok = parseBenchHeader(b[:benchHeaderLen-1])
+	require.False(t, ok, "too short for a header")
+	b[0] = 'X'
+	_, ok = parseBenchHeader(b)
+	require.False(t, ok, "another publisher's record")
+}
+
+func TestSeqSet(t *testing.T) {
+	var s seqSet
+	for _, q := range []uint64{0, 1, 2, 4, 3, 3, 70, 6} {
+		s.add(q)
+	}
+	require.Equal(t, uint64(7), s.unique)
+	require.Equal(t, uint64(1), s.dups)
+	require.Equal(t, uint64(71), s.top)
+	s.finish(72)
+	// 5 and 7..69 never came, nor 71 (sent but not received).
+	require.Equal(t, []seqRange{{5, 6}, {7, 70}, {71, 72}}, s.holes)
+	require.Equal(t, uint64(1+63+1), s.missing())
+	n, first := s.missingExcept([]seqRange{{0, 6}, {10, 20}, {60, 80}}, 5)
+	require.Equal(t, uint64(3+40), n, "7..9 and 20..59 are the unexcused holes")
+	require.Equal(t, []seqRange{{7, 10}, {20, 60}}, first)
+	n, first = s.missingExcept(nil, 1)
+	require.Equal(t, s.missing(), n)
+	require.Equal(t, []seqRange{{5, 6}}, first, "limit respected")
+}
+
+// A record that falls out of the window unseen is a hole until it
+// arrives late; a second copy after that is a duplicate.
+func TestSeqSetWindowAndLateArrival(t *testing.T) {
+	var s seqSet
+	s.add(1) // 0 missing for now
+	s.add(maxSeqWindowBits + 100)
+	require.Equal(t, []seqRange{{0, 1}, {2, 128}}, s.holes, "slid out of the window (in whole words): holes")
+	s.add(0)
+	require.Equal(t, uint64(3), s.unique)
+	require.Equal(t, seqRange{2, 128}, s.holes[0], "late arrival taken out of the holes")
+	s.add(30)
+	require.Equal(t, []seqRange{{2, 30}, {31, 128}}, s.holes, "hole split by a late arrival")
+	s.add(30)
+	require.Equal(t, uint64(1), s.dups)
+}
+
+// The holes are exactly the sent sequence numbers that were not received,
+// whatever the order and repetitions.
+func TestSeqSetProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sent := rapid.Uint64Range(0, 3000).Draw(t, "sent")
+		recv := rapid.SliceOf(rapid.Uint64Range(0, sent+10)).Draw(t, "recv")
+		var s seqSet
+		seen := map[uint64]bool{}
+		dups := uint64(0)
+		for _, q := range recv {
+			if seen[q] {
+				dups++
+			}
+			seen[q] = true
+			s.add(q)
+		}
+		s.finish(sent)
+		var want []uint64
+		for q := range sent {
+			if !seen[q] {
+				want = append(want, q)
+			}
+		}
+		var got []uint64
+		for _, r := range s.holes {
+			for q := r.lo; q < r.hi; q++ {
+				got = append(got, q)
+			}
+		}
+		if !slices.Equal(want, got) {
+			t.Fatalf("holes %v, want %v", s.holes, want)
+		}
+		if s.dups != dups || s.unique != uint64(len(seen)) {
+			t.Fatalf("dups %d unique %d, want %d %d", s.dups, s.unique, dups, len(seen))
+		}
+	})
+}
+
+func TestRangeListMergesAndBounds(t *testing.T) {
+	var l rangeList
+	l.add(0, 4)
+	l.add(4, 8)
+	l.add(10, 12)
+	require.Equal(t, []seqRange{{0, 8}, {10, 12}}, l.r)
+	require.False(t, l.overflow)
+	for i := range uint64(maxHoleRanges) {
+		l.add(100+2*i, 101+2*i)
+	}
+	require.True(t, l.overflow)
+	require.Len(t, l.r, maxHoleRanges)
+}
+
+// The verdict over the bookkeeping: an acknowledged record a subscriber
+// did not get is lost; one whose publish failed is only missing.
+func TestBenchVerifyCountsLostAcked(t *testing.T) {
+	b := &bench{cfg: &benchConfig{mode: "pubsub", ack: benchAckBatch}, run: 9}
+	p := &benchPub{idx: 0}
+	p.sent.Store(100)
+	p.unacked.add(10, 20)
+	b.pubs = []*benchPub{p}
+	s := &benchSub{idx: 0, seqs: map[[2]uint32]*seqSet{}}
+	set := &seqSet{}
+	for q := range uint64(100) {
+		if q != 15 && q != 50 {
+			set.add(q)
+		}
+	}
+	s.seqs[[2]uint32{9, 0}] = set
+	other := &benchSub{idx: 1, seqs: map[[2]uint32]*seqSet{}} // got nothing
+	b.subs = []*benchSub{s, other}
+	v := b.verify()
+	require.True(t, v.Checked)
+	require.Equal(t, uint64(100), v.Sent)
+	require.Equal(t, uint64(90), v.Acked)
+	require.Equal(t, uint64(1+90), v.LostAcked, "sub 0 lost 50; sub 1 lost every acked record")
+	require.Equal(t, uint64(1+10), v.MissingUnacked)
+	require.Contains(t, v.FirstLost, "sub 0: pub 0 seq 50..50")
+	rep := &benchReport{Verify: v}
+	require.ErrorContains(t, rep.failure(), "91 acknowledged record(s) did not reach every subscriber")
+
+	// With ack none nothing is acknowledged: missing, never lost.
+	b.cfg.ack = benchAckNone
+	for _, s := range b.subs {
+		for _, set := range s.seqs {
+			set.holes = nil
+		}
+	}
+	v = b.verify()
+	require.Zero(t, v.LostAcked)
+	require.Zero(t, v.Acked)
+}
+
+// bench sub starts counting a publisher at its first record received.
+func TestSeqSetFromMidStream(t *testing.T) {
+	s := seqSet{base: 1000}
+	for q := uint64(1000); q < 1100; q++ {
+		if q != 1070 {
+			s.add(q)
+		}
+	}
+	s.finish(s.top)
+	require.Equal(t, []seqRange{{1070, 1071}}, s.holes)
+}
