@@ -58,6 +58,14 @@ func TestBenchClusterNodeKilled(t *testing.T) {
 			const stream = "bench"
 			require.NoError(t, cl.Engine().CreateStream(engine.Topic{Tenant: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Stream: stream},
 				engine.StreamConfig{Durable: true, Shards: 1}))
+			if ack == benchAckBatch {
+				// A sharded read of a stream the cluster does not have.
+				code, _, errb := felixRun(t, "", "bench", "sub", "-addr", cl.Addr(0), "-cert", cl.CAFile(), "-namespace", cluster.DefaultNamespace,
+					"-shard", "all", cluster.MissingStream)
+				require.Equal(t, 1, code, errb)
+				oneErrLine(t, errb)
+				require.Contains(t, errb, "stream missing has no shards yet, so -shard all has nothing to read: declare the stream")
+			}
 			owner, _ := cl.Owner(stream, 0)
 			// Seed the client with a node that is not the owner: it must
 			// find the owner itself (redirects, forwarded acks).

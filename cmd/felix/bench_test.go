@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
 )
 
@@ -193,4 +196,27 @@ func TestBenchPubAndSubSeparately(t *testing.T) {
 	require.Zero(t, sub.Verify.Duplicates)
 	require.Contains(t, sub.Verify.Why, "no publishers in this run")
 	require.Zero(t, sub.Verify.Gaps, "counted from the first record received: no gap on loopback")
+}
+
+// A broker that allows fewer subscriptions per connection than the run
+// needs refuses one at setup: felix bench says so and what to change.
+func TestBenchBrokerSubscriptionLimit(t *testing.T) {
+	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0", MaxSubscriptionsPerConn: 2,
+		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		srv.Close()
+		require.NoError(t, <-done)
+	})
+	cert := filepath.Join(t.TempDir(), "broker.pem")
+	require.NoError(t, srv.WriteCertificate(cert))
+	code, out, errb := felixRun(t, "", "bench", "pubsub", "-addr", srv.Addr().String(), "-cert", cert, "-subs", "3", "-n", "1", "limited")
+	require.Equal(t, 1, code, errb)
+	require.Empty(t, out)
+	oneErrLine(t, errb)
+	require.Contains(t, errb, "felix bench: subscriber 2: the broker refused one more subscription on its connection")
+	require.Contains(t, errb, "limit_exceeded")
+	require.Contains(t, errb, "use more -conns")
 }
