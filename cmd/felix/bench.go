@@ -38,7 +38,7 @@ const (
 	maxBenchBatch   = 1 << 16
 	// maxTrackedPublishers bounds the publishers one subscriber keeps
 	// sequence bookkeeping for (its own run's and other runs' in bench sub).
-	maxTrackedPublishers = 4096
+	maxTrackedPublishers = 1024
 	// defaultMaxSubsPerConn is the reference broker's subscriptions per
 	// connection (examples/broker -max-subs-per-conn, 4096).
 	defaultMaxSubsPerConn = 4096
@@ -735,7 +735,7 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 			}
 			k := [2]uint32{h.run, h.pub}
 			set := s.seqs[k]
-			if set == nil && len(s.seqs) < maxTrackedPublishers && (h.run != b.run || int(h.pub) < len(b.pubs)) {
+			if set == nil && h.seq < maxBenchSeq && len(s.seqs) < maxTrackedPublishers && (h.run != b.run || int(h.pub) < len(b.pubs)) {
 				set = &seqSet{}
 				if h.run != b.run {
 					// Another process's publisher (bench sub): count gaps
@@ -745,7 +745,7 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 				}
 				s.seqs[k] = set
 			}
-			if set == nil {
+			if set == nil || h.seq >= maxBenchSeq {
 				s.untrack++
 			} else {
 				before := set.unique

@@ -117,6 +117,9 @@ type benchVerify struct {
 	MissingUnacked uint64   `json:"missing_unacked"`
 	Duplicates     uint64   `json:"duplicates"`
 	Foreign        int64    `json:"foreign"`
+	// Untracked: records of more publishers than a subscriber keeps
+	// bookkeeping for (1024), or with an implausible sequence number.
+	Untracked int64    `json:"untracked,omitempty"`
 	FirstLost      []string `json:"first_lost,omitempty"`
 	// Gaps (bench sub): sequence numbers below the highest one received
 	// per publisher that did not arrive.
@@ -227,7 +230,9 @@ func (b *bench) verify() benchVerify {
 	var v benchVerify
 	for _, s := range b.subs {
 		v.Foreign += s.foreign
+		v.Untracked += s.untrack
 	}
+	v.Incomplete = v.Untracked > 0
 	for _, p := range b.pubs {
 		sent := p.sent.Load()
 		v.Sent += sent
@@ -382,6 +387,9 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 	}
 	if v.Foreign > 0 {
 		fmt.Fprintf(w, ", %d records without a bench header", v.Foreign)
+	}
+	if v.Untracked > 0 {
+		fmt.Fprintf(w, ", %d records not tracked", v.Untracked)
 	}
 	if v.Incomplete {
 		fmt.Fprint(w, " [INCOMPLETE: bookkeeping bound reached, counts are lower bounds]")

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -219,4 +221,27 @@ func TestBenchBrokerSubscriptionLimit(t *testing.T) {
 	require.Contains(t, errb, "felix bench: subscriber 2: the broker refused one more subscription on its connection")
 	require.Contains(t, errb, "limit_exceeded")
 	require.Contains(t, errb, "use more -conns")
+}
+
+// docs/limits.md §6 states felix bench's bounds as the code has them.
+func TestBenchLimitsDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.FromSlash("../../docs/limits.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	for _, c := range []struct{ name, value string }{
+		{"maxBenchWorkers", fmt.Sprint(maxBenchWorkers)},
+		{"maxBenchConns", fmt.Sprint(maxBenchConns)},
+		{"maxBenchBatch", fmt.Sprint(maxBenchBatch)},
+		{"maxTrackedPublishers", fmt.Sprint(maxTrackedPublishers)},
+		{"maxSeqWindowBits", fmt.Sprintf("%d sequence numbers, a %d KiB bitmap", maxSeqWindowBits, maxSeqWindowBits/8/1024)},
+		{"maxHoleRanges", fmt.Sprint(maxHoleRanges)},
+		{"maxErrorClasses", fmt.Sprint(maxErrorClasses)},
+		{"latencyMaxMicros", fmt.Sprintf("%d min", latencyMaxMicros/int64(time.Minute/time.Microsecond))},
+	} {
+		i := strings.Index(doc, "`"+c.name+"`")
+		require.GreaterOrEqual(t, i, 0, "docs/limits.md does not name %s", c.name)
+		line := doc[strings.LastIndex(doc[:i], "\n")+1:]
+		line = line[:strings.Index(line, "\n")]
+		require.Contains(t, line, c.value, "docs/limits.md states %s without its value", c.name)
+	}
 }

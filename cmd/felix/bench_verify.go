@@ -57,8 +57,11 @@ type seqRange struct{ lo, hi uint64 }
 // hole ranges remembered. Past maxHoleRanges, holes are only counted and
 // the verification is marked incomplete.
 const (
-	maxSeqWindowBits = 1 << 23 // 1 MiB of bitmap per publisher and subscriber
+	maxSeqWindowBits = 1 << 20 // 128 KiB of bitmap per publisher and subscriber
 	maxHoleRanges    = 4096
+	// maxBenchSeq bounds the sequence numbers tracked: a header claiming
+	// a larger one is not a bench publisher's (counted as untracked).
+	maxBenchSeq = 1 << 62
 )
 
 // seqSet records which sequence numbers of one publisher a subscriber
@@ -119,20 +122,23 @@ func (s *seqSet) add(seq uint64) {
 
 // resolve moves the window's start to upTo (rounded up to a whole word),
 // recording every sequence number below it that was not received as a
-// hole.
+// hole. A stretch past the bitmap is one hole, recorded at once (a
+// sequence number far ahead costs no time).
 func (s *seqSet) resolve(upTo uint64) {
-	for s.base < upTo {
-		var word uint64
-		if len(s.bits) > 0 {
-			word = s.bits[0]
-			s.bits = s.bits[:copy(s.bits, s.bits[1:])]
-		}
+	for s.base < upTo && len(s.bits) > 0 {
+		word := s.bits[0]
+		s.bits = s.bits[:copy(s.bits, s.bits[1:])]
 		for i := uint64(0); i < 64; i++ {
 			if word&(1<<i) == 0 {
-				s.addHole(s.base + i)
+				s.addHoles(s.base+i, s.base+i+1)
 			}
 		}
 		s.base += 64
+	}
+	if s.base < upTo {
+		next := s.base + (upTo-s.base+63)&^63
+		s.addHoles(s.base, next)
+		s.base = next
 	}
 }
 
@@ -151,23 +157,23 @@ func (s *seqSet) finish(sent uint64) {
 	for q := s.base; q < sent; q++ {
 		off := q - s.base
 		if w := int(off / 64); w >= len(s.bits) || s.bits[w]&(1<<(off%64)) == 0 {
-			s.addHole(q)
+			s.addHoles(q, q+1)
 		}
 	}
 }
 
-// addHole records seq as missing; holes arrive in increasing order.
-func (s *seqSet) addHole(seq uint64) {
-	if n := len(s.holes); n > 0 && s.holes[n-1].hi == seq {
-		s.holes[n-1].hi++
+// addHoles records [lo, hi) as missing; holes arrive in increasing order.
+func (s *seqSet) addHoles(lo, hi uint64) {
+	if n := len(s.holes); n > 0 && s.holes[n-1].hi == lo {
+		s.holes[n-1].hi = hi
 		return
 	}
 	if len(s.holes) >= maxHoleRanges {
 		s.overflow = true
-		s.lostHole++
+		s.lostHole += hi - lo
 		return
 	}
-	s.holes = append(s.holes, seqRange{seq, seq + 1})
+	s.holes = append(s.holes, seqRange{lo, hi})
 }
 
 // removeHole takes a late arrival out of the holes; false when seq was not

@@ -161,3 +161,23 @@ func TestSeqSetFromMidStream(t *testing.T) {
 	s.finish(s.top)
 	require.Equal(t, []seqRange{{1070, 1071}}, s.holes)
 }
+
+// A sequence number far ahead of the window is one hole, recorded at
+// once; more hole ranges than the bound are counted, not kept.
+func TestSeqSetFarAheadAndHoleBound(t *testing.T) {
+	var s seqSet
+	s.add(0)
+	s.add(1 << 61)
+	require.Equal(t, []seqRange{{1, 1<<61 - maxSeqWindowBits + 64}}, s.holes)
+	s.finish(1<<61 + 1)
+	require.Equal(t, uint64(1<<61-1), s.missing())
+
+	var b seqSet
+	for i := range uint64(maxHoleRanges + 10) {
+		b.add(2 * i) // every odd number is missing
+	}
+	b.finish(2 * (maxHoleRanges + 10))
+	require.True(t, b.overflow)
+	require.Len(t, b.holes, maxHoleRanges)
+	require.Equal(t, uint64(maxHoleRanges+10), b.missing(), "counted past the bound")
+}
