@@ -113,14 +113,14 @@ type benchVerify struct {
 	// LostAcked sums, over subscribers, the acknowledged records a
 	// subscriber did not receive; MissingUnacked the records whose publish
 	// failed or was not acknowledged (ack none) that it did not receive.
-	LostAcked      uint64   `json:"lost_acked"`
-	MissingUnacked uint64   `json:"missing_unacked"`
-	Duplicates     uint64   `json:"duplicates"`
-	Foreign        int64    `json:"foreign"`
+	LostAcked      uint64 `json:"lost_acked"`
+	MissingUnacked uint64 `json:"missing_unacked"`
+	Duplicates     uint64 `json:"duplicates"`
+	Foreign        int64  `json:"foreign"`
 	// Untracked: records of more publishers than a subscriber keeps
 	// bookkeeping for (1024), or with an implausible sequence number.
 	Untracked int64    `json:"untracked,omitempty"`
-	FirstLost      []string `json:"first_lost,omitempty"`
+	FirstLost []string `json:"first_lost,omitempty"`
 	// Gaps (bench sub): sequence numbers below the highest one received
 	// per publisher that did not arrive.
 	Gaps uint64 `json:"gaps,omitempty"`
