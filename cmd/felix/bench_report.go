@@ -146,6 +146,16 @@ func rateOf(name string, records, bytes int64, first, last time.Time) benchRate 
 	return r
 }
 
+// rate is the worker's line of the report.
+func (w *workerStats) rate(name string) benchRate {
+	r := rateOf(name, w.mRecords, w.mBytes, w.first, w.last)
+	r.Errors = w.errors
+	if w.stopErr != nil {
+		r.Stopped = oneLine(w.stopErr.Error())
+	}
+	return r
+}
+
 // total sums worker rates over the span of all of them.
 func total(ws []*workerStats) *benchRate {
 	var rec, by int64
@@ -178,21 +188,11 @@ func (b *bench) report(interrupted bool) *benchReport {
 	}
 	var pw, sw []*workerStats
 	for _, p := range b.pubs {
-		pr := rateOf(fmt.Sprintf("pub %d", p.idx), p.mRecords, p.mBytes, p.first, p.last)
-		pr.Errors = p.errors
-		if p.stopErr != nil {
-			pr.Stopped = oneLine(p.stopErr.Error())
-		}
-		r.Publishers = append(r.Publishers, pr)
+		r.Publishers = append(r.Publishers, p.rate(fmt.Sprintf("pub %d", p.idx)))
 		pw = append(pw, &p.workerStats)
 	}
 	for _, s := range b.subs {
-		sr := rateOf(fmt.Sprintf("sub %d", s.idx), s.mRecords, s.mBytes, s.first, s.last)
-		sr.Errors = s.errors
-		if s.stopErr != nil {
-			sr.Stopped = oneLine(s.stopErr.Error())
-		}
-		r.Subscribers = append(r.Subscribers, sr)
+		r.Subscribers = append(r.Subscribers, s.rate(fmt.Sprintf("sub %d", s.idx)))
 		sw = append(sw, &s.workerStats)
 	}
 	if len(pw) > 0 {
@@ -237,11 +237,7 @@ func (b *bench) verify() benchVerify {
 		sent := p.sent.Load()
 		v.Sent += sent
 		if cfg.ack != benchAckNone {
-			var un uint64
-			for _, r := range p.unacked.r {
-				un += r.hi - r.lo
-			}
-			v.Acked += sent - un
+			v.Acked += sent - p.unacked.count()
 		}
 		v.Incomplete = v.Incomplete || p.unacked.overflow
 	}
@@ -257,7 +253,7 @@ func (b *bench) verify() benchVerify {
 				set.finish(set.top)
 				v.Gaps += set.missing()
 				v.Duplicates += set.dups
-				v.Incomplete = v.Incomplete || set.overflow
+				v.Incomplete = v.Incomplete || set.holes.overflow
 			}
 		}
 		return v
@@ -274,7 +270,7 @@ func (b *bench) verify() benchVerify {
 			}
 			set.finish(p.sent.Load())
 			v.Duplicates += set.dups
-			v.Incomplete = v.Incomplete || set.overflow
+			v.Incomplete = v.Incomplete || set.holes.overflow
 			excused := p.unacked.r
 			if cfg.ack == benchAckNone {
 				excused = []seqRange{{0, p.sent.Load()}}

@@ -147,8 +147,7 @@ func TestBenchEndToEnd(t *testing.T) {
 // Keyed records over a sharded stream, read with a sharded subscription;
 // the text report and one progress line per interval.
 func TestBenchKeyedTextReport(t *testing.T) {
-	srv, b := startRefBroker(t, 3)
-	_ = srv
+	_, b := startRefBroker(t, 3)
 	code, out, errb := felixRun(t, "", append(append([]string{"bench", "pubsub"}, b...), "-keys", "5", "-n", "100", "-batch", "2", "-progress", "20ms", "-warmup", "30ms", "jobs")...)
 	require.Equal(t, 0, code, errb)
 	for _, line := range strings.Split(strings.TrimSpace(errb), "\n") {
@@ -203,18 +202,8 @@ func TestBenchPubAndSubSeparately(t *testing.T) {
 // A broker that allows fewer subscriptions per connection than the run
 // needs refuses one at setup: felix bench says so and what to change.
 func TestBenchBrokerSubscriptionLimit(t *testing.T) {
-	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0", MaxSubscriptionsPerConn: 2,
-		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}}})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Close()
-		require.NoError(t, <-done)
-	})
-	cert := filepath.Join(t.TempDir(), "broker.pem")
-	require.NoError(t, srv.WriteCertificate(cert))
-	code, out, errb := felixRun(t, "", "bench", "pubsub", "-addr", srv.Addr().String(), "-cert", cert, "-subs", "3", "-n", "1", "limited")
+	_, b := listenTestBroker(t, server.Config{MaxSubscriptionsPerConn: 2, Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}}})
+	code, out, errb := felixRun(t, "", append(append([]string{"bench", "pubsub"}, b...), "-subs", "3", "-n", "1", "limited")...)
 	require.Equal(t, 1, code, errb)
 	require.Empty(t, out)
 	oneErrLine(t, errb)

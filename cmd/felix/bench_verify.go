@@ -71,14 +71,12 @@ const (
 // sequence number that falls out of the window unseen is recorded as a
 // hole, and removed from it should it arrive late.
 type seqSet struct {
-	base     uint64   // every sequence number below base is resolved (or, in bench sub, was sent before the subscription)
-	bits     []uint64 // bit i of word w: base+64w+i was received
-	holes    []seqRange
-	overflow bool   // more holes than maxHoleRanges: holes only counted
-	lostHole uint64 // sequence numbers in holes not remembered (overflow)
-	unique   uint64 // distinct sequence numbers received
-	dups     uint64 // sequence numbers received more than once
-	top      uint64 // one past the highest sequence number received
+	base   uint64   // every sequence number below base is resolved (or, in bench sub, was sent before the subscription)
+	bits   []uint64 // bit i of word w: base+64w+i was received
+	holes  rangeList
+	unique uint64 // distinct sequence numbers received
+	dups   uint64 // sequence numbers received more than once
+	top    uint64 // one past the highest sequence number received
 }
 
 // add records the receipt of seq.
@@ -163,23 +161,12 @@ func (s *seqSet) finish(sent uint64) {
 }
 
 // addHoles records [lo, hi) as missing; holes arrive in increasing order.
-func (s *seqSet) addHoles(lo, hi uint64) {
-	if n := len(s.holes); n > 0 && s.holes[n-1].hi == lo {
-		s.holes[n-1].hi = hi
-		return
-	}
-	if len(s.holes) >= maxHoleRanges {
-		s.overflow = true
-		s.lostHole += hi - lo
-		return
-	}
-	s.holes = append(s.holes, seqRange{lo, hi})
-}
+func (s *seqSet) addHoles(lo, hi uint64) { s.holes.add(lo, hi) }
 
 // removeHole takes a late arrival out of the holes; false when seq was not
 // missing (a duplicate).
 func (s *seqSet) removeHole(seq uint64) bool {
-	i, found := slices.BinarySearchFunc(s.holes, seq, func(r seqRange, q uint64) int {
+	i, found := slices.BinarySearchFunc(s.holes.r, seq, func(r seqRange, q uint64) int {
 		switch {
 		case r.hi <= q:
 			return -1
@@ -191,36 +178,32 @@ func (s *seqSet) removeHole(seq uint64) bool {
 	if !found {
 		return false
 	}
-	r := s.holes[i]
+	h := s.holes.r
+	r := h[i]
 	switch {
 	case r.lo == seq && r.hi == seq+1:
-		s.holes = slices.Delete(s.holes, i, i+1)
+		h = slices.Delete(h, i, i+1)
 	case r.lo == seq:
-		s.holes[i].lo++
+		h[i].lo++
 	case r.hi == seq+1:
-		s.holes[i].hi--
+		h[i].hi--
 	default:
-		s.holes[i].hi = seq
-		s.holes = slices.Insert(s.holes, i+1, seqRange{seq + 1, r.hi})
+		h[i].hi = seq
+		h = slices.Insert(h, i+1, seqRange{seq + 1, r.hi})
 	}
+	s.holes.r = h
 	return true
 }
 
 // missing is the number of sequence numbers found missing.
-func (s *seqSet) missing() uint64 {
-	n := s.lostHole
-	for _, r := range s.holes {
-		n += r.hi - r.lo
-	}
-	return n
-}
+func (s *seqSet) missing() uint64 { return s.holes.count() }
 
 // missingExcept counts the holes outside excused (sorted, disjoint ranges:
 // the batches whose publish was not acknowledged) and returns up to limit
 // of those sequence numbers' ranges.
 func (s *seqSet) missingExcept(excused []seqRange, limit int) (n uint64, first []seqRange) {
 	j := 0
-	for _, h := range s.holes {
+	for _, h := range s.holes.r {
 		lo := h.lo
 		for lo < h.hi {
 			for j < len(excused) && excused[j].hi <= lo {
@@ -244,12 +227,14 @@ func (s *seqSet) missingExcept(excused []seqRange, limit int) (n uint64, first [
 	return n, first
 }
 
-// rangeList is a publisher's list of sequence ranges that were not
-// acknowledged, in increasing order, bounded by maxHoleRanges (past it,
-// the verification is incomplete).
+// rangeList is a list of sequence ranges in increasing order (a
+// subscriber's holes, a publisher's unacknowledged batches), bounded by
+// maxHoleRanges: past it, ranges are only counted (overflow, and the
+// verification is incomplete).
 type rangeList struct {
 	r        []seqRange
 	overflow bool
+	dropped  uint64 // sequence numbers in ranges not kept
 }
 
 // add appends [lo, hi), merging it with the last range when they touch.
@@ -260,7 +245,17 @@ func (l *rangeList) add(lo, hi uint64) {
 	}
 	if len(l.r) >= maxHoleRanges {
 		l.overflow = true
+		l.dropped += hi - lo
 		return
 	}
 	l.r = append(l.r, seqRange{lo, hi})
+}
+
+// count is the number of sequence numbers in the list, kept or not.
+func (l *rangeList) count() uint64 {
+	n := l.dropped
+	for _, r := range l.r {
+		n += r.hi - r.lo
+	}
+	return n
 }

@@ -32,7 +32,7 @@ func TestSeqSet(t *testing.T) {
 	require.Equal(t, uint64(71), s.top)
 	s.finish(72)
 	// 5 and 7..69 never came, nor 71 (sent but not received).
-	require.Equal(t, []seqRange{{5, 6}, {7, 70}, {71, 72}}, s.holes)
+	require.Equal(t, []seqRange{{5, 6}, {7, 70}, {71, 72}}, s.holes.r)
 	require.Equal(t, uint64(1+63+1), s.missing())
 	n, first := s.missingExcept([]seqRange{{0, 6}, {10, 20}, {60, 80}}, 5)
 	require.Equal(t, uint64(3+40), n, "7..9 and 20..59 are the unexcused holes")
@@ -48,12 +48,12 @@ func TestSeqSetWindowAndLateArrival(t *testing.T) {
 	var s seqSet
 	s.add(1) // 0 missing for now
 	s.add(maxSeqWindowBits + 100)
-	require.Equal(t, []seqRange{{0, 1}, {2, 128}}, s.holes, "slid out of the window (in whole words): holes")
+	require.Equal(t, []seqRange{{0, 1}, {2, 128}}, s.holes.r, "slid out of the window (in whole words): holes")
 	s.add(0)
 	require.Equal(t, uint64(3), s.unique)
-	require.Equal(t, seqRange{2, 128}, s.holes[0], "late arrival taken out of the holes")
+	require.Equal(t, seqRange{2, 128}, s.holes.r[0], "late arrival taken out of the holes")
 	s.add(30)
-	require.Equal(t, []seqRange{{2, 30}, {31, 128}}, s.holes, "hole split by a late arrival")
+	require.Equal(t, []seqRange{{2, 30}, {31, 128}}, s.holes.r, "hole split by a late arrival")
 	s.add(30)
 	require.Equal(t, uint64(1), s.dups)
 }
@@ -82,13 +82,13 @@ func TestSeqSetProperty(t *testing.T) {
 			}
 		}
 		var got []uint64
-		for _, r := range s.holes {
+		for _, r := range s.holes.r {
 			for q := r.lo; q < r.hi; q++ {
 				got = append(got, q)
 			}
 		}
 		if !slices.Equal(want, got) {
-			t.Fatalf("holes %v, want %v", s.holes, want)
+			t.Fatalf("holes %v, want %v", s.holes.r, want)
 		}
 		if s.dups != dups || s.unique != uint64(len(seen)) {
 			t.Fatalf("dups %d unique %d, want %d %d", s.dups, s.unique, dups, len(seen))
@@ -142,7 +142,7 @@ func TestBenchVerifyCountsLostAcked(t *testing.T) {
 	b.cfg.ack = benchAckNone
 	for _, s := range b.subs {
 		for _, set := range s.seqs {
-			set.holes = nil
+			set.holes = rangeList{}
 		}
 	}
 	v = b.verify()
@@ -159,7 +159,7 @@ func TestSeqSetFromMidStream(t *testing.T) {
 		}
 	}
 	s.finish(s.top)
-	require.Equal(t, []seqRange{{1070, 1071}}, s.holes)
+	require.Equal(t, []seqRange{{1070, 1071}}, s.holes.r)
 }
 
 // A sequence number far ahead of the window is one hole, recorded at
@@ -168,7 +168,7 @@ func TestSeqSetFarAheadAndHoleBound(t *testing.T) {
 	var s seqSet
 	s.add(0)
 	s.add(1 << 61)
-	require.Equal(t, []seqRange{{1, 1<<61 - maxSeqWindowBits + 64}}, s.holes)
+	require.Equal(t, []seqRange{{1, 1<<61 - maxSeqWindowBits + 64}}, s.holes.r)
 	s.finish(1<<61 + 1)
 	require.Equal(t, uint64(1<<61-1), s.missing())
 
@@ -177,7 +177,7 @@ func TestSeqSetFarAheadAndHoleBound(t *testing.T) {
 		b.add(2 * i) // every odd number is missing
 	}
 	b.finish(2 * (maxHoleRanges + 10))
-	require.True(t, b.overflow)
-	require.Len(t, b.holes, maxHoleRanges)
+	require.True(t, b.holes.overflow)
+	require.Len(t, b.holes.r, maxHoleRanges)
 	require.Equal(t, uint64(maxHoleRanges+10), b.missing(), "counted past the bound")
 }
