@@ -127,3 +127,29 @@ func TestBenchClusterNodeKilled(t *testing.T) {
 		})
 	}
 }
+
+// An interrupted run still reports what it measured, does not call the
+// records in flight lost, and exits 1.
+func TestBenchInterrupted(t *testing.T) {
+	b := startTestBroker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &lineWriter{lines: make(chan string, 64)}
+	var stdout bytes.Buffer
+	codeC := make(chan int, 1)
+	go func() {
+		codeC <- run(ctx, append(append([]string{"bench", "pubsub"}, b...), "-json", "-duration", "1m", "-progress", "50ms", "intr"), strings.NewReader(""), &stdout, stderr)
+	}()
+	<-stderr.lines // running
+	cancel()
+	require.Equal(t, 1, <-codeC)
+	var r benchReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), stdout.String())
+	require.True(t, r.Interrupted)
+	require.False(t, r.Verify.Checked)
+	require.Zero(t, r.Verify.LostAcked)
+	require.Positive(t, r.Published.Records)
+	stderr.mu.Lock()
+	defer stderr.mu.Unlock()
+	require.Contains(t, stderr.all[len(stderr.all)-1], "felix bench: interrupted: the report covers the run until then")
+}
