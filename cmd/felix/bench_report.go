@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +23,7 @@ type benchReport struct {
 	Stream      string         `json:"stream"`
 	Brokers     []string       `json:"brokers"`
 	Config      benchRunConfig `json:"config"`
+	Machine     benchMachine   `json:"machine"`
 	Interrupted bool           `json:"interrupted,omitempty"`
 	// ElapsedSec is the whole run; MeasuredSec the part after the warm-up
 	// during which records were sent (or, in bench sub, received).
@@ -35,6 +38,28 @@ type benchReport struct {
 	Errors      []benchErrClass  `json:"errors"`
 	Client      benchClientStats `json:"client"`
 	Verify      benchVerify      `json:"verify"`
+}
+
+// benchMachine says where the load generator ran: figures from a loaded
+// machine are not figures of the broker alone.
+type benchMachine struct {
+	Go         string `json:"go"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	// LoadAvg is /proc/loadavg's 1, 5 and 15 minute averages at the end
+	// of the run, when the system has it.
+	LoadAvg string `json:"loadavg,omitempty"`
+}
+
+// machine describes this process's machine.
+func machine() benchMachine {
+	m := benchMachine{Go: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
+	return m
 }
 
 // benchRunConfig echoes the command line's load shape.
@@ -180,7 +205,7 @@ func (b *bench) report(interrupted bool) *benchReport {
 	cfg := b.cfg
 	end := time.Now()
 	r := &benchReport{Mode: cfg.mode, Stream: cfg.stream, Brokers: cfg.seeds, Interrupted: interrupted,
-		ElapsedSec: end.Sub(b.start).Seconds(),
+		ElapsedSec: end.Sub(b.start).Seconds(), Machine: machine(),
 		Config: benchRunConfig{Pubs: cfg.pubs, Subs: cfg.subs, Conns: cfg.conns, Size: cfg.size, Batch: cfg.batch,
 			Ack: cfg.ack, Keys: cfg.keys, Shard: fmt.Sprint(cfg.shard), Count: cfg.count, Duration: cfg.duration.Seconds(), WarmupSec: cfg.warmup.Seconds()},
 		Errors: []benchErrClass{}}
@@ -333,7 +358,11 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 	if r.Interrupted {
 		fmt.Fprintln(w, "INTERRUPTED: figures cover the run until the interrupt")
 	}
-	fmt.Fprintf(w, "elapsed %.2fs, measured %.2fs\n\n", r.ElapsedSec, r.MeasuredSec)
+	fmt.Fprintf(w, "elapsed %.2fs, measured %.2fs; %s, %d CPUs", r.ElapsedSec, r.MeasuredSec, r.Machine.Go, r.Machine.CPUs)
+	if r.Machine.LoadAvg != "" {
+		fmt.Fprintf(w, ", load average %s", r.Machine.LoadAvg)
+	}
+	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rates := func(title string, ws []benchRate, tot *benchRate) {
 		if tot == nil {
