@@ -76,7 +76,7 @@ func TestBenchClusterNodeKilled(t *testing.T) {
 			codeC := make(chan int, 1)
 			args := []string{"bench", "pubsub", "-addr", seed, "-cert", cl.CAFile(), "-namespace", cluster.DefaultNamespace,
 				"-json", "-pubs", "2", "-subs", "2", "-conns", "2", "-batch", "4", "-size", "64", "-ack", ack,
-				"-duration", "3s", "-drain", "1s", "-progress", "100ms", stream}
+				"-duration", "4s", "-drain", "1s", "-progress", "100ms", stream}
 			go func() { codeC <- run(context.Background(), args, strings.NewReader(""), &stdout, stderr) }()
 
 			// Kill the owner once both sides are moving (a progress line

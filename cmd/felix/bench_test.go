@@ -154,6 +154,8 @@ func TestBenchEndToEnd(t *testing.T) {
 				require.Equal(t, int64(2*n/batch), r.AckLatency.Count, "one ack latency per batch")
 			}
 			require.Equal(t, int64(2), r.Client.Connects, "one connection per -conns")
+			require.Positive(t, r.Machine.CPUs)
+			require.NotEmpty(t, r.Machine.Go)
 		})
 	}
 }
