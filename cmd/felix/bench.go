@@ -627,6 +627,10 @@ func (b *bench) publisher(ctx context.Context, p *benchPub) {
 	if cfg.ack == benchAckNone {
 		ack = felix.AckNone
 	}
+	keys := make([][]byte, cfg.keys)
+	for i := range keys {
+		keys[i] = []byte(benchKey(i))
+	}
 	var seq uint64
 	for ctx.Err() == nil {
 		t0 := time.Now()
@@ -638,7 +642,7 @@ func (b *bench) publisher(ctx context.Context, p *benchPub) {
 		}
 		var key []byte
 		if cfg.keys > 0 {
-			key = []byte(benchKey(int(p.batches % int64(cfg.keys))))
+			key = keys[p.batches%int64(cfg.keys)]
 		}
 		pctx, cancel := cfg.cf.timeoutCtx(ctx)
 		var err error
