@@ -311,6 +311,7 @@ func benchErrorClass(err error) string {
 	var be *conn.BrokerError
 	var te *conn.TransportError
 	var lost *client.ShardLostError
+	var ce *conn.CursorError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
@@ -325,6 +326,11 @@ func benchErrorClass(err error) string {
 		what = "producer_stopped"
 	case errors.As(err, new(*conn.LaggedError)):
 		what = "lagged"
+	case errors.As(err, &ce):
+		what = "cursor"
+		if ce.Reason == "too_old" || ce.Reason == "in_future" {
+			what += ":" + ce.Reason
+		}
 	case errors.As(err, &pr):
 		what = "publish_refused"
 		switch pr.Reason {
@@ -715,10 +721,12 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 			if errors.As(err, new(*client.ShardLostError)) {
 				continue // the other shards deliver on
 			}
-			if b.resubscribeAfterLag(ctx, s, err) {
-				continue
+			if errors.As(err, new(*conn.LaggedError)) && s.one != nil {
+				if err = b.resubscribeAfterLag(ctx, s, err); err == nil {
+					continue
+				}
 			}
-			if !errors.Is(err, io.EOF) {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 				s.stopErr = err
 			}
 			return
@@ -766,28 +774,27 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 }
 
 // resubscribeAfterLag subscribes s again where the broker said it fell
-// behind (subscription_lagged names the first record it did not get), as
-// an application that keeps up again would: the records are still in the
-// log, so none is skipped. It reports whether s goes on.
-func (b *bench) resubscribeAfterLag(ctx context.Context, s *benchSub, err error) bool {
+// behind (lagErr, a subscription_lagged, names the first record it did
+// not get), as an application that keeps up again would: while the
+// records are still retained, none is skipped. It returns nil when s goes
+// on, else why it cannot (e.g. the records were trimmed meanwhile).
+func (b *bench) resubscribeAfterLag(ctx context.Context, s *benchSub, lagErr error) error {
 	var le *conn.LaggedError
-	if s.one == nil || !errors.As(err, &le) {
-		return false
-	}
+	errors.As(lagErr, &le)
 	s.one.Close()
 	sctx, cancel := b.cfg.cf.timeoutCtx(ctx)
 	defer cancel()
-	one, serr := s.c.Subscribe(sctx, b.topic, client.SubscribeOptions{Shard: b.cfg.shard, Start: felix.StartAt(le.ResumeFrom)})
-	if serr != nil {
+	one, err := s.c.Subscribe(sctx, b.topic, client.SubscribeOptions{Shard: b.cfg.shard, Start: felix.StartAt(le.ResumeFrom)})
+	if err != nil {
 		s.one = nil
 		if ctx.Err() == nil {
-			b.countError(serr)
+			b.countError(err)
 		}
-		return false
+		return fmt.Errorf("lagged, and subscribing again at offset %d failed: %w", le.ResumeFrom, err)
 	}
 	s.one = one
 	s.relagged++
-	return true
+	return nil
 }
 
 // startProgress prints one progress line per interval on w until the

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -180,4 +186,48 @@ func TestSeqSetFarAheadAndHoleBound(t *testing.T) {
 	require.True(t, b.holes.overflow)
 	require.Len(t, b.holes.r, maxHoleRanges)
 	require.Equal(t, uint64(maxHoleRanges+10), b.missing(), "counted past the bound")
+}
+
+// Error classes come from a fixed vocabulary: a broker's own words (an
+// unknown code, a new refusal reason) never become a class of their own.
+func TestBenchErrorClass(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{context.DeadlineExceeded, "timeout"},
+		{fmt.Errorf("publish: %w", context.DeadlineExceeded), "timeout"},
+		{&client.AmbiguousError{Op: "publish", Err: errors.New("x")}, "outcome_unknown/ambiguous"},
+		{&conn.BrokerError{Code: felix.CodeLimitExceeded}, "fatal/limit_exceeded"},
+		{&conn.BrokerError{Code: felix.CodeShardUnavailable}, "retry/shard_unavailable"},
+		{&conn.BrokerError{Code: "made_up_by_the_peer"}, "fatal/unknown_code"},
+		{&conn.PublishRefusedError{Reason: "sequence_gap"}, "fatal/publish_refused:sequence_gap"},
+		{&conn.PublishRefusedError{Reason: "peer prose"}, "fatal/publish_refused"},
+		{&conn.CursorError{Reason: "too_old"}, "fatal/cursor:too_old"},
+		{&conn.CursorError{Reason: "peer prose"}, "fatal/cursor"},
+		{&conn.LaggedError{ResumeFrom: 3}, "fatal/lagged"},
+		{&conn.TransportError{Op: "read", Err: errors.New("reset")}, "retry/transport"},
+		{&client.ShardLostError{Shard: 2, Err: &conn.CursorError{Reason: "too_old"}}, "shard_lost/fatal/cursor:too_old"},
+		{fmt.Errorf("%w: x", client.ErrProducerStopped), "fatal/producer_stopped"},
+		{errors.New("something else"), "fatal/other"},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, benchErrorClass(c.err), "%v", c.err)
+	}
+	// The report keeps at most maxErrorClasses classes.
+	b := &bench{errors: map[string]*errorCount{}}
+	for i := range maxErrorClasses + 5 {
+		b.countError(&conn.PublishRefusedError{Reason: fmt.Sprint(i)})
+		b.countError(&conn.BrokerError{Code: felix.ErrorCode(fmt.Sprint("code", i))})
+		b.countError(fmt.Errorf("e%d: %w", i, &conn.CursorError{Reason: "too_old"}))
+	}
+	require.Len(t, b.errors, 3, "peer-chosen reasons and codes share their class")
+	require.Equal(t, int64(maxErrorClasses+5), b.errors["fatal/unknown_code"].n)
+	for i := len(b.errors); i < maxErrorClasses; i++ {
+		b.errors[fmt.Sprint("filler", i)] = &errorCount{n: 1}
+	}
+	b.countError(context.DeadlineExceeded)
+	require.Len(t, b.errors, maxErrorClasses+1, "past the bound: one class more, other")
+	require.Equal(t, int64(1), b.errors["other"].n)
+	require.Nil(t, b.errors["timeout"])
 }
