@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,20 +21,10 @@ const opsToken = "ops-token"
 // of shards shards and the operator token opsToken.
 func startRefBroker(t *testing.T, shards uint32) (*server.Server, []string) {
 	t.Helper()
-	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0",
+	return listenTestBroker(t, server.Config{
 		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true, Shards: shards}},
 		Tokens: map[string]server.Identity{server.DemoToken: {Tenant: server.DemoTenant, Principal: server.DemoTenant},
 			opsToken: {Tenant: server.DemoTenant, Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView}}})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		srv.Close()
-		require.NoError(t, <-done)
-	})
-	cert := filepath.Join(t.TempDir(), "broker.pem")
-	require.NoError(t, srv.WriteCertificate(cert))
-	return srv, []string{"-addr", srv.Addr().String(), "-cert", cert}
 }
 
 func ok(t *testing.T, args ...string) string {

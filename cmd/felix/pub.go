@@ -59,6 +59,22 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 
 // dial connects with the flags' credentials and trust settings.
 func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client, error) {
+	cfg, err := c.connConfig(flags)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := c.timeoutCtx(ctx)
+	defer cancel()
+	cl, err := conn.Dial(dctx, c.addr, cfg)
+	if err != nil && ctx.Err() == nil {
+		return nil, c.explain("connect", err)
+	}
+	return cl, err
+}
+
+// connConfig is the connection configuration of the flags: credentials,
+// trust settings, ALPN offer and key log.
+func (c *clientFlags) connConfig(flags felix.Flags) (*conn.Config, error) {
 	tc := &tls.Config{ServerName: c.serverName}
 	switch {
 	case c.insecure:
@@ -74,14 +90,8 @@ func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := c.timeoutCtx(ctx)
-	defer cancel()
-	cl, err := conn.Dial(dctx, c.addr, &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
-		TenantID: c.tenant, Token: c.token, Flags: flags, KeyLogWriter: kl})
-	if err != nil && ctx.Err() == nil {
-		return nil, c.explain("connect", err)
-	}
-	return cl, err
+	return &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
+		TenantID: c.tenant, Token: c.token, Flags: flags, KeyLogWriter: kl}, nil
 }
 
 // emit prints v as one JSON line (-json) or text as one line.

@@ -18,8 +18,16 @@ import (
 // client flags that reach it (with its certificate written to a file).
 func startTestBroker(t *testing.T) []string {
 	t.Helper()
-	srv, err := server.Listen(server.Config{Addr: "127.0.0.1:0",
-		Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}}})
+	_, flags := listenTestBroker(t, server.Config{Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true}}})
+	return flags
+}
+
+// listenTestBroker serves a reference broker of cfg on a loopback port
+// for the test and returns it with the flags that reach it.
+func listenTestBroker(t *testing.T, cfg server.Config) (*server.Server, []string) {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	srv, err := server.Listen(cfg)
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
@@ -29,7 +37,7 @@ func startTestBroker(t *testing.T) []string {
 	})
 	cert := filepath.Join(t.TempDir(), "broker.pem")
 	require.NoError(t, srv.WriteCertificate(cert))
-	return []string{"-addr", srv.Addr().String(), "-cert", cert}
+	return srv, []string{"-addr", srv.Addr().String(), "-cert", cert}
 }
 
 func cmd(verb []string, flags []string, rest ...string) []string {
