@@ -419,7 +419,6 @@ type benchSub struct {
 	workerStats
 	idx      int
 	c        *client.Client
-	relagged int64 // resubscriptions after subscription_lagged
 	one      *client.Subscription
 	sharded  *client.ShardedSubscription
 	seqs     map[[2]uint32]*seqSet // (run, publisher) → sequence numbers received
@@ -721,11 +720,6 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 			if errors.As(err, new(*client.ShardLostError)) {
 				continue // the other shards deliver on
 			}
-			if errors.As(err, new(*conn.LaggedError)) && s.one != nil {
-				if err = b.resubscribeAfterLag(ctx, s, err); err == nil {
-					continue
-				}
-			}
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
 				s.stopErr = err
 			}
@@ -771,30 +765,6 @@ func (b *bench) subscriber(ctx context.Context, s *benchSub) {
 			return
 		}
 	}
-}
-
-// resubscribeAfterLag subscribes s again where the broker said it fell
-// behind (lagErr, a subscription_lagged, names the first record it did
-// not get), as an application that keeps up again would: while the
-// records are still retained, none is skipped. It returns nil when s goes
-// on, else why it cannot (e.g. the records were trimmed meanwhile).
-func (b *bench) resubscribeAfterLag(ctx context.Context, s *benchSub, lagErr error) error {
-	var le *conn.LaggedError
-	errors.As(lagErr, &le)
-	s.one.Close()
-	sctx, cancel := b.cfg.cf.timeoutCtx(ctx)
-	defer cancel()
-	one, err := s.c.Subscribe(sctx, b.topic, client.SubscribeOptions{Shard: b.cfg.shard, Start: felix.StartAt(le.ResumeFrom)})
-	if err != nil {
-		s.one = nil
-		if ctx.Err() == nil {
-			b.countError(err)
-		}
-		return fmt.Errorf("lagged, and subscribing again at offset %d failed: %w", le.ResumeFrom, err)
-	}
-	s.one = one
-	s.relagged++
-	return nil
 }
 
 // startProgress prints one progress line per interval on w until the

@@ -85,7 +85,10 @@ func TestBenchHelp(t *testing.T) {
 	}
 	code, out, _ = felixRun(t, "", "help")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "felix bench pub|sub|pubsub [FLAGS] STREAM")
+	require.Contains(t, out, "felix bench ", "the one-screen command list names bench")
+	code, out, _ = felixRun(t, "", "help", "bench")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "usage: felix bench pub|sub|pubsub [FLAGS] STREAM")
 }
 
 // runBenchJSON runs felix bench with -json and decodes its report.
@@ -129,18 +132,10 @@ func TestBenchEndToEnd(t *testing.T) {
 			require.Zero(t, r.Verify.LostAcked)
 			require.Zero(t, r.Verify.MissingUnacked)
 			require.Zero(t, r.Verify.Duplicates)
-			if ack == benchAckNone {
-				// Fire and forget can outrun the subscribers: the broker
-				// lags them, bench subscribes again where it said, and no
-				// record is skipped (the checks above).
-				for _, e := range r.Errors {
-					require.Equal(t, "fatal/lagged", e.Class)
-					require.Equal(t, r.Client.Lagged, e.Count)
-				}
-				require.Equal(t, r.Client.Lagged, r.Client.Relagged)
-			} else {
-				require.Empty(t, r.Errors)
-			}
+			// Fire and forget can outrun the subscribers: the broker lags
+			// them, the client resumes each after its last delivered record,
+			// and no record is skipped (the checks above) nor any error seen.
+			require.Empty(t, r.Errors)
 			require.NotNil(t, r.Delivery)
 			require.Equal(t, int64(subs*2*n), r.Delivery.Count, "one delivery latency per measured record and subscriber")
 			require.LessOrEqual(t, r.Delivery.P50, r.Delivery.P99)

@@ -206,7 +206,9 @@ func TestBenchErrorClass(t *testing.T) {
 		{&conn.CursorError{Reason: "too_old"}, "fatal/cursor:too_old"},
 		{&conn.CursorError{Reason: "peer prose"}, "fatal/cursor"},
 		{&conn.LaggedError{ResumeFrom: 3}, "fatal/lagged"},
-		{&conn.TransportError{Op: "read", Err: errors.New("reset")}, "retry/transport"},
+		// A lost connection may have carried the write: the decision table
+		// calls it outcome_unknown.
+		{&conn.TransportError{Op: "read", Err: errors.New("reset")}, "outcome_unknown/transport"},
 		{&client.ShardLostError{Shard: 2, Err: &conn.CursorError{Reason: "too_old"}}, "shard_lost/fatal/cursor:too_old"},
 		{fmt.Errorf("%w: x", client.ErrProducerStopped), "fatal/producer_stopped"},
 		{errors.New("something else"), "fatal/other"},
