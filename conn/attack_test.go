@@ -157,10 +157,15 @@ func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, stderr.String())
-	require.Equal(t, "ready\n", line)
+	if err != nil || line != "ready\n" {
+		// The attacker failed to start: stderr is complete (and no longer
+		// written) once it has exited.
+		stdin.Close()
+		werr := cmd.Wait()
+		t.Fatalf("attacker process: read %q, %v; exit: %v; stderr:\n%s", line, err, werr, stderr.String())
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 }
 
 func heapNow() uint64 {
