@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -36,6 +37,9 @@ type clientFlags struct {
 	insecure, alpn, jsonOut                          bool
 	timeout                                          time.Duration
 	stderr                                           io.Writer // warnings (nil: os.Stderr)
+	// answering is the broker a redirect sent the latest call to (set by
+	// connect; nil: -addr).
+	answering *atomic.Pointer[string]
 }
 
 func envOr(k, def string) string {
@@ -93,8 +97,15 @@ func (c *clientFlags) connect(ctx context.Context, flags felix.Flags) (*client.C
 	if err != nil {
 		return nil, err
 	}
+	answering := new(atomic.Pointer[string])
+	c.answering = answering
 	cl, err := client.New(client.Config{Seeds: []string{c.addr}, NoDiscovery: true,
-		MaxAttempts: -1, DialTimeout: c.timeout, Conn: cc})
+		MaxAttempts: -1, DialTimeout: c.timeout, Conn: cc,
+		OnNotice: func(n client.Notice) {
+			if n.Kind == client.NoticeRedirect && n.Target != "" {
+				answering.Store(&n.Target)
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -108,20 +119,29 @@ func (c *clientFlags) connect(ctx context.Context, flags felix.Flags) (*client.C
 	return cl, nil
 }
 
-// dial connects one conn.Client with the flags' settings (the commands
-// that client.Client does not serve yet).
-func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client, error) {
-	cfg, err := c.connConfig(flags)
+// withClient connects (see connect), runs call and closes the client.
+// The client follows a not_leader answer to the broker it names (group,
+// commit-state and shard-level reads go to the shard's leader), so these
+// verbs work against any node of a cluster; later messages name that
+// broker (brokerAddr).
+func (c *clientFlags) withClient(ctx context.Context, call func(*client.Client) error) error {
+	cl, err := c.connect(ctx, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	dctx, cancel := c.timeoutCtx(ctx)
-	defer cancel()
-	cl, err := conn.Dial(dctx, c.addr, &cfg)
-	if err != nil && ctx.Err() == nil {
-		return nil, c.explain("connect", err)
+	defer cl.Close()
+	return call(cl)
+}
+
+// brokerAddr is the broker the latest call went to: -addr, or the one a
+// redirect named.
+func (c *clientFlags) brokerAddr() string {
+	if c.answering != nil {
+		if a := c.answering.Load(); a != nil {
+			return *a
+		}
 	}
-	return cl, err
+	return c.addr
 }
 
 // emit prints v as one JSON line (-json) or text as one line.

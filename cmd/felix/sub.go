@@ -138,11 +138,11 @@ func subEnded(cf *clientFlags, stream string, n int, next uint64, hasNext bool, 
 	switch {
 	case errors.As(err, &be) && be.Code == felix.CodeDraining:
 		// The client's one resume reached the broker while it drained.
-		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s is draining (shutting down)%s", stream, n, cf.addr, resume)
+		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s is draining (shutting down)%s", stream, n, cf.brokerAddr(), resume)
 	case errors.Is(err, io.EOF):
-		return fmt.Errorf("subscription to %s ended by the broker at %s after %d event(s): it finished the event stream (shutting down or draining)%s", stream, cf.addr, n, resume)
+		return fmt.Errorf("subscription to %s ended by the broker at %s after %d event(s): it finished the event stream (shutting down or draining)%s", stream, cf.brokerAddr(), n, resume)
 	case errors.Is(err, conn.ErrBrokerShutdown):
-		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s shut down%s", stream, n, cf.addr, resume)
+		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s shut down%s", stream, n, cf.brokerAddr(), resume)
 	}
 	var (
 		te *conn.TransportError
@@ -150,7 +150,7 @@ func subEnded(cf *clientFlags, stream string, n int, next uint64, hasNext bool, 
 	)
 	if errors.As(err, &te) || errors.As(err, &de) {
 		// A dial error: the client's one resume found no broker there.
-		return fmt.Errorf("subscription to %s ended after %d event(s): lost the connection to the broker at %s (%v)%s", stream, n, cf.addr, err, resume)
+		return fmt.Errorf("subscription to %s ended after %d event(s): lost the connection to the broker at %s (%v)%s", stream, n, cf.brokerAddr(), err, resume)
 	}
 	return cf.explain(fmt.Sprintf("subscription to %s after %d event(s)", stream, n), err)
 }
