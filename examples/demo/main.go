@@ -320,14 +320,6 @@ func rate(n int, d time.Duration) string {
 	return strconv.FormatFloat(float64(n)/d.Seconds(), 'f', 0, 64)
 }
 
-func popcount(f felix.Features) int {
-	n := 0
-	for ; f != 0; f &= f - 1 {
-		n++
-	}
-	return n
-}
-
 // ttl is the demo's cache TTL.
 const ttl = 200 * time.Millisecond
 
