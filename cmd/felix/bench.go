@@ -486,7 +486,7 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 	for range cfg.conns {
 		dctx, cancel := cfg.cf.timeoutCtx(ctx)
-		c, err := client.Dial(dctx, client.Config{Seeds: cfg.seeds, Conn: *cc, OnNotice: b.notice})
+		c, err := client.Dial(dctx, client.Config{Seeds: cfg.seeds, Conn: cc, OnNotice: b.notice})
 		cancel()
 		if err != nil {
 			return cfg.cf.explain("connect", err)

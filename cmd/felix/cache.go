@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/client"
 )
 
 func init() {
@@ -118,14 +118,14 @@ func runCache(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if fs.NArg() != want {
 		return usagef("cache %s wants %d arguments, got %d", op, want, fs.NArg())
 	}
-	ref := conn.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)}
+	ref := client.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)}
 	key := fs.Arg(1)
 	if err := checkName("CACHE", ref.Cache); err != nil {
 		return err
 	}
-	c, err := cf.dial(ctx, 0)
+	c, err := cf.connect(ctx, 0)
 	if err != nil {
-		return err // dial explains its own errors
+		return err // connect explains its own errors
 	}
 	defer c.Close()
 	rctx, cancel := cf.timeoutCtx(ctx)
@@ -166,7 +166,7 @@ func runCache(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return cf.emit(stdout, rec, text)
 	}
 	// watch
-	o := conn.WatchOptions{Retained: *retained}
+	o := client.WatchOptions{Retained: *retained}
 	if *prefix {
 		o.Prefix = felix.Some(key)
 	} else {

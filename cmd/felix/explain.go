@@ -64,7 +64,7 @@ func (c *clientFlags) explain(op string, err error) error {
 	}
 	var netErr net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
-		return fmt.Errorf("%s: timed out after %s waiting for the broker at %s (raise -timeout)", op, c.timeout, c.addr)
+		return fmt.Errorf("%s: timed out after %s waiting for the broker at %s (raise -timeout)", op, c.timeout, c.brokerAddr())
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

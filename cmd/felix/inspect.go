@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/client"
 )
 
 func init() {
@@ -129,19 +129,19 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 	if o.shard != nil && *o.shard > 1<<32-1 {
 		return usagef("-shard %d is out of range", *o.shard)
 	}
-	return cf.onLeader(ctx, 0, func(c *conn.Client) error {
+	return cf.withClient(ctx, func(c *client.Client) error {
 		rctx, cancel := cf.timeoutCtx(ctx)
 		defer cancel()
 		switch op {
 		case "shards":
-			s, err := c.StreamShards(rctx, topicOf(cf, fs.Arg(0)))
+			shards, routing, err := c.StreamShards(rctx, topicOf(cf, fs.Arg(0)))
 			if err != nil {
 				return cf.explain(op, err)
 			}
-			return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": s.Shards, "routing": s.Routing.V.String()},
-				fmt.Sprintf("%d\t%s", s.Shards, s.Routing.V))
+			return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": shards, "routing": routing.String()},
+				fmt.Sprintf("%d\t%s", shards, routing))
 		case "cache-shards":
-			n, err := c.CacheShards(rctx, conn.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)})
+			n, err := c.CacheShards(rctx, client.CacheRef{TenantID: cf.tenant, Namespace: cf.namespace, Cache: fs.Arg(0)})
 			if err != nil {
 				return cf.explain(op, err)
 			}
@@ -181,7 +181,7 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 			return cf.emit(stdout, map[string]any{"found": true, "offset": off}, strconv.FormatUint(off, 10))
 		case "read":
 			page, err := c.StreamRead(rctx, topicOf(cf, fs.Arg(0)), uint32(*o.shard),
-				conn.ReadOptions{From: *o.from, MaxRecords: uint32(min(*o.n, 1<<32-1))})
+				client.ReadOptions{From: *o.from, MaxRecords: uint32(min(*o.n, 1<<32-1))})
 			if err != nil {
 				return cf.explain(op, err)
 			}
@@ -195,7 +195,8 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 			}
 			return nil
 		case "shard":
-			v, err := c.ShardInspect(rctx, cf.tenant, cf.namespace, fs.Arg(0), kind, shardArg)
+			// This broker's own view: never forwarded nor redirected.
+			v, err := c.ShardInspectAt(rctx, cf.addr, cf.tenant, cf.namespace, fs.Arg(0), kind, shardArg)
 			if err != nil {
 				return cf.explain(op, err)
 			}
@@ -209,7 +210,7 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 		}
 		var cursor *felix.SubscriptionsCursor
 		for {
-			page, err := c.Subscriptions(rctx, filter, uint32(min(*o.n, 1<<32-1)), cursor)
+			page, err := c.Subscriptions(rctx, cf.addr, filter, uint32(min(*o.n, 1<<32-1)), cursor)
 			if err != nil {
 				return cf.explain(op, err)
 			}

@@ -11,9 +11,11 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 )
 
@@ -35,6 +37,9 @@ type clientFlags struct {
 	insecure, alpn, jsonOut                          bool
 	timeout                                          time.Duration
 	stderr                                           io.Writer // warnings (nil: os.Stderr)
+	// answering is the broker a redirect sent the latest call to (set by
+	// connect; nil: -addr).
+	answering *atomic.Pointer[string]
 }
 
 func envOr(k, def string) string {
@@ -57,24 +62,9 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "timeout for connecting and for each answer")
 }
 
-// dial connects with the flags' credentials and trust settings.
-func (c *clientFlags) dial(ctx context.Context, flags felix.Flags) (*conn.Client, error) {
-	cfg, err := c.connConfig(flags)
-	if err != nil {
-		return nil, err
-	}
-	dctx, cancel := c.timeoutCtx(ctx)
-	defer cancel()
-	cl, err := conn.Dial(dctx, c.addr, cfg)
-	if err != nil && ctx.Err() == nil {
-		return nil, c.explain("connect", err)
-	}
-	return cl, err
-}
-
-// connConfig is the connection configuration of the flags: credentials,
-// trust settings, ALPN offer and key log.
-func (c *clientFlags) connConfig(flags felix.Flags) (*conn.Config, error) {
+// connConfig is the conn.Config of the flags' credentials and trust
+// settings: one connection's TLS, ALPN offer, key log and feature flags.
+func (c *clientFlags) connConfig(flags felix.Flags) (conn.Config, error) {
 	tc := &tls.Config{ServerName: c.serverName}
 	switch {
 	case c.insecure:
@@ -82,16 +72,76 @@ func (c *clientFlags) connConfig(flags felix.Flags) (*conn.Config, error) {
 	case c.cert != "":
 		pool, err := conn.CertPoolFromFile(c.cert)
 		if err != nil {
-			return nil, fmt.Errorf("-cert: %w", err)
+			return conn.Config{}, fmt.Errorf("-cert: %w", err)
 		}
 		tc.RootCAs = pool
 	}
 	kl, err := keyLogWriter(c.stderr)
 	if err != nil {
+		return conn.Config{}, err
+	}
+	return conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
+		TenantID: c.tenant, Token: c.token, Flags: flags, KeyLogWriter: kl}, nil
+}
+
+// connect returns a client.Client (the API the README recommends) on the
+// one broker -addr names. Discovery is off: the CLI talks to the address
+// it was given (a tap or proxy in front of a broker stays in the path),
+// following only the redirects brokers send. Retries are off too
+// (MaxAttempts -1): each call is one attempt within -timeout whose
+// failure is reported with its fix, as a script expects of a command; a
+// dial is bounded by -timeout, so a silent address is reported as the
+// dial's "no answer within -timeout".
+func (c *clientFlags) connect(ctx context.Context, flags felix.Flags) (*client.Client, error) {
+	cc, err := c.connConfig(flags)
+	if err != nil {
 		return nil, err
 	}
-	return &conn.Config{TLS: tc, ServerName: c.serverName, OfferALPN: c.alpn,
-		TenantID: c.tenant, Token: c.token, Flags: flags, KeyLogWriter: kl}, nil
+	answering := new(atomic.Pointer[string])
+	c.answering = answering
+	cl, err := client.New(client.Config{Seeds: []string{c.addr}, NoDiscovery: true,
+		MaxAttempts: -1, DialTimeout: c.timeout, Conn: cc,
+		OnNotice: func(n client.Notice) {
+			if n.Kind == client.NoticeRedirect && n.Target != "" {
+				answering.Store(&n.Target)
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Connect(ctx); err != nil {
+		cl.Close()
+		if ctx.Err() == nil {
+			return nil, c.explain("connect", err)
+		}
+		return nil, err
+	}
+	return cl, nil
+}
+
+// withClient connects (see connect), runs call and closes the client.
+// The client follows a not_leader answer to the broker it names (group,
+// commit-state and shard-level reads go to the shard's leader), so these
+// verbs work against any node of a cluster; later messages name that
+// broker (brokerAddr).
+func (c *clientFlags) withClient(ctx context.Context, call func(*client.Client) error) error {
+	cl, err := c.connect(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return call(cl)
+}
+
+// brokerAddr is the broker the latest call went to: -addr, or the one a
+// redirect named.
+func (c *clientFlags) brokerAddr() string {
+	if c.answering != nil {
+		if a := c.answering.Load(); a != nil {
+			return *a
+		}
+	}
+	return c.addr
 }
 
 // emit prints v as one JSON line (-json) or text as one line.
@@ -146,13 +196,13 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := checkName("STREAM", stream); err != nil {
 		return err
 	}
-	c, err := cf.dial(ctx, 0)
+	c, err := cf.connect(ctx, 0)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	topic := conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
-	o := conn.PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}
+	topic := client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
+	o := client.PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}
 	if *key != "" {
 		o.Key = []byte(*key)
 	}

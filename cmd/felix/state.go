@@ -6,7 +6,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/client"
 )
 
 func init() {
@@ -52,7 +52,7 @@ func runState(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := checkName("STREAM", stream); err != nil {
 		return err
 	}
-	return cf.onLeader(ctx, 0, func(c *conn.Client) error {
+	return cf.withClient(ctx, func(c *client.Client) error {
 		rctx, cancel := cf.timeoutCtx(ctx)
 		defer cancel()
 		v, err := c.StateGet(rctx, topicOf(&cf, stream), []byte(entity), key)
@@ -78,6 +78,6 @@ func runState(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 }
 
 // topicOf names stream in the flags' tenant and namespace.
-func topicOf(cf *clientFlags, stream string) conn.Topic {
-	return conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
+func topicOf(cf *clientFlags, stream string) client.Topic {
+	return client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
 }

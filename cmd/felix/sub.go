@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 )
 
@@ -42,6 +43,10 @@ func payloadFields(b []byte) (text, b64s *string) {
 	return nil, &s
 }
 
+// runSub subscribes through a client.Subscription: when the event stream
+// breaks, the client resubscribes once at the offset after the last event
+// printed (no gap, no duplicate); when that fails too, subEnded reports
+// why with the offset to resume from.
 func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := newFlagSet("sub")
 	var cf clientFlags
@@ -71,18 +76,18 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 	if err := checkName("STREAM", fs.Arg(0)); err != nil {
 		return err
 	}
-	c, err := cf.dial(ctx, felix.DefaultClientFlags()|felix.FlagEventBatchPublisher|felix.FlagEventBatchTimestamps)
+	c, err := cf.connect(ctx, felix.DefaultClientFlags()|felix.FlagEventBatchPublisher|felix.FlagEventBatchTimestamps)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	o := conn.SubscribeOptions{Start: start, QueueCapacity: uint32(*queue)}
+	o := client.SubscribeOptions{Start: start, QueueCapacity: uint32(*queue)}
 	if *shard >= 0 {
-		o.Shard = felix.Some(uint32(*shard))
+		o.Shard = uint32(*shard)
 	}
 	stream := fs.Arg(0)
 	sctx, cancel := cf.timeoutCtx(ctx)
-	sub, err := c.Subscribe(sctx, conn.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, o)
+	sub, err := c.Subscribe(sctx, client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, o)
 	cancel()
 	if err != nil {
 		return cf.explain("subscribe to "+stream, err)
@@ -129,15 +134,23 @@ func subEnded(cf *clientFlags, stream string, n int, next uint64, hasNext bool, 
 	if hasNext {
 		resume = fmt.Sprintf("; resume with -from %d", next)
 	}
+	var be *conn.BrokerError
 	switch {
+	case errors.As(err, &be) && be.Code == felix.CodeDraining:
+		// The client's one resume reached the broker while it drained.
+		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s is draining (shutting down)%s", stream, n, cf.brokerAddr(), resume)
 	case errors.Is(err, io.EOF):
-		return fmt.Errorf("subscription to %s ended by the broker at %s after %d event(s): it finished the event stream (shutting down or draining)%s", stream, cf.addr, n, resume)
+		return fmt.Errorf("subscription to %s ended by the broker at %s after %d event(s): it finished the event stream (shutting down or draining)%s", stream, cf.brokerAddr(), n, resume)
 	case errors.Is(err, conn.ErrBrokerShutdown):
-		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s shut down%s", stream, n, cf.addr, resume)
+		return fmt.Errorf("subscription to %s ended after %d event(s): the broker at %s shut down%s", stream, n, cf.brokerAddr(), resume)
 	}
-	var te *conn.TransportError
-	if errors.As(err, &te) {
-		return fmt.Errorf("subscription to %s ended after %d event(s): lost the connection to the broker at %s (%v)%s", stream, n, cf.addr, err, resume)
+	var (
+		te *conn.TransportError
+		de *conn.DialError
+	)
+	if errors.As(err, &te) || errors.As(err, &de) {
+		// A dial error: the client's one resume found no broker there.
+		return fmt.Errorf("subscription to %s ended after %d event(s): lost the connection to the broker at %s (%v)%s", stream, n, cf.brokerAddr(), err, resume)
 	}
 	return cf.explain(fmt.Sprintf("subscription to %s after %d event(s)", stream, n), err)
 }

@@ -6,13 +6,13 @@
 // fresh self-signed certificate), then over real QUIC: a live subscriber, a
 // publisher sending acknowledged batches, a second subscriber replaying the
 // stream from the earliest offset, and cache calls (put, get, TTL expiry,
-// delete, counter, watch). It prints what happened and the measured
+// delete, counter, watch), all through one client.Client configured as
+// the README's quick start configures it. It prints what happened and the measured
 // throughput, and exits with status 0 only if every check held.
 package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -84,6 +85,7 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	chk := &checker{out: out}
+	disconnected := make(chan error, 1)
 
 	srv, err := server.Listen(server.Config{
 		Addr:   o.addr,
@@ -107,45 +109,48 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 			return err
 		}
 	}
-	dialAddr, roots := srv.Addr().String(), srv.CertPool()
+	// The clients' code is the README's quick start: one client.Client
+	// (the package the README recommends) for every call below.
+	cfg := client.Config{
+		Seeds:    []string{srv.Addr().String()},
+		TenantID: server.DemoTenant,
+		Token:    server.DemoToken,
+		CAPEM:    srv.CertificatePEM(), // what -cert-out writes; CAFile names such a file
+		// Ask for the publisher of each event batch (subscriber checks).
+		Conn: conn.Config{Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher},
+		// The connection's end (step 6) is a Notice: client.Client hides
+		// its connections.
+		OnNotice: func(n client.Notice) {
+			if n.Kind == client.NoticeDisconnected {
+				select {
+				case disconnected <- n.Err:
+				default:
+				}
+			}
+		},
+	}
 	if o.via != "" {
-		var err error
-		if roots, err = conn.CertPoolFromFile(o.viaCert); err != nil {
-			return fmt.Errorf("-via-cert: %w", err)
-		}
-		dialAddr = o.via
-		fmt.Fprintf(out, "clients: connecting via %s\n", dialAddr)
+		// A relay in front of the broker: trust its certificate, and stay
+		// on it (no discovery of the broker's own address behind it).
+		cfg.Seeds, cfg.CAPEM, cfg.CAFile, cfg.NoDiscovery = []string{o.via}, nil, o.viaCert, true
+		fmt.Fprintf(out, "clients: connecting via %s\n", o.via)
 	}
-
-	dial := func() (*conn.Client, error) {
-		return conn.Dial(ctx, dialAddr, &conn.Config{
-			TLS:      &tls.Config{RootCAs: roots},
-			TenantID: server.DemoTenant, Token: server.DemoToken,
-			Flags: felix.DefaultClientFlags() | felix.FlagEventBatchPublisher,
-		})
-	}
-	pubC, err := dial()
+	c, err := client.Dial(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("publisher: %w", err)
+		return fmt.Errorf("client: %w", err)
 	}
-	defer pubC.Close()
-	caps := pubC.Capabilities()
-	fmt.Fprintf(out, "client: broker advertises flags %s, %d features, publish window %d\n", caps.Flags.SetString(), popcount(caps.Features), caps.PublishWindow)
+	defer c.Close()
+	fmt.Fprintf(out, "client: connected to %v\n", c.Brokers())
 
-	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "demo", Stream: "orders"}
+	topic := client.Topic{TenantID: server.DemoTenant, Namespace: "demo", Stream: "orders"}
 
 	// 1. A live subscriber, before anything is published.
-	liveC, err := dial()
-	if err != nil {
-		return err
-	}
-	defer liveC.Close()
-	live, err := liveC.Subscribe(ctx, topic, conn.SubscribeOptions{})
+	live, err := c.Subscribe(ctx, topic, client.SubscribeOptions{})
 	if err != nil {
 		return fmt.Errorf("live subscribe: %w", err)
 	}
 	defer live.Close()
-	fmt.Fprintf(out, "subscriber A (live): subscription %d\n", live.ID())
+	fmt.Fprintf(out, "subscriber A (live): subscription %d\n", live.Info().SubscriptionID)
 	liveDone := make(chan result, 1)
 	go func() { liveDone <- consume(ctx, live, n) }()
 
@@ -159,7 +164,7 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 		for j := range payloads {
 			payloads[j] = []byte("order-" + strconv.Itoa(i+j))
 		}
-		res, err := pubC.PublishBatch(ctx, topic, payloads, conn.PublishOptions{Ack: felix.AckPerBatch})
+		res, err := c.PublishBatch(ctx, topic, payloads, client.PublishOptions{}) // the zero options wait for the ack
 		if err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
@@ -175,49 +180,44 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 	chk.check(lr.publisher == server.DemoTenant, "events carry the publisher %q", server.DemoTenant)
 
 	// 3. A second subscriber replays from the earliest offset.
-	earlyC, err := dial()
-	if err != nil {
-		return err
-	}
-	defer earlyC.Close()
 	rstart := time.Now()
-	early, err := earlyC.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	early, err := c.Subscribe(ctx, topic, client.SubscribeOptions{Start: client.StartEarliest})
 	if err != nil {
 		return fmt.Errorf("earliest subscribe: %w", err)
 	}
 	defer early.Close()
 	fmt.Fprintf(out, "subscriber B (earliest): subscription %d, start offset %d, live offset %d\n",
-		early.ID(), early.Info().StartOffset.V, early.Info().LiveOffset.V)
+		early.Info().SubscriptionID, early.Info().StartOffset.V, early.Info().LiveOffset.V)
 	er := consume(ctx, early, n)
 	replayTime := time.Since(rstart)
 	chk.check(er.err == nil && er.count == n && er.inOrder, "subscriber B replayed all %d records once, in order (%s)", n, er.describe())
 
 	// 4. Cache calls.
 	fmt.Fprintln(out, "cache:")
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "demo", Cache: "sessions"}
-	w, err := pubC.CacheWatch(ctx, ref, conn.WatchOptions{Prefix: felix.Some("user:")})
+	ref := client.CacheRef{TenantID: server.DemoTenant, Namespace: "demo", Cache: "sessions"}
+	w, err := c.CacheWatch(ctx, ref, client.WatchOptions{Prefix: felix.Some("user:")})
 	if err != nil {
 		return fmt.Errorf("cache watch: %w", err)
 	}
 	defer w.Close()
-	err = pubC.CachePut(ctx, ref, "user:1", []byte("alice"), 0)
+	err = c.CachePut(ctx, ref, "user:1", []byte("alice"), 0)
 	chk.check(err == nil, "put user:1 = alice")
-	v, found, err := pubC.CacheGet(ctx, ref, "user:1")
+	v, found, err := c.CacheGet(ctx, ref, "user:1")
 	chk.check(err == nil && found && string(v) == "alice", "get user:1 -> %q", v)
-	putEnd, err := putBeforeExpiry(ctx, pubC, ref, "user:2", []byte("bob"), ttl)
+	putEnd, err := putBeforeExpiry(ctx, c, ref, "user:2", []byte("bob"), ttl)
 	chk.check(err == nil, "put user:2 = bob with a %s TTL; get before expiry -> found", ttl)
 	// The broker set the expiry when it received the put, at the latest
 	// when the put returned: after that plus the TTL the entry is gone.
 	time.Sleep(time.Until(putEnd.Add(ttl + 10*time.Millisecond)))
-	_, found, err = pubC.CacheGet(ctx, ref, "user:2")
+	_, found, err = c.CacheGet(ctx, ref, "user:2")
 	chk.check(err == nil && !found, "get user:2 after expiry -> miss")
-	old, found, err := pubC.CacheDelete(ctx, ref, "user:1")
+	old, found, err := c.CacheDelete(ctx, ref, "user:1")
 	chk.check(err == nil && found && string(old) == "alice", "delete user:1 -> removed %q", old)
-	_, found, _ = pubC.CacheGet(ctx, ref, "user:1")
+	_, found, _ = c.CacheGet(ctx, ref, "user:1")
 	chk.check(!found, "get user:1 after delete -> miss")
 	var cnt int64
 	for range 5 {
-		cnt, _, err = pubC.CounterAdd(ctx, ref, "logins", 2)
+		cnt, _, err = c.CounterAdd(ctx, ref, "logins", 2)
 	}
 	chk.check(err == nil && cnt == 10, "counter logins += 2, five times -> %d", cnt)
 	var kinds []string
@@ -252,25 +252,23 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 	chk.check(st.DroppedBatches == 0, "no subscriber queue dropped anything")
 
 	// 6. Graceful shutdown: the broker finishes the event streams, then
-	// closes the connections with code 0. Subscriber A, reading, sees the
-	// end of its stream (io.EOF), or conn.ErrBrokerShutdown if the close
-	// overtook the FIN.
-	liveEnd := make(chan error, 1)
-	go func() {
-		_, err := live.Next(ctx)
-		liveEnd <- err
-	}()
+	// closes the connection with code 0, which the client reports as a
+	// NoticeDisconnected. (Its subscriptions would resume on another
+	// broker of a cluster; this one has no other, so they are closed.)
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()
 	err = srv.Shutdown(sctx)
 	stopped = true
 	chk.check(err == nil && <-served == nil, "broker shut down gracefully")
-	err = <-liveEnd
-	chk.check(err == io.EOF || errors.Is(err, conn.ErrBrokerShutdown), "subscriber A saw the end of its subscription (%v)", err)
-	<-liveC.Context().Done()
+	var cause error
+	select {
+	case cause = <-disconnected:
+	case <-sctx.Done():
+		cause = sctx.Err()
+	}
 	var ae *quic.ApplicationError
-	closed := errors.As(context.Cause(liveC.Context()), &ae) && ae.Remote && ae.ErrorCode == conn.CloseShuttingDown
-	chk.check(closed, "the broker closed the connection with code 0 (%v)", context.Cause(liveC.Context()))
+	closed := errors.As(cause, &ae) && ae.Remote && ae.ErrorCode == conn.CloseShuttingDown
+	chk.check(closed, "the broker closed the connection with code 0 (%v)", cause)
 
 	if len(chk.failed) > 0 {
 		return fmt.Errorf("%d check(s) failed: %v", len(chk.failed), chk.failed)
@@ -296,10 +294,9 @@ func (r result) describe() string {
 
 // consume reads n events and checks that offsets run 0..n-1 and payloads
 // match them.
-func consume(ctx context.Context, s *conn.Subscription, n int) result {
+func consume(ctx context.Context, s *client.Subscription, n int) result {
 	r := result{inOrder: true}
-	for r.count < n {
-		ev, err := s.Next(ctx)
+	for ev, err := range s.All(ctx) {
 		if err != nil {
 			r.err = err
 			return r
@@ -308,8 +305,11 @@ func consume(ctx context.Context, s *conn.Subscription, n int) result {
 			r.inOrder = false
 		}
 		r.publisher = string(ev.Publisher)
-		r.count++
+		if r.count++; r.count == n {
+			return r
+		}
 	}
+	r.err = io.ErrUnexpectedEOF // the broker finished the stream early
 	return r
 }
 
@@ -318,14 +318,6 @@ func rate(n int, d time.Duration) string {
 		return "n/a"
 	}
 	return strconv.FormatFloat(float64(n)/d.Seconds(), 'f', 0, 64)
-}
-
-func popcount(f felix.Features) int {
-	n := 0
-	for ; f != 0; f &= f - 1 {
-		n++
-	}
-	return n
 }
 
 // ttl is the demo's cache TTL.
@@ -337,7 +329,7 @@ const ttl = 200 * time.Millisecond
 // value; when the machine was too slow for that (the get came later), the
 // attempt proves nothing and is repeated. It returns when the last put
 // returned.
-func putBeforeExpiry(ctx context.Context, c *conn.Client, ref conn.CacheRef, key string, v []byte, ttl time.Duration) (time.Time, error) {
+func putBeforeExpiry(ctx context.Context, c *client.Client, ref client.CacheRef, key string, v []byte, ttl time.Duration) (time.Time, error) {
 	for {
 		start := time.Now()
 		if err := c.CachePut(ctx, ref, key, v, ttl); err != nil {

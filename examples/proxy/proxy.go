@@ -19,6 +19,16 @@ const proxied = felix.FeatureErrorCodes | felix.FeatureSubscriptionLagged | feli
 
 // Proxy accepts Felix clients and forwards their publishes and
 // subscriptions to one upstream broker over one upstream connection.
+//
+// The upstream is a conn.Client, not the client.Client applications use,
+// on purpose: the proxy relays each client's request as it came and each
+// outcome as it went, so the retries, redirects and resumes belong to the
+// downstream client (a proxy that retried would re-send publishes the
+// downstream client may re-send too, and hide a not_leader it must see).
+// It also needs what only one connection has: the broker's offer to
+// mirror (Capabilities: flags, features, publish window) and the
+// asynchronous publishes (PublishViewAsync, PublishBatchAsync) that
+// forward binary batches without taking them apart, answered in order.
 type Proxy struct {
 	up *conn.Client
 	ln *conn.Listener
