@@ -28,6 +28,10 @@ type CacheRef = conn.CacheRef
 type Client struct {
 	cfg Config
 	log *slog.Logger
+	// notify is every observer of the client's notices joined: its own
+	// counters, Config.OnNotice, Config.Logger (see emit).
+	notify func(Notice)
+	stats  stats
 
 	mu      sync.Mutex
 	brokers map[string]*broker
@@ -91,6 +95,11 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: rcfg, brokers: make(map[string]*broker), nodes: make(map[string]string),
 		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
 	c.log = c.cfg.Logger
+	var logged func(Notice)
+	if c.log.Handler() != slog.DiscardHandler {
+		logged = LogNotices(c.log)
+	}
+	c.notify = JoinNotices(c.stats.observe, c.cfg.OnNotice, logged)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, s := range cfg.Seeds {
 		c.addBroker(s, "seed")
@@ -293,8 +302,13 @@ func (c *Client) watchConn(b *broker, cc *conn.Client) {
 		select {
 		case <-cc.Context().Done():
 		case <-c.ctx.Done():
+			// Close ends every connection it holds (retired ones are
+			// closed already): wait for cc to count its final bytes.
+			<-cc.Context().Done()
+			c.stats.ended(cc)
 			return
 		}
+		c.stats.ended(cc)
 		if c.closed.Load() {
 			return
 		}
@@ -500,6 +514,8 @@ type call struct {
 // first when the broker failed; ambiguous outcomes of unsafe calls end as
 // *AmbiguousError; everything else is returned as it came.
 func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *conn.Client, *broker) error) error {
+	c.stats.inFlight.Add(1)
+	defer c.stats.inFlight.Add(-1)
 	return c.runFrom(ctx, cl, fn, nil)
 }
 
@@ -547,6 +563,10 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 			var te *conn.TransportError
 			if errors.As(o.err, &te) {
 				c.markFailed(o.b, o.cc)
+			}
+			c.stats.ambiguous.Add(1)
+			if cl.op == "publish" {
+				c.stats.pubAmbiguous.Add(1)
 			}
 			return &AmbiguousError{Op: cl.op, Addr: o.b.addr, Err: st.lastErr}
 		case actRedirect:
