@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -717,6 +718,24 @@ func (c *Client) pause(ctx context.Context, st *runState, b *broker, v verdict) 
 	return true
 }
 
+// liveConns yields the open connection of each known broker (a snapshot
+// of the list; a connection that has ended is skipped).
+func (c *Client) liveConns() iter.Seq[*conn.Client] {
+	c.mu.Lock()
+	list := append([]*broker(nil), c.list...)
+	c.mu.Unlock()
+	return func(yield func(*conn.Client) bool) {
+		for _, b := range list {
+			b.mu.Lock()
+			cc := b.cc
+			b.mu.Unlock()
+			if cc != nil && cc.Context().Err() == nil && !yield(cc) {
+				return
+			}
+		}
+	}
+}
+
 // ownerFromBrokers asks which broker owns k (shard_owners): cc first,
 // then the other connected brokers that advertise it; the owner unless
 // already tried, nil when none knows.
@@ -726,14 +745,8 @@ func (c *Client) ownerFromBrokers(ctx context.Context, cc *conn.Client, k ownerK
 			return nb
 		}
 	}
-	c.mu.Lock()
-	list := append([]*broker(nil), c.list...)
-	c.mu.Unlock()
-	for _, b := range list {
-		b.mu.Lock()
-		other := b.cc
-		b.mu.Unlock()
-		if other == nil || other == cc || other.Context().Err() != nil {
+	for other := range c.liveConns() {
+		if other == cc {
 			continue
 		}
 		if nb := c.ownerFromBroker(ctx, other, k, tried); nb != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/flxproto/felix/internal/fanout"
 )
 
 // NoticeKind says what a Notice reports.
@@ -88,25 +90,7 @@ type Notice struct {
 // in order: several observers (a metrics adapter, a test's recorder, a
 // logger from LogNotices) attach to one Config.OnNotice. It returns nil
 // when every element is nil, and the element itself when only one is not.
-func JoinNotices(fns ...func(Notice)) func(Notice) {
-	var set []func(Notice)
-	for _, fn := range fns {
-		if fn != nil {
-			set = append(set, fn)
-		}
-	}
-	switch len(set) {
-	case 0:
-		return nil
-	case 1:
-		return set[0]
-	}
-	return func(ev Notice) {
-		for _, fn := range set {
-			fn(ev)
-		}
-	}
-}
+func JoinNotices(fns ...func(Notice)) func(Notice) { return fanout.Join(fns...) }
 
 // emit reports ev to the client's observers: its own counters (Stats),
 // Config.OnNotice and Config.Logger, joined once at New.

@@ -41,12 +41,11 @@ type Stats struct {
 // observer joined into the client's notify (one mechanism: the counters
 // see exactly the events OnNotice and Logger see).
 type stats struct {
-	inFlight                            atomic.Int64
-	connects, disconnects, dialFailures atomic.Uint64
-	redirects, retries, resumes         atomic.Uint64
-	lagged, shardsLost                  atomic.Uint64
-	drops, droppedOffsets               atomic.Uint64
-	pubAcked, pubAmbiguous, ambiguous   atomic.Uint64
+	inFlight atomic.Int64
+	// notices counts the notices of each kind (indexed by NoticeKind).
+	notices                           [len(kindNames)]atomic.Uint64
+	droppedOffsets                    atomic.Uint64
+	pubAcked, pubAmbiguous, ambiguous atomic.Uint64
 	// closedSent and closedRecv hold the transport bytes of connections
 	// already ended.
 	closedSent, closedRecv atomic.Uint64
@@ -54,28 +53,16 @@ type stats struct {
 
 // observe counts ev.
 func (s *stats) observe(ev Notice) {
-	switch ev.Kind {
-	case NoticeConnected:
-		s.connects.Add(1)
-	case NoticeDisconnected:
-		s.disconnects.Add(1)
-	case NoticeDialFailed:
-		s.dialFailures.Add(1)
-	case NoticeRedirect:
-		s.redirects.Add(1)
-	case NoticeRetry:
-		s.retries.Add(1)
-	case NoticeResumed:
-		s.resumes.Add(1)
-	case NoticeLagged:
-		s.lagged.Add(1)
-	case NoticeShardLost:
-		s.shardsLost.Add(1)
-	case NoticeDropped:
-		s.drops.Add(1)
+	if int(ev.Kind) < len(s.notices) {
+		s.notices[ev.Kind].Add(1)
+	}
+	if ev.Kind == NoticeDropped {
 		s.droppedOffsets.Add(ev.Count)
 	}
 }
+
+// count returns the number of notices of kind k.
+func (s *stats) count(k NoticeKind) uint64 { return s.notices[k].Load() }
 
 // ended adds the final transport counts of cc, which has ended.
 func (s *stats) ended(cc *conn.Client) {
@@ -90,24 +77,15 @@ func (c *Client) Stats() Stats {
 	s := &c.stats
 	out := Stats{
 		InFlight: int(s.inFlight.Load()),
-		Connects: s.connects.Load(), Disconnects: s.disconnects.Load(), DialFailures: s.dialFailures.Load(),
-		Redirects: s.redirects.Load(), Retries: s.retries.Load(), Resumes: s.resumes.Load(),
-		Lagged: s.lagged.Load(), ShardsLost: s.shardsLost.Load(),
-		Drops: s.drops.Load(), DroppedOffsets: s.droppedOffsets.Load(),
+		Connects: s.count(NoticeConnected), Disconnects: s.count(NoticeDisconnected), DialFailures: s.count(NoticeDialFailed),
+		Redirects: s.count(NoticeRedirect), Retries: s.count(NoticeRetry), Resumes: s.count(NoticeResumed),
+		Lagged: s.count(NoticeLagged), ShardsLost: s.count(NoticeShardLost),
+		Drops: s.count(NoticeDropped), DroppedOffsets: s.droppedOffsets.Load(),
 		PublishesAcked: s.pubAcked.Load(), PublishesAmbiguous: s.pubAmbiguous.Load(), Ambiguous: s.ambiguous.Load(),
 		BytesSent: s.closedSent.Load(), BytesReceived: s.closedRecv.Load(),
 	}
-	c.mu.Lock()
-	list := append([]*broker(nil), c.list...)
-	c.mu.Unlock()
-	for _, b := range list {
-		b.mu.Lock()
-		cc := b.cc
-		b.mu.Unlock()
-		// A connection that has ended is counted by stats.ended (once).
-		if cc == nil || cc.Context().Err() != nil {
-			continue
-		}
+	// A connection that has ended is counted by stats.ended (once).
+	for cc := range c.liveConns() {
 		out.Connections++
 		ts := cc.TransportStats()
 		out.BytesSent += ts.BytesSent

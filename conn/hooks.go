@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/internal/fanout"
 	"github.com/quic-go/quic-go"
 )
 
@@ -151,12 +153,7 @@ type LagInfo struct {
 // when only one is non-nil. The elements are read once: changing them
 // afterwards does not change the result.
 func JoinHooks(hs ...*Hooks) *Hooks {
-	var set []*Hooks
-	for _, h := range hs {
-		if h != nil {
-			set = append(set, h)
-		}
-	}
+	set := slices.DeleteFunc(slices.Clone(hs), func(h *Hooks) bool { return h == nil })
 	switch len(set) {
 	case 0:
 		return nil
@@ -179,23 +176,11 @@ func JoinHooks(hs ...*Hooks) *Hooks {
 // join combines the field get of each of hs: nil when none sets it, the
 // one function when one does, else a function calling each in order.
 func join[T any](hs []*Hooks, get func(*Hooks) func(T)) func(T) {
-	var fns []func(T)
-	for _, h := range hs {
-		if fn := get(h); fn != nil {
-			fns = append(fns, fn)
-		}
+	fns := make([]func(T), len(hs))
+	for i, h := range hs {
+		fns[i] = get(h)
 	}
-	switch len(fns) {
-	case 0:
-		return nil
-	case 1:
-		return fns[0]
-	}
-	return func(ev T) {
-		for _, fn := range fns {
-			fn(ev)
-		}
-	}
+	return fanout.Join(fns...)
 }
 
 // The helpers below are called at the event sites; each checks for a nil
