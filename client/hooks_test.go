@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -196,4 +197,24 @@ func TestStatsPublishesAndBytes(t *testing.T) {
 	require.Equal(t, uint64(1), fst.Ambiguous)
 	require.Zero(t, fst.PublishesAcked)
 	require.Zero(t, fst.Retries, "an ambiguous publish is not retried")
+}
+
+// InFlight counts a call while it waits for its answer (once, through the
+// publish fast path and the retry loop alike) and not after it returns.
+func TestStatsInFlight(t *testing.T) {
+	real := startBroker(t)
+	fake := startFake(t, real.addr, false) // leaves publishes unanswered
+	c, _ := newClient(t, []string{fake.addr()}, func(cfg *client.Config) { cfg.NoDiscovery = true })
+	require.NoError(t, c.Connect(ctxT(t)))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := c.Publish(ctx, topic, []byte("x"), acked); done <- err }()
+	}
+	waitFor(t, func() bool { return c.Stats().InFlight == 2 }, "two publishes in flight")
+	cancel()
+	for range 2 {
+		require.Error(t, <-done)
+	}
+	require.Zero(t, c.Stats().InFlight)
 }
