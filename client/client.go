@@ -100,6 +100,8 @@ func New(cfg Config) (*Client, error) {
 	if c.log.Handler() != slog.DiscardHandler {
 		logged = LogNotices(c.log)
 	}
+	// The counters first: an observer that reads Stats on a notice sees
+	// that notice counted.
 	c.notify = JoinNotices(c.stats.observe, c.cfg.OnNotice, logged)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, s := range cfg.Seeds {
