@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -28,6 +29,10 @@ type CacheRef = conn.CacheRef
 type Client struct {
 	cfg Config
 	log *slog.Logger
+	// notify is every observer of the client's notices joined: its own
+	// counters, Config.OnNotice, Config.Logger (see emit).
+	notify func(Notice)
+	stats  stats
 
 	mu      sync.Mutex
 	brokers map[string]*broker
@@ -91,6 +96,13 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: rcfg, brokers: make(map[string]*broker), nodes: make(map[string]string),
 		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
 	c.log = c.cfg.Logger
+	var logged func(Notice)
+	if c.log.Handler() != slog.DiscardHandler {
+		logged = LogNotices(c.log)
+	}
+	// The counters first: an observer that reads Stats on a notice sees
+	// that notice counted.
+	c.notify = JoinNotices(c.stats.observe, c.cfg.OnNotice, logged)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, s := range cfg.Seeds {
 		c.addBroker(s, "seed")
@@ -293,8 +305,13 @@ func (c *Client) watchConn(b *broker, cc *conn.Client) {
 		select {
 		case <-cc.Context().Done():
 		case <-c.ctx.Done():
+			// Close ends every connection it holds (retired ones are
+			// closed already): wait for cc to count its final bytes.
+			<-cc.Context().Done()
+			c.stats.ended(cc)
 			return
 		}
+		c.stats.ended(cc)
 		if c.closed.Load() {
 			return
 		}
@@ -500,6 +517,8 @@ type call struct {
 // first when the broker failed; ambiguous outcomes of unsafe calls end as
 // *AmbiguousError; everything else is returned as it came.
 func (c *Client) run(ctx context.Context, cl call, fn func(context.Context, *conn.Client, *broker) error) error {
+	c.stats.inFlight.Add(1)
+	defer c.stats.inFlight.Add(-1)
 	return c.runFrom(ctx, cl, fn, nil)
 }
 
@@ -547,6 +566,10 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 			var te *conn.TransportError
 			if errors.As(o.err, &te) {
 				c.markFailed(o.b, o.cc)
+			}
+			c.stats.ambiguous.Add(1)
+			if cl.op == "publish" {
+				c.stats.pubAmbiguous.Add(1)
 			}
 			return &AmbiguousError{Op: cl.op, Addr: o.b.addr, Err: st.lastErr}
 		case actRedirect:
@@ -697,6 +720,24 @@ func (c *Client) pause(ctx context.Context, st *runState, b *broker, v verdict) 
 	return true
 }
 
+// liveConns yields the open connection of each known broker (a snapshot
+// of the list; a connection that has ended is skipped).
+func (c *Client) liveConns() iter.Seq[*conn.Client] {
+	c.mu.Lock()
+	list := append([]*broker(nil), c.list...)
+	c.mu.Unlock()
+	return func(yield func(*conn.Client) bool) {
+		for _, b := range list {
+			b.mu.Lock()
+			cc := b.cc
+			b.mu.Unlock()
+			if cc != nil && cc.Context().Err() == nil && !yield(cc) {
+				return
+			}
+		}
+	}
+}
+
 // ownerFromBrokers asks which broker owns k (shard_owners): cc first,
 // then the other connected brokers that advertise it; the owner unless
 // already tried, nil when none knows.
@@ -706,14 +747,8 @@ func (c *Client) ownerFromBrokers(ctx context.Context, cc *conn.Client, k ownerK
 			return nb
 		}
 	}
-	c.mu.Lock()
-	list := append([]*broker(nil), c.list...)
-	c.mu.Unlock()
-	for _, b := range list {
-		b.mu.Lock()
-		other := b.cc
-		b.mu.Unlock()
-		if other == nil || other == cc || other.Context().Err() != nil {
+	for other := range c.liveConns() {
+		if other == cc {
 			continue
 		}
 		if nb := c.ownerFromBroker(ctx, other, k, tried); nb != nil {

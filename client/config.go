@@ -74,10 +74,10 @@ type Config struct {
 	// OnNotice, when set, is called for every connection state change,
 	// redirect, retry, resume and lost shard (see Notice). It is called
 	// synchronously, possibly concurrently, from the client's goroutines
-	// and must not block.
+	// and must not block. JoinNotices attaches several observers.
 	OnNotice func(Notice)
-	// Logger receives the same events as structured logs (state changes,
-	// redirects, retries and resumes at Info, the rest at Debug); nil
+	// Logger receives the same notices as structured logs (LogNotices:
+	// discoveries at Debug, the rest at Info), after OnNotice; nil
 	// discards them.
 	Logger *slog.Logger
 }

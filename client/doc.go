@@ -139,8 +139,17 @@
 //
 // # Observability
 //
-// Config.OnNotice receives a Notice for every connection state change,
-// discovery, redirect, retry, resume and lost shard, and Config.Logger
-// gets the same as structured log/slog records, so a healthy failover can
-// be told from a flapping one.
+// One mechanism per layer. Package conn's Hooks (set in Config.Conn.Hooks)
+// observe connections, streams, frames and publishes; conn.JoinHooks
+// attaches several sets. What only this client decides — redirects,
+// retries, resumes, lag handling, dropped offsets, lost shards, connection
+// changes and discoveries — is a Notice, declared here alone.
+// Config.OnNotice receives every Notice, JoinNotices attaches several
+// observers, and Config.Logger is LogNotices(logger) joined to them: the
+// log/slog records are exactly the notices, so a healthy failover can be
+// told from a flapping one. Client.Stats is a snapshot counted on the same
+// path (connections, calls in flight, redirects, retries, resumes, drops,
+// acknowledged and ambiguous publishes, transport bytes);
+// examples/metrics adapts both layers to Prometheus (Collector.Hooks and
+// Collector.Notices).
 package client

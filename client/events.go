@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/internal/fanout"
 )
 
 // NoticeKind says what a Notice reports.
@@ -86,27 +86,35 @@ type Notice struct {
 	Err error
 }
 
-func (c *Client) emit(ev Notice) {
-	if c.cfg.OnNotice != nil {
-		c.cfg.OnNotice(ev)
+// JoinNotices returns one observer that calls each non-nil element of fns
+// in order: several observers (a metrics adapter, a test's recorder, a
+// logger from LogNotices) attach to one Config.OnNotice. It returns nil
+// when every element is nil, and the element itself when only one is not.
+func JoinNotices(fns ...func(Notice)) func(Notice) { return fanout.Join(fns...) }
+
+// emit reports ev to the client's observers: its own counters (Stats),
+// Config.OnNotice and Config.Logger, joined once at New.
+func (c *Client) emit(ev Notice) { c.notify(ev) }
+
+// LogNotices returns an observer that writes each Notice to l as one
+// structured record (message "felix client", attribute "event" the kind's
+// name): state changes, redirects, retries and resumes at Info,
+// discoveries at Debug. Config.Logger is this observer joined to
+// Config.OnNotice; a nil l yields nil.
+func LogNotices(l *slog.Logger) func(Notice) {
+	if l == nil {
+		return nil
 	}
-	if h := c.cfg.Conn.Hooks; h != nil {
-		// The conn-level hooks see the client's own decisions too (see
-		// conn.Hooks); lag reaches them from the conn layer directly.
-		switch {
-		case ev.Kind == NoticeRedirect && h.Redirect != nil:
-			h.Redirect(conn.RedirectInfo{Op: ev.Op, From: ev.Addr, To: ev.Target, Attempt: ev.Attempt, Err: ev.Err})
-		case ev.Kind == NoticeRetry && h.Retry != nil:
-			h.Retry(conn.RetryInfo{Op: ev.Op, Addr: ev.Addr, Attempt: ev.Attempt, Delay: ev.Delay, Err: ev.Err})
-		case ev.Kind == NoticeResumed && h.Resume != nil:
-			h.Resume(conn.ResumeInfo{Op: ev.Op, Addr: ev.Addr, Stream: ev.Stream, Offset: ev.Offset, Err: ev.Err})
-		}
-	}
+	return func(ev Notice) { logNotice(l, ev) }
+}
+
+// logNotice writes ev to l (see LogNotices).
+func logNotice(l *slog.Logger, ev Notice) {
 	lvl := slog.LevelInfo
 	if ev.Kind == NoticeDiscovered {
 		lvl = slog.LevelDebug
 	}
-	if !c.log.Enabled(context.Background(), lvl) {
+	if !l.Enabled(context.Background(), lvl) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("event", ev.Kind.String())}
@@ -138,5 +146,5 @@ func (c *Client) emit(ev Notice) {
 	if ev.Err != nil {
 		attrs = append(attrs, slog.String("err", ev.Err.Error()))
 	}
-	c.log.LogAttrs(context.Background(), lvl, "felix client", attrs...)
+	l.LogAttrs(context.Background(), lvl, "felix client", attrs...)
 }

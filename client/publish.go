@@ -76,6 +76,8 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 		}
 		return r, err
 	}
+	c.stats.inFlight.Add(1)
+	defer c.stats.inFlight.Add(-1)
 	var first *outcome
 	// Fast path: one live connection, no routing (a standalone broker). A
 	// failure goes to the retry loop as its first attempt.
@@ -87,6 +89,7 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 			if cc != nil && cc.Context().Err() == nil {
 				res, err := pub(ctx, cc, b, nil)
 				if err == nil {
+					c.stats.published(o)
 					return res, nil
 				}
 				first = &outcome{b: b, cc: cc, err: err}
@@ -109,5 +112,8 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 		}
 		return err
 	}, first)
+	if err == nil {
+		c.stats.published(o)
+	}
 	return res, err
 }

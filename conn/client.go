@@ -212,6 +212,26 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// TransportStats counts what a connection's QUIC transport carried.
+type TransportStats struct {
+	// BytesSent and BytesReceived count QUIC payload bytes (retransmissions
+	// and duplicates included; UDP and IP headers excluded).
+	BytesSent, BytesReceived uint64
+	// PacketsSent, PacketsReceived and PacketsLost count QUIC packets.
+	PacketsSent, PacketsReceived, PacketsLost uint64
+	// SmoothedRTT is the transport's round-trip time estimate.
+	SmoothedRTT time.Duration
+}
+
+// TransportStats returns the connection's transport counters (read from
+// QUIC's own, so they cost nothing per frame). It may be called at any
+// time, concurrently, also after Close (the final counts).
+func (c *Client) TransportStats() TransportStats {
+	s := c.qc.ConnectionStats()
+	return TransportStats{BytesSent: s.BytesSent, BytesReceived: s.BytesReceived, PacketsSent: s.PacketsSent,
+		PacketsReceived: s.PacketsReceived, PacketsLost: s.PacketsLost, SmoothedRTT: s.SmoothedRTT}
+}
+
 // checkOpen returns ErrClosed after Close.
 func (c *Client) checkOpen() error {
 	if c.closed.Load() {

@@ -108,8 +108,8 @@ type Config struct {
 	IdleTimeout, KeepAlive time.Duration
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
-	// Hooks observes the client for metrics and tracing (see Hooks); nil
-	// costs nothing.
+	// Hooks observes the client for metrics and tracing (see Hooks;
+	// JoinHooks attaches several sets); nil costs nothing.
 	Hooks *Hooks
 	// KeyLogWriter, when set, receives the TLS secrets of every connection
 	// in NSS key log format (SSLKEYLOGFILE), so that captured QUIC traffic
@@ -197,7 +197,8 @@ type ServerConfig struct {
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
 	// Hooks observes the listener and its connections for metrics and
-	// tracing (see Hooks); nil costs nothing.
+	// tracing (see Hooks; JoinHooks attaches several sets); nil costs
+	// nothing.
 	Hooks *Hooks
 	// KeyLogWriter, when set, receives the TLS secrets of every accepted
 	// connection in NSS key log format, as Config.KeyLogWriter.

@@ -233,9 +233,12 @@
 //
 // Config.Hooks and ServerConfig.Hooks (Hooks) report connections opened and
 // closed, streams authenticated and refused, every frame read and written,
-// publishes sent and answered with their latency, lag, and the redirects,
-// retries and resumes of the cluster-aware client (package client); nil
-// hooks cost a pointer comparison. examples/metrics turns them into
+// publishes sent and answered with their latency, and lag; nil hooks cost
+// a pointer comparison, and JoinHooks attaches several sets at no further
+// cost. The cluster-aware client's own decisions (redirects, retries,
+// resumes) are reported by package client (client.Notice), not here;
+// Client.TransportStats reads a connection's QUIC byte and packet
+// counters. examples/metrics turns them into
 // Prometheus metrics. KeyLogWriter on both configs (KeyLogFromEnv for
 // SSLKEYLOGFILE) writes the TLS secrets that let Wireshark or tshark
 // decrypt a capture. The QUIC relay behind felix tap, which logs every

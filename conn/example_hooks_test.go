@@ -64,3 +64,26 @@ func ExampleHooks() {
 	// streams authenticated by the server: 1
 	// client wrote frames: true
 }
+
+// ExampleJoinHooks attaches two observers to one client configuration:
+// each event calls both, in order.
+func ExampleJoinHooks() {
+	var frames atomic.Int64
+	metrics := &conn.Hooks{FrameWritten: func(conn.FrameInfo) { frames.Add(1) }}
+	tracing := &conn.Hooks{
+		FrameWritten: func(e conn.FrameInfo) { fmt.Println("trace: wrote", e.Bytes, "bytes") },
+		ConnOpened:   func(e conn.ConnInfo) { fmt.Println("trace: opened", e.Side) },
+	}
+	cfg := conn.Config{TenantID: "t1", Hooks: conn.JoinHooks(metrics, tracing)}
+
+	// The connection calls the joined hooks as it would one set.
+	cfg.Hooks.ConnOpened(conn.ConnInfo{Side: conn.SideClient})
+	cfg.Hooks.FrameWritten(conn.FrameInfo{Bytes: 42})
+	fmt.Println("frames counted:", frames.Load())
+	fmt.Println("unobserved events stay nil:", cfg.Hooks.FrameRead == nil)
+	// Output:
+	// trace: opened client
+	// trace: wrote 42 bytes
+	// frames counted: 1
+	// unobserved events stay nil: true
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/internal/fanout"
 	"github.com/quic-go/quic-go"
 )
 
@@ -18,6 +20,11 @@ import (
 // a writer, an accept loop); they must be quick and must not block or call
 // back into the connection. The info values are passed by value and never
 // retained by this package.
+//
+// Several observers attach to one client or listener through JoinHooks,
+// which returns one Hooks calling each of them in order. The events of the
+// cluster-aware client's own decisions (redirects, retries, resumes, lag
+// handling) are declared by package client (client.Notice), not here.
 //
 // This package depends on no metrics library: examples/metrics adapts Hooks
 // to the Prometheus client.
@@ -50,14 +57,6 @@ type Hooks struct {
 	// SubscriptionLagged: a subscription or cache watch ended with
 	// subscription_lagged / cache_watch_lagged (client only).
 	SubscriptionLagged func(LagInfo)
-	// Redirect, Retry and Resume are fired by the cluster-aware client of
-	// package client (set them in client.Config.Conn.Hooks): a request
-	// redirected to a shard owner, a call retried after a retryable
-	// failure, a subscription or watch resumed after its event stream
-	// ended. A bare Client of this package never fires them.
-	Redirect func(RedirectInfo)
-	Retry    func(RetryInfo)
-	Resume   func(ResumeInfo)
 }
 
 // Side says which end of a connection reports an event.
@@ -145,33 +144,43 @@ type LagInfo struct {
 	Watch bool
 }
 
-// RedirectInfo describes a request sent to another broker (not_leader or
-// shard_moved).
-type RedirectInfo struct {
-	// Op is the operation ("publish", "subscribe", ...).
-	Op string
-	// From is the broker that redirected; To the one the request goes to.
-	From, To string
-	// Attempt counts the redirect hops of the call.
-	Attempt int
-	Err     error
+// JoinHooks returns one Hooks that calls, for every event, the hooks of
+// each non-nil element of hs in order. A field is set in the result only
+// when at least one element sets it, and a field set by exactly one
+// element is that element's function itself, so joining costs nothing on
+// the events no one observes and nothing extra on those only one observes.
+// JoinHooks returns nil when every element is nil, and the element itself
+// when only one is non-nil. The elements are read once: changing them
+// afterwards does not change the result.
+func JoinHooks(hs ...*Hooks) *Hooks {
+	set := slices.DeleteFunc(slices.Clone(hs), func(h *Hooks) bool { return h == nil })
+	switch len(set) {
+	case 0:
+		return nil
+	case 1:
+		return set[0]
+	}
+	return &Hooks{
+		ConnOpened:          join(set, func(h *Hooks) func(ConnInfo) { return h.ConnOpened }),
+		ConnClosed:          join(set, func(h *Hooks) func(ConnInfo) { return h.ConnClosed }),
+		StreamAuthenticated: join(set, func(h *Hooks) func(StreamInfo) { return h.StreamAuthenticated }),
+		StreamRefused:       join(set, func(h *Hooks) func(StreamInfo) { return h.StreamRefused }),
+		FrameRead:           join(set, func(h *Hooks) func(FrameInfo) { return h.FrameRead }),
+		FrameWritten:        join(set, func(h *Hooks) func(FrameInfo) { return h.FrameWritten }),
+		PublishSent:         join(set, func(h *Hooks) func(PublishInfo) { return h.PublishSent }),
+		PublishAcked:        join(set, func(h *Hooks) func(PublishInfo) { return h.PublishAcked }),
+		SubscriptionLagged:  join(set, func(h *Hooks) func(LagInfo) { return h.SubscriptionLagged }),
+	}
 }
 
-// RetryInfo describes a call retried after a retryable failure.
-type RetryInfo struct {
-	Op, Addr string
-	// Attempt counts the retries of the call; Delay is the backoff.
-	Attempt int
-	Delay   time.Duration
-	Err     error
-}
-
-// ResumeInfo describes a subscription or watch resumed on Addr at Offset
-// after Err ended its previous event stream.
-type ResumeInfo struct {
-	Op, Addr, Stream string
-	Offset           uint64
-	Err              error
+// join combines the field get of each of hs: nil when none sets it, the
+// one function when one does, else a function calling each in order.
+func join[T any](hs []*Hooks, get func(*Hooks) func(T)) func(T) {
+	fns := make([]func(T), len(hs))
+	for i, h := range hs {
+		fns[i] = get(h)
+	}
+	return fanout.Join(fns...)
 }
 
 // The helpers below are called at the event sites; each checks for a nil

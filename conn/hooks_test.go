@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -257,4 +258,51 @@ func TestHooksSeeNextFrameAndBatch(t *testing.T) {
 	}
 	require.Equal(t, felix.HeaderLen+len(f.Payload), onEvents[2].Bytes)
 	require.Equal(t, f.Flags, onEvents[2].Flags)
+}
+
+// TestJoinHooks: every field of the joined Hooks calls the field of each
+// element that sets it, in the order given; an element's unset field is
+// skipped; a field no element sets stays nil; nil elements are ignored and
+// a single non-nil element is returned itself. The fields are walked by
+// reflection, so a field added to Hooks but not joined fails here.
+func TestJoinHooks(t *testing.T) {
+	var calls []string
+	mk := func(name string, skip string) *Hooks {
+		h := &Hooks{}
+		v := reflect.ValueOf(h).Elem()
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if f.Name == skip {
+				continue
+			}
+			tag := name + "." + f.Name
+			v.Field(i).Set(reflect.MakeFunc(f.Type, func([]reflect.Value) []reflect.Value {
+				calls = append(calls, tag)
+				return nil
+			}))
+		}
+		return h
+	}
+	a, b, c := mk("a", ""), mk("b", "FrameRead"), mk("c", "")
+	j := JoinHooks(nil, a, b, nil, c)
+	v := reflect.ValueOf(j).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		calls = nil
+		require.False(t, v.Field(i).IsNil(), f.Name)
+		v.Field(i).Call([]reflect.Value{reflect.Zero(f.Type.In(0))})
+		want := []string{"a." + f.Name, "b." + f.Name, "c." + f.Name}
+		if f.Name == "FrameRead" {
+			want = []string{"a.FrameRead", "c.FrameRead"}
+		}
+		require.Equal(t, want, calls, f.Name)
+	}
+
+	require.Nil(t, JoinHooks())
+	require.Nil(t, JoinHooks(nil, nil))
+	require.Same(t, a, JoinHooks(nil, a, nil))
+	only := &Hooks{ConnOpened: func(ConnInfo) {}}
+	j = JoinHooks(only, &Hooks{})
+	require.Nil(t, j.FrameRead, "a field no element sets stays nil (no cost at its site)")
+	require.NotNil(t, j.ConnOpened)
 }

@@ -1,7 +1,10 @@
-// Package metrics adapts conn.Hooks to the Prometheus Go client
-// (github.com/prometheus/client_golang), the metrics library most Go
-// services already expose: a Collector is registered once and its Hooks are
-// set on a conn.Config, a conn.ServerConfig or the Conn of a client.Config.
+// Package metrics adapts the observability hooks of each layer to the
+// Prometheus Go client (github.com/prometheus/client_golang), the metrics
+// library most Go services already expose: a Collector is registered once,
+// its Hooks are set on a conn.Config, a conn.ServerConfig or the Conn of a
+// client.Config (conn.JoinHooks attaches them beside other observers), and
+// its Notices on a client.Config's OnNotice (client.JoinNotices likewise),
+// for the cluster-aware client's redirects, retries and resumes.
 //
 // Every series is created when the Collector is built, and the hooks index
 // them by side, direction and layout, so the per-frame and per-publish
@@ -21,7 +24,7 @@
 //	felix_publish_acks_total{outcome}
 //	felix_publish_ack_latency_seconds (histogram)
 //	felix_subscriptions_lagged_total
-//	felix_redirects_total, felix_retries_total, felix_resumes_total
+//	felix_redirects_total, felix_retries_total, felix_resumes_total (Notices)
 package metrics
 
 import (
@@ -30,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quic-go/quic-go"
@@ -158,12 +162,25 @@ func (c *Collector) Hooks() *conn.Hooks {
 				c.latency.Observe(e.Latency.Seconds())
 			},
 			SubscriptionLagged: func(conn.LagInfo) { c.lagged.Inc() },
-			Redirect:           func(conn.RedirectInfo) { c.redirects.Inc() },
-			Retry:              func(conn.RetryInfo) { c.retries.Inc() },
-			Resume:             func(conn.ResumeInfo) { c.resumes.Inc() },
 		}
 	})
 	return c.hooks
+}
+
+// Notices returns the observer of a cluster-aware client's own decisions
+// that feeds c's redirect, retry and resume counters; set it as (or join
+// it into) client.Config.OnNotice. Other notice kinds are ignored.
+func (c *Collector) Notices() func(client.Notice) {
+	return func(ev client.Notice) {
+		switch ev.Kind {
+		case client.NoticeRedirect:
+			c.redirects.Inc()
+		case client.NoticeRetry:
+			c.retries.Inc()
+		case client.NoticeResumed:
+			c.resumes.Inc()
+		}
+	}
 }
 
 func (c *Collector) gauge(s conn.Side) prometheus.Gauge {

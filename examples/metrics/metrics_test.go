@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/flxproto/felix/examples/metrics"
@@ -208,4 +209,23 @@ func series(t *testing.T, reg *prometheus.Registry, name string) int {
 		}
 	}
 	return 0
+}
+
+// Notices feeds the redirect, retry and resume counters from a client's
+// notices (one each per notice of its kind) and ignores the other kinds;
+// joined with another observer, both see every notice.
+func TestNoticesFeedClientCounters(t *testing.T) {
+	col := metrics.New("felix")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	var other int
+	obs := client.JoinNotices(col.Notices(), func(client.Notice) { other++ })
+	for _, k := range []client.NoticeKind{client.NoticeRedirect, client.NoticeRetry, client.NoticeRetry,
+		client.NoticeResumed, client.NoticeResumed, client.NoticeResumed, client.NoticeConnected, client.NoticeDropped} {
+		obs(client.Notice{Kind: k})
+	}
+	require.Equal(t, 1.0, sum(t, reg, "felix_redirects_total"))
+	require.Equal(t, 2.0, sum(t, reg, "felix_retries_total"))
+	require.Equal(t, 3.0, sum(t, reg, "felix_resumes_total"))
+	require.Equal(t, 8, other)
 }
