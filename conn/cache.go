@@ -70,15 +70,25 @@ func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old
 // waits for its answer. ErrNotAdvertised when the stream's broker did not
 // advertise the request's feature.
 func (c *Client) cacheRequest(ctx context.Context, typ string, mk func(id uint64) felix.Message) (felix.Message, error) {
-	cs, err := c.cacheStream(ctx)
-	if err != nil {
-		return nil, err
+	for {
+		cs, err := c.cacheStream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !cs.caps.CanRequest(typ) {
+			return nil, notAdvertised(typ)
+		}
+		ans, err := cs.request(ctx, mk)
+		if err == errStreamRetired {
+			continue // nothing was written: the pool opens a fresh stream
+		}
+		return ans, err
 	}
-	if !cs.caps.CanRequest(typ) {
-		return nil, notAdvertised(typ)
-	}
-	return cs.request(ctx, mk)
 }
+
+// errStreamRetired: request picked a cache stream that finished after
+// being retired, and wrote nothing on it.
+var errStreamRetired = errors.New("conn: cache stream retired")
 
 // cacheStream picks a pooled cache stream round-robin, opening or replacing
 // it as needed.
@@ -116,17 +126,23 @@ type cacheStream struct {
 	cs   *clientStream
 	caps felix.Capabilities
 
-	mu      sync.Mutex
-	pending map[uint64]chan answer
-	order   []uint64
-	err     error
-	done    chan struct{}
+	mu       sync.Mutex
+	pending  map[uint64]chan answer
+	order    []uint64
+	err      error
+	retired  bool // an error without request_id came: the broker ends the stream
+	finished bool // retired, and our side FINished once nothing was pending
+	done     chan struct{}
 }
 
+// dead reports a stream that takes no new request: failed, or retired
+// because the broker answered an error without request_id, after which it
+// ends the stream (docs/transport.md §2) and stops reading it, so a
+// request written there would meet STOP_SENDING instead of an answer.
 func (s *cacheStream) dead() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err != nil
+	return s.err != nil || s.retired
 }
 
 func (s *cacheStream) request(ctx context.Context, mk func(id uint64) felix.Message) (felix.Message, error) {
@@ -136,6 +152,10 @@ func (s *cacheStream) request(ctx context.Context, mk func(id uint64) felix.Mess
 	if s.err != nil {
 		s.mu.Unlock()
 		return nil, s.err
+	}
+	if s.finished {
+		s.mu.Unlock()
+		return nil, errStreamRetired
 	}
 	s.pending[rid] = ch
 	s.order = append(s.order, rid)
@@ -239,9 +259,15 @@ func (s *cacheStream) readLoop() {
 				s.fail(answerError(m, 0))
 				return
 			}
+			// Retire the stream before the caller learns its answer, so
+			// that its next request opens a fresh stream.
+			s.mu.Lock()
+			s.retired = true
+			s.mu.Unlock()
 			if ch := s.take(rid); ch != nil {
 				ch <- answer{err: answerError(m, rid)}
 			}
+			s.finishIfIdle()
 			continue
 		}
 		ch := s.take(rid)
@@ -250,5 +276,21 @@ func (s *cacheStream) readLoop() {
 			return
 		}
 		ch <- answer{msg: m}
+		s.finishIfIdle()
+	}
+}
+
+// finishIfIdle ends our side of a retired stream once no request waits on
+// it (a broker that kept it open then finishes it, and readLoop ends on
+// its EOF).
+func (s *cacheStream) finishIfIdle() {
+	s.mu.Lock()
+	fin := s.retired && !s.finished && len(s.pending) == 0
+	if fin {
+		s.finished = true
+	}
+	s.mu.Unlock()
+	if fin {
+		s.cs.s.Close()
 	}
 }
