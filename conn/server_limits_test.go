@@ -158,7 +158,8 @@ func TestIdleStreamsDoNotStarve(t *testing.T) {
 // authenticated stream of the connection, and another connection, go on.
 func TestAuthFrameBytesBoundedPerConnection(t *testing.T) {
 	leakCheck(t)
-	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 2 * time.Second})
+	const authTimeout = 4 * time.Second
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: authTimeout})
 	other := b.dial(t, nil)
 	qc, err := rawConn(t, b, nil)
 	require.NoError(t, err)
@@ -174,7 +175,14 @@ func TestAuthFrameBytesBoundedPerConnection(t *testing.T) {
 		require.NoError(t, err)
 		stalled = append(stalled, s)
 	}
+	lastStalled := time.Now()
 	waitFor(t, func() bool { return b.ln.Stats().ExpiredStreams == 0 && connPreAuthHeld(b) == DefaultPreAuthConnWindow })
+	// The late stream's own auth deadline must fall well after the stalled
+	// streams' (each stream's runs from its opening), or on a loaded
+	// machine it could expire while the stalled ones are being reset: the
+	// ordering under test, not a synchronisation, is what this margin buys.
+	waitFor(t, func() bool { return time.Since(lastStalled) >= authTimeout/2 })
+	require.Zero(t, b.ln.Stats().ExpiredStreams, "a stalled stream expired before the late one was opened")
 	late, err := qc.OpenStreamSync(testCtx(t))
 	require.NoError(t, err)
 	_, err = late.Write(authFrame(t)) // complete, but no room left
