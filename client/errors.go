@@ -2,12 +2,9 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -272,33 +269,16 @@ func isContext(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// permanent reports a failure that no retry can mend: an address that
-// cannot be resolved or has no valid port, a certificate the client does
-// not trust, credentials the broker refused outright.
+// permanent reports a failure that no retry can mend: conn's judgement of
+// a failed dial (an address that cannot be resolved or has no valid port,
+// a certificate the client does not trust: conn.Dial wraps every such
+// cause in a *conn.DialError of that kind), or credentials the broker
+// refused outright (a refused auth is judged by its BrokerError, since a
+// throttled or shutting-down broker refuses with a retryable class).
 func permanent(err error) bool {
-	var (
-		ae  *net.AddrError
-		de  *net.DNSError
-		ua  x509.UnknownAuthorityError
-		he  x509.HostnameError
-		ci  x509.CertificateInvalidError
-		cve *tls.CertificateVerificationError
-		be  *conn.BrokerError
-	)
-	switch {
-	case errors.Is(err, conn.ErrBadAddress), errors.Is(err, conn.ErrCertUntrusted):
-		// conn's own judgement of a failed dial (a *conn.DialError); a
-		// refused auth is judged by its BrokerError below (throttling is
-		// retryable).
+	if errors.Is(err, conn.ErrBadAddress) || errors.Is(err, conn.ErrCertUntrusted) {
 		return true
-	case errors.As(err, &ae):
-		return true
-	case errors.As(err, &de):
-		return de.IsNotFound
-	case errors.As(err, &ua), errors.As(err, &he), errors.As(err, &ci), errors.As(err, &cve):
-		return true
-	case errors.As(err, &be):
-		return be.Auth && be.RetryClass() == felix.RetryFatal
 	}
-	return false
+	var be *conn.BrokerError
+	return errors.As(err, &be) && be.Auth && be.RetryClass() == felix.RetryFatal
 }

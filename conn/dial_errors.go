@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -136,8 +137,9 @@ func dialErr(ctx context.Context, addr string, started time.Time, err error) err
 	var unknownCA x509.UnknownAuthorityError
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError // any other refusal of the chain
 	switch {
-	case errors.As(err, &unknownCA), errors.As(err, &host), errors.As(err, &invalid):
+	case errors.As(err, &unknownCA), errors.As(err, &host), errors.As(err, &invalid), errors.As(err, &verify):
 		return &DialError{Addr: addr, Kind: ErrCertUntrusted, Err: &TransportError{Op: "dial", Err: err}}
 	case errors.Is(ctx.Err(), context.Canceled):
 		return ctx.Err() // the caller gave up: the plain context error, as everywhere
