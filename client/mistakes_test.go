@@ -48,11 +48,28 @@ func TestMistakesSayWhatToDo(t *testing.T) {
 		}
 	}
 	connect := func(ctx context.Context, c *client.Client) error { return c.Connect(ctx) }
+	// An idempotent Producer checks names as the client's publish does
+	// (NewProducer may dial; the refusal itself sends nothing).
+	produce := func(tp client.Topic) func(context.Context, *client.Client) error {
+		return func(ctx context.Context, c *client.Client) error {
+			p, err := c.NewProducer(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = p.PublishBatch(ctx, tp, [][]byte{[]byte("x")}, client.PublishOptions{})
+			return err
+		}
+	}
 	for _, tc := range []row{
 		{name: "topic of another tenant", call: publish(client.Topic{TenantID: "t2", Namespace: "ns", Stream: "s"}, []byte("x")),
 			kind: client.ErrTenantMismatch, dials: 0,
 			want: []string{`the stream ns/s is in tenant "t2", but this client authenticates as tenant "t1"`, "nothing was sent"}},
 		{name: "zero topic", call: publish(client.Topic{}, []byte("x")), kind: client.ErrEmptyName, dials: 0,
+			want: []string{"empty stream name", "set TenantID, Namespace, Stream;"}},
+		{name: "producer: topic of another tenant", call: produce(client.Topic{TenantID: "t2", Namespace: "ns", Stream: "s"}),
+			kind: client.ErrTenantMismatch, dials: -1,
+			want: []string{`the stream ns/s is in tenant "t2", but this client authenticates as tenant "t1"`, "nothing was sent"}},
+		{name: "producer: zero topic", call: produce(client.Topic{}), kind: client.ErrEmptyName, dials: -1,
 			want: []string{"empty stream name", "set TenantID, Namespace, Stream;"}},
 		{name: "zero cache", kind: client.ErrEmptyName, dials: 0,
 			call: func(ctx context.Context, c *client.Client) error {
