@@ -62,4 +62,14 @@ func TestCacheStreamRetiredAfterErrorAnswer(t *testing.T) {
 	require.NotSame(t, streams[0], streams[1], "the request after an error answer went on the refused stream")
 	require.Same(t, streams[1], streams[2], "a stream that answered is reused")
 	require.Same(t, streams[1], streams[3])
+	// The retired stream is finished by the client once nothing waits on
+	// it (the broker here kept it open): its server side then ends, while
+	// the connection and the stream in use go on.
+	select {
+	case <-streams[0].Context().Done():
+	case <-testCtx(t).Done():
+		t.Fatal("the retired cache stream was never finished")
+	}
+	require.NoError(t, streams[1].Context().Err(), "the stream in use ended too")
+	require.NoError(t, c.Context().Err(), "the connection ended")
 }
