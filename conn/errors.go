@@ -180,6 +180,15 @@ type PublishRefusedError struct {
 	Refusal *felix.PublishRefused
 }
 
+// Tail returns the shard's next offset of an offset_mismatch refusal (a
+// conditional publish or commit whose expected offset was stale).
+func (e *PublishRefusedError) Tail() (uint64, bool) {
+	if e.Refusal == nil || e.Refusal.Reason.Kind != felix.RefusalOffsetMismatch {
+		return 0, false
+	}
+	return e.Refusal.Reason.Tail, true
+}
+
 // Error formats the error.
 func (e *PublishRefusedError) Error() string {
 	return "conn: publish " + strconv.FormatUint(e.RequestID, 10) + " refused (" + e.Reason + "): " + e.Message

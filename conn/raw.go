@@ -126,39 +126,3 @@ func (c *Client) RawRequest(ctx context.Context, m felix.Message) (felix.Message
 	return cs.oneShot(ctx, m)
 }
 
-// request sends a wrapped request of type typ on a stream of its own (the
-// protocol answers a group request, commit, publish_if, read or inspection
-// on the stream it came on, and not_leader carries no request id) and
-// returns its single answer. ErrNotAdvertised, without sending, when the
-// broker did not advertise the request's feature.
-func (c *Client) request(ctx context.Context, m felix.Message) (felix.Message, error) {
-	typ := m.MessageType()
-	if err := c.checkOpen(); err != nil {
-		return nil, err
-	}
-	if !c.caps.CanRequest(typ) {
-		return nil, notAdvertised(typ)
-	}
-	cs, err := c.openStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !cs.caps.CanRequest(typ) {
-		cs.abort()
-		return nil, notAdvertised(typ)
-	}
-	return cs.oneShot(ctx, m)
-}
-
-// answerAs returns m as a T, or the error it carries (BrokerError,
-// NotLeaderError, PublishRefusedError, CursorError, ErrNotAdvertised for
-// unsupported) or an ErrProtocol error for any other message.
-func answerAs[T felix.Message](m felix.Message, rid uint64) (T, error) {
-	if a, ok := m.(T); ok {
-		return a, nil
-	}
-	var zero T
-	return zero, answerError(m, rid)
-}
-
-func (c *Client) nextID() uint64 { return c.reqID.Add(1) }

@@ -1,25 +1,23 @@
-package conn
+package api
 
 import (
 	"context"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
 )
 
-// Inspection and addressing calls. Each is one request on a stream of its
-// own, sent only when the broker advertised its feature (ErrNotAdvertised,
-// nothing sent, otherwise).
+// Inspection, reads and cluster queries. Each is safe to re-send (a
+// read), so client.Client retries it after a lost connection. The
+// shard-level reads (OffsetForTime, StreamRead) go to the shard's leader;
+// the rest go to any broker, or to the one client.Client.At names.
 
 // CacheShards asks for a cache's shard count (0: unknown cache). Needs
 // felix.FeatureCacheShards.
-func (c *Client) CacheShards(ctx context.Context, ref CacheRef) (uint32, error) {
-	m := &felix.CacheShards{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, RequestID: c.nextID()}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	v, err := answerAs[*felix.CacheShardsView](ans, m.RequestID)
+func (x Calls) CacheShards(ctx context.Context, ref conn.CacheRef) (uint32, error) {
+	m := &felix.CacheShards{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache}
+	v, err := do[*felix.CacheShardsView](ctx, x, m)
 	if err != nil {
 		return 0, err
 	}
@@ -29,15 +27,11 @@ func (c *Client) CacheShards(ctx context.Context, ref CacheRef) (uint32, error) 
 // OffsetForTime returns the offset of the first record of a shard appended
 // at or after at; found is false when no readable record is that recent.
 // Needs felix.FeatureRecordTimestamps; in-memory streams are refused.
-func (c *Client) OffsetForTime(ctx context.Context, t Topic, shard uint32, at time.Time) (offset uint64, found bool, err error) {
+func (x Calls) OffsetForTime(ctx context.Context, t conn.Topic, shard uint32, at time.Time) (offset uint64, found bool, err error) {
 	micros := at.UnixMicro()
 	m := &felix.OffsetForTime{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Shard: shard,
-		AtMicros: uint64(max(micros, 0)), RequestID: c.nextID()}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return 0, false, err
-	}
-	v, err := answerAs[*felix.OffsetValue](ans, m.RequestID)
+		AtMicros: uint64(max(micros, 0))}
+	v, err := do[*felix.OffsetValue](ctx, x, m)
 	if err != nil {
 		return 0, false, err
 	}
@@ -74,16 +68,12 @@ type ReadPage struct {
 }
 
 // StreamRead reads a bounded page of a durable shard without a
-// subscription. An offset outside the retained range is a *CursorError.
+// subscription. An offset outside the retained range is a *conn.CursorError.
 // Needs felix.FeatureStreamRead.
-func (c *Client) StreamRead(ctx context.Context, t Topic, shard uint32, o ReadOptions) (ReadPage, error) {
+func (x Calls) StreamRead(ctx context.Context, t conn.Topic, shard uint32, o ReadOptions) (ReadPage, error) {
 	m := &felix.StreamRead{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Shard: shard, From: o.From,
-		End: o.End, MaxRecords: o.MaxRecords, MaxBytes: o.MaxBytes, RequestID: c.nextID()}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return ReadPage{}, err
-	}
-	v, err := answerAs[*felix.StreamRecords](ans, m.RequestID)
+		End: o.End, MaxRecords: o.MaxRecords, MaxBytes: o.MaxBytes}
+	v, err := do[*felix.StreamRecords](ctx, x, m)
 	if err != nil {
 		return ReadPage{}, err
 	}
@@ -97,13 +87,9 @@ func (c *Client) StreamRead(ctx context.Context, t Topic, shard uint32, o ReadOp
 // ShardInspect returns a broker's view of one shard (role, phase, lease,
 // replicas ...). The token needs exactly the node.view:cluster:*
 // permission (else a forbidden *BrokerError). Needs felix.FeatureInspect.
-func (c *Client) ShardInspect(ctx context.Context, tenant, namespace, name string, kind felix.ShardKind, shard uint32) (felix.ShardInspection, error) {
-	m := &felix.ShardInspect{TenantID: tenant, Namespace: namespace, Name: name, Kind: kind, Shard: shard, RequestID: c.nextID()}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return felix.ShardInspection{}, err
-	}
-	v, err := answerAs[*felix.ShardInspectInfo](ans, m.RequestID)
+func (x Calls) ShardInspect(ctx context.Context, tenant, namespace, name string, kind felix.ShardKind, shard uint32) (felix.ShardInspection, error) {
+	m := &felix.ShardInspect{TenantID: tenant, Namespace: namespace, Name: name, Kind: kind, Shard: shard}
+	v, err := do[*felix.ShardInspectInfo](ctx, x, m)
 	if err != nil {
 		return felix.ShardInspection{}, err
 	}
@@ -124,19 +110,15 @@ type SubscriptionsPage struct {
 // Subscriptions lists a broker's subscriptions matching filter, limit per
 // page (0: the broker's default), from cursor (nil: the first page). Needs
 // felix.FeatureInspect and a token granting node.view:cluster:*.
-func (c *Client) Subscriptions(ctx context.Context, filter felix.SubscriptionsFilter, limit uint32, cursor *felix.SubscriptionsCursor) (SubscriptionsPage, error) {
-	m := &felix.SubscriptionsList{Filter: filter, RequestID: c.nextID()}
+func (x Calls) Subscriptions(ctx context.Context, filter felix.SubscriptionsFilter, limit uint32, cursor *felix.SubscriptionsCursor) (SubscriptionsPage, error) {
+	m := &felix.SubscriptionsList{Filter: filter}
 	if limit > 0 {
 		m.Limit = felix.Some(limit)
 	}
 	if cursor != nil {
 		m.Cursor = felix.Some(*cursor)
 	}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return SubscriptionsPage{}, err
-	}
-	v, err := answerAs[*felix.SubscriptionsListInfo](ans, m.RequestID)
+	v, err := do[*felix.SubscriptionsListInfo](ctx, x, m)
 	if err != nil {
 		return SubscriptionsPage{}, err
 	}
@@ -146,4 +128,34 @@ func (c *Client) Subscriptions(ctx context.Context, filter felix.SubscriptionsFi
 		p.Next = &nc
 	}
 	return p, nil
+}
+
+// StreamShards asks a stream's shard count and routing. Shards 0 means
+// the broker does not know the stream (not 1); an absent Routing is
+// felix.RoutingModulo, so v.Routing.V.Shard(key, v.Shards) is the shard a
+// routing key lands on. Needs felix.FeatureStreamShards. client.Client
+// keeps the answer to route keyed requests of the stream.
+func (x Calls) StreamShards(ctx context.Context, t conn.Topic) (*felix.StreamShardsView, error) {
+	return do[*felix.StreamShardsView](ctx, x, &felix.StreamShards{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream})
+}
+
+// ShardOwners lists the owner of every shard of a stream or cache (kind
+// felix.ShardKindStream or felix.ShardKindCache), in shard order; an
+// empty list means the name is unknown. Needs felix.FeatureShardOwners.
+func (x Calls) ShardOwners(ctx context.Context, tenant, namespace, name string, kind felix.ShardKind) ([]felix.ShardOwner, error) {
+	v, err := do[*felix.ShardOwnersView](ctx, x, &felix.ShardOwners{TenantID: tenant, Namespace: namespace, Name: name, Kind: kind})
+	if err != nil {
+		return nil, err
+	}
+	return v.Owners, nil
+}
+
+// Topology lists the cluster's brokers (node id and client address).
+// Needs felix.FeatureTopology (standalone brokers do not advertise it).
+func (x Calls) Topology(ctx context.Context) ([]felix.BrokerEndpoint, error) {
+	v, err := do[*felix.TopologyView](ctx, x, &felix.Topology{})
+	if err != nil {
+		return nil, err
+	}
+	return v.Brokers, nil
 }

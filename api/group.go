@@ -1,20 +1,23 @@
-package conn
+package api
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"iter"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/grouploop"
 )
 
 // GroupRef names a consumer group on one shard of a stream. Group requests
 // go to the shard's leader; a broker that does not lead the shard answers
-// with a *NotLeaderError naming it (a cluster-aware client re-sends there).
+// with a *conn.NotLeaderError naming it (client.Client re-sends there,
+// without reporting it).
 type GroupRef struct {
-	Topic
+	conn.Topic
 	Shard uint32
 	Group string
 }
@@ -24,15 +27,23 @@ type GroupRef struct {
 // (Ack, Nack, DeadLetter). Every call is one request on a stream of its
 // own. Consumer groups need felix.FeatureConsumerGroup; the dead-letter
 // calls, claim control and admin calls need their own features (each call
-// says which) and fail with ErrNotAdvertised, without sending, when the
-// broker did not advertise them.
+// says which) and fail with conn.ErrNotAdvertised, without sending, when
+// the broker did not advertise them.
+//
+// Through client.Client, polls, dead-letter listings, describes and seeks
+// are re-sent after a lost connection (a record claimed by a poll whose
+// answer was lost is redelivered after its visibility timeout, so nothing
+// is lost). Settling calls (ack, nack, extend, dead letter, redrive,
+// discard) and delete are not: when their outcome is unknown they return
+// a *client.AmbiguousError, since a re-sent ack of an applied ack would be
+// refused as stale_claim and a re-sent nack could release a later claim.
 type Group struct {
-	c   *Client
+	x   Calls
 	ref GroupRef
 }
 
 // Group returns a handle on the consumer group ref. It sends nothing.
-func (c *Client) Group(ref GroupRef) *Group { return &Group{c: c, ref: ref} }
+func (x Calls) Group(ref GroupRef) *Group { return &Group{x: x, ref: ref} }
 
 // Ref returns the group's name and place.
 func (g *Group) Ref() GroupRef { return g.ref }
@@ -79,28 +90,17 @@ type PollOptions struct {
 
 // Poll claims up to o.Max records. Each carries its offset (to settle it
 // with) and its attempt count. An empty result is an answer, not an error.
-// A field whose feature the broker did not advertise fails with
-// ErrNotAdvertised and nothing is sent.
+// An option whose feature the broker did not advertise fails with
+// conn.ErrNotAdvertised and nothing is sent.
 func (g *Group) Poll(ctx context.Context, o PollOptions) ([]GroupRecord, error) {
-	caps := g.c.caps
-	if o.Visibility > 0 && !caps.CanClaimControl() {
-		return nil, notAdvertised("group_poll visibility_ms (" + felix.FeatureGroupClaimControl.String() + ")")
-	}
-	if (o.Consumer != "" || o.Reclaim) && !caps.CanGroupConsumer() {
-		return nil, notAdvertised("group_poll consumer (" + felix.FeatureGroupConsumer.String() + ")")
-	}
 	r := g.ref
 	m := &felix.GroupPoll{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard, Group: r.Group,
-		MaxRecords: max(o.Max, 1), WaitMs: durMs(o.Wait), RequestID: g.c.nextID(), Reclaim: o.Reclaim,
+		MaxRecords: max(o.Max, 1), WaitMs: durMs(o.Wait), Reclaim: o.Reclaim,
 		VisibilityMs: durMs(o.Visibility)}
 	if o.Consumer != "" {
 		m.Consumer = felix.Some(o.Consumer)
 	}
-	ans, err := g.c.request(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	gr, err := answerAs[*felix.GroupRecords](ans, m.RequestID)
+	gr, err := do[*felix.GroupRecords](ctx, g.x, m)
 	if err != nil {
 		return nil, err
 	}
@@ -113,12 +113,8 @@ func (g *Group) Poll(ctx context.Context, o PollOptions) ([]GroupRecord, error) 
 }
 
 // settle sends a request answered by cache_ok.
-func (g *Group) settle(ctx context.Context, m felix.Message, rid uint64) error {
-	ans, err := g.c.request(ctx, m)
-	if err != nil {
-		return err
-	}
-	_, err = answerAs[*felix.CacheOK](ans, rid)
+func (g *Group) settle(ctx context.Context, m felix.Message) error {
+	_, err := do[*felix.CacheOK](ctx, g.x, m)
 	return err
 }
 
@@ -126,9 +122,9 @@ func (g *Group) settle(ctx context.Context, m felix.Message, rid uint64) error {
 // group holds no claim on is refused with a *BrokerError of code
 // felix.CodeStaleClaim.
 func (g *Group) Ack(ctx context.Context, offset uint64) error {
-	r, rid := g.ref, g.c.nextID()
+	r := g.ref
 	return g.settle(ctx, &felix.GroupAck{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard,
-		Group: r.Group, Offset: offset, RequestID: rid}, rid)
+		Group: r.Group, Offset: offset})
 }
 
 // NackOptions shapes a nack. Both fields need
@@ -147,12 +143,9 @@ type NackOptions struct {
 // o.Delay) with a higher attempt count, or set aside as a dead letter when
 // it reached the broker's attempt bound.
 func (g *Group) Nack(ctx context.Context, offset uint64, o NackOptions) error {
-	if (o.Delay > 0 || o.Attempts != 0) && !g.c.caps.CanClaimControl() {
-		return notAdvertised("group_nack delay_ms/attempts (" + felix.FeatureGroupClaimControl.String() + ")")
-	}
-	r, rid := g.ref, g.c.nextID()
+	r := g.ref
 	return g.settle(ctx, &felix.GroupNack{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard,
-		Group: r.Group, Offset: offset, RequestID: rid, DelayMs: durMs(o.Delay), Attempts: o.Attempts}, rid)
+		Group: r.Group, Offset: offset, DelayMs: durMs(o.Delay), Attempts: o.Attempts})
 }
 
 // Extend keeps a claim for another d (from now) and returns the time the
@@ -160,14 +153,10 @@ func (g *Group) Nack(ctx context.Context, offset uint64, o NackOptions) error {
 // (GroupRecord.Attempts). Needs felix.FeatureGroupClaimControl; d must be
 // at least a millisecond.
 func (g *Group) Extend(ctx context.Context, offset uint64, attempts uint32, d time.Duration) (time.Duration, error) {
-	r, rid := g.ref, g.c.nextID()
+	r := g.ref
 	m := &felix.GroupExtend{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard, Group: r.Group,
-		Offset: offset, Attempts: attempts, ExtendMs: durMs(d), RequestID: rid}
-	ans, err := g.c.request(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	ge, err := answerAs[*felix.GroupExtended](ans, rid)
+		Offset: offset, Attempts: attempts, ExtendMs: durMs(d)}
+	ge, err := do[*felix.GroupExtended](ctx, g.x, m)
 	if err != nil {
 		return 0, err
 	}
@@ -177,21 +166,17 @@ func (g *Group) Extend(ctx context.Context, offset uint64, attempts uint32, d ti
 // DeadLetter sets a claimed record aside at once. Needs
 // felix.FeatureGroupClaimControl.
 func (g *Group) DeadLetter(ctx context.Context, offset uint64) error {
-	r, rid := g.ref, g.c.nextID()
+	r := g.ref
 	return g.settle(ctx, &felix.GroupDeadLetter{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, Offset: offset, RequestID: rid}, rid)
+		Shard: r.Shard, Group: r.Group, Offset: offset})
 }
 
 // DeadLetters lists the offsets set aside, lowest first. Needs
 // felix.FeatureGroupDeadLetters.
 func (g *Group) DeadLetters(ctx context.Context) ([]uint64, error) {
-	r, rid := g.ref, g.c.nextID()
-	ans, err := g.c.request(ctx, &felix.GroupDeadLetters{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, RequestID: rid})
-	if err != nil {
-		return nil, err
-	}
-	l, err := answerAs[*felix.GroupDeadLetterList](ans, rid)
+	r := g.ref
+	l, err := do[*felix.GroupDeadLetterList](ctx, g.x, &felix.GroupDeadLetters{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group})
 	if err != nil {
 		return nil, err
 	}
@@ -201,16 +186,16 @@ func (g *Group) DeadLetters(ctx context.Context) ([]uint64, error) {
 // Redrive puts a dead letter back in the queue with its attempts reset.
 // Needs felix.FeatureGroupDeadLetters.
 func (g *Group) Redrive(ctx context.Context, offset uint64) error {
-	r, rid := g.ref, g.c.nextID()
+	r := g.ref
 	return g.settle(ctx, &felix.GroupRedrive{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, Offset: offset, RequestID: rid}, rid)
+		Shard: r.Shard, Group: r.Group, Offset: offset})
 }
 
 // Discard drops a dead letter for good. Needs felix.FeatureGroupDeadLetters.
 func (g *Group) Discard(ctx context.Context, offset uint64) error {
-	r, rid := g.ref, g.c.nextID()
+	r := g.ref
 	return g.settle(ctx, &felix.GroupDiscard{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, Offset: offset, RequestID: rid}, rid)
+		Shard: r.Shard, Group: r.Group, Offset: offset})
 }
 
 // GroupPosition is the answer to Seek.
@@ -224,13 +209,9 @@ type GroupPosition struct {
 // Seek moves the group's cursor to start; with ifNew only a group that
 // does not exist yet is placed. Needs felix.FeatureGroupAdmin.
 func (g *Group) Seek(ctx context.Context, start felix.StartPosition, ifNew bool) (GroupPosition, error) {
-	r, rid := g.ref, g.c.nextID()
-	ans, err := g.c.request(ctx, &felix.GroupSeek{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, Start: start, IfNew: ifNew, RequestID: rid})
-	if err != nil {
-		return GroupPosition{}, err
-	}
-	p, err := answerAs[*felix.GroupPosition](ans, rid)
+	r := g.ref
+	p, err := do[*felix.GroupPosition](ctx, g.x, &felix.GroupSeek{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group, Start: start, IfNew: ifNew})
 	if err != nil {
 		return GroupPosition{}, err
 	}
@@ -253,13 +234,9 @@ type GroupInfo struct {
 // Describe reports the group's position and counts. Needs
 // felix.FeatureGroupAdmin.
 func (g *Group) Describe(ctx context.Context) (GroupInfo, error) {
-	r, rid := g.ref, g.c.nextID()
-	ans, err := g.c.request(ctx, &felix.GroupDescribe{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, RequestID: rid})
-	if err != nil {
-		return GroupInfo{}, err
-	}
-	gi, err := answerAs[*felix.GroupInfo](ans, rid)
+	r := g.ref
+	gi, err := do[*felix.GroupInfo](ctx, g.x, &felix.GroupDescribe{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group})
 	if err != nil {
 		return GroupInfo{}, err
 	}
@@ -270,26 +247,13 @@ func (g *Group) Describe(ctx context.Context) (GroupInfo, error) {
 // Delete removes the group and reports whether it existed. Needs
 // felix.FeatureGroupAdmin.
 func (g *Group) Delete(ctx context.Context) (existed bool, err error) {
-	r, rid := g.ref, g.c.nextID()
-	ans, err := g.c.request(ctx, &felix.GroupDelete{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
-		Shard: r.Shard, Group: r.Group, RequestID: rid})
-	if err != nil {
-		return false, err
-	}
-	d, err := answerAs[*felix.GroupDeleted](ans, rid)
+	r := g.ref
+	d, err := do[*felix.GroupDeleted](ctx, g.x, &felix.GroupDelete{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream,
+		Shard: r.Shard, Group: r.Group})
 	if err != nil {
 		return false, err
 	}
 	return d.Existed, nil
-}
-
-// durMs converts a duration to whole milliseconds, rounding a positive
-// sub-millisecond duration up to 1.
-func durMs(d time.Duration) uint64 {
-	if d <= 0 {
-		return 0
-	}
-	return uint64(max(d/time.Millisecond, 1))
 }
 
 // Delivery is a record handed to the body of a Records loop, with the
@@ -308,16 +272,17 @@ func (d *Delivery) Ack(ctx context.Context) error {
 }
 
 // Nack hands the record back for redelivery after delay (0: at once). It
-// names the delivery's attempt count when the broker advertised claim
-// control, so a nack after the claim timed out cannot release someone
-// else's claim.
+// names the delivery's attempt count, so that a nack after the claim timed
+// out cannot release someone else's claim; to a broker that did not
+// advertise felix.FeatureGroupClaimControl (which refuses the attempt
+// count before anything is sent) an immediate nack goes without it.
 func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 	d.settled = true
-	o := NackOptions{Delay: delay}
-	if d.g.c.caps.CanClaimControl() {
-		o.Attempts = d.Attempts
+	err := d.g.Nack(ctx, d.Offset, NackOptions{Delay: delay, Attempts: d.Attempts})
+	if errors.Is(err, conn.ErrNotAdvertised) && delay == 0 && d.Attempts != 0 {
+		err = d.g.Nack(ctx, d.Offset, NackOptions{})
 	}
-	return d.g.Nack(ctx, d.Offset, o)
+	return err
 }
 
 // DeadLetter sets the record aside (see Group.DeadLetter).

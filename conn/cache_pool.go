@@ -15,70 +15,19 @@ type CacheRef struct {
 	TenantID, Namespace, Cache string
 }
 
-// CachePut writes key = value with an optional TTL (0 = no expiry). It
-// waits for the broker's cache_ok.
-func (c *Client) CachePut(ctx context.Context, ref CacheRef, key string, value []byte, ttl time.Duration) error {
-	m := &felix.CachePut{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Value: value}
-	if ttl > 0 {
-		ms := uint64(ttl / time.Millisecond)
-		if ms == 0 {
-			ms = 1
-		}
-		m.TTLMs = felix.Some(ms)
-	}
-	ans, err := c.cacheRequest(ctx, "cache_put", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
-	if err != nil {
-		return err
-	}
-	if _, ok := ans.(*felix.CacheOK); !ok {
-		return answerError(ans, m.RequestID.V)
-	}
-	return nil
-}
-
-// CacheGet reads key. A miss (or an expired entry) is found == false with a
-// nil error.
-func (c *Client) CacheGet(ctx context.Context, ref CacheRef, key string) (value []byte, found bool, err error) {
-	m := &felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
-	ans, err := c.cacheRequest(ctx, "cache_get", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
-	if err != nil {
-		return nil, false, err
-	}
-	cv, ok := ans.(*felix.CacheValue)
-	if !ok {
-		return nil, false, answerError(ans, m.RequestID.V)
-	}
-	return cv.Value.V, cv.Value.Set, nil
-}
-
-// CacheDelete removes key and returns the value it held (found == false
-// when there was none). It needs FeatureCacheDelete (ErrNotAdvertised).
-func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old []byte, found bool, err error) {
-	m := &felix.CacheDelete{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
-	ans, err := c.cacheRequest(ctx, "cache_delete", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
-	if err != nil {
-		return nil, false, err
-	}
-	cv, ok := ans.(*felix.CacheValue)
-	if !ok {
-		return nil, false, answerError(ans, m.RequestID.V)
-	}
-	return cv.Value.V, cv.Value.Set, nil
-}
-
-// cacheRequest sends a request of type typ over the cache stream pool and
-// waits for its answer. ErrNotAdvertised when the stream's broker did not
-// advertise the request's feature.
-func (c *Client) cacheRequest(ctx context.Context, typ string, mk func(id uint64) felix.Message) (felix.Message, error) {
+// cacheRequest sends m over the cache stream pool (with a request id of
+// the stream it goes on) and waits for its answer. ErrNotAdvertised when
+// the stream's broker did not advertise what m needs.
+func (c *Client) cacheRequest(ctx context.Context, m felix.Message) (felix.Message, error) {
 	for {
 		cs, err := c.cacheStream(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if !cs.caps.CanRequest(typ) {
-			return nil, notAdvertised(typ)
+		if what := cs.caps.Unadvertised(m); what != "" {
+			return nil, notAdvertised(what)
 		}
-		ans, err := cs.request(ctx, mk)
+		ans, err := cs.request(ctx, func(id uint64) felix.Message { felix.SetRequestID(m, id); return m })
 		if err == errStreamRetired {
 			continue // nothing was written: the pool opens a fresh stream
 		}

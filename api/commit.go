@@ -1,4 +1,4 @@
-package conn
+package api
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
 )
 
 // Commit validation errors (errors.Is-able; the error returned is a
@@ -14,14 +15,14 @@ import (
 var (
 	// ErrCommitEventCount: a commit carries exactly one publish or enqueue;
 	// it had none or more than one (upstream: EventCount).
-	ErrCommitEventCount = errors.New("conn: a commit needs exactly one publish or enqueue")
+	ErrCommitEventCount = errors.New("api: a commit needs exactly one publish or enqueue")
 	// ErrCommitNotOnOwningShard: an operation names a stream other than the
 	// commit's, so it cannot be on the shard the entity key routes to
 	// (upstream: NotOnOwningShard).
-	ErrCommitNotOnOwningShard = errors.New("conn: commit operation not on the entity's stream and shard")
+	ErrCommitNotOnOwningShard = errors.New("api: commit operation not on the entity's stream and shard")
 	// ErrCommitInvalidOp: an operation cannot be sent as written (an empty
 	// state key, an unknown kind).
-	ErrCommitInvalidOp = errors.New("conn: invalid commit operation")
+	ErrCommitInvalidOp = errors.New("api: invalid commit operation")
 )
 
 // CommitOpKind is what a commit operation does.
@@ -125,7 +126,7 @@ func (e *CommitError) Unwrap() error { return e.Err }
 // stream and shard the entity key routes to, or none.
 type CommitRequest struct {
 	// Topic is the stream the entity lives on.
-	Topic
+	conn.Topic
 	// EntityKey routes the commit to a shard (like a publish key) and
 	// scopes its state keys.
 	EntityKey []byte
@@ -133,7 +134,7 @@ type CommitRequest struct {
 	Ops []CommitOp
 	// ExpectedOffset, when set, makes the commit conditional: it is applied
 	// only if the shard's next offset is this one, else refused with a
-	// *PublishRefusedError (offset_mismatch; Tail names the shard's tail).
+	// *conn.PublishRefusedError (offset_mismatch; Tail names the shard's tail).
 	// Needs felix.FeaturePublishConditional.
 	ExpectedOffset felix.Opt[uint64]
 }
@@ -189,29 +190,25 @@ func (r *CommitRequest) Validate() error {
 }
 
 // Commit validates req (a *CommitError, nothing sent, when it is not one
-// event plus state changes on one stream) and sends it. It returns the
-// offset of the event, which is also the version of every state key it
-// wrote. Needs felix.FeatureAtomicCommit (ErrNotAdvertised, nothing sent).
-// A stale ExpectedOffset is a *PublishRefusedError; a broker that does not
-// lead the shard answers a *NotLeaderError.
-func (c *Client) Commit(ctx context.Context, req CommitRequest) (offset uint64, err error) {
+// event plus state changes on one stream) and sends it to the leader of
+// the shard the entity key routes to. It returns the offset of the event,
+// which is also the version of every state key it wrote. Needs
+// felix.FeatureAtomicCommit, and felix.FeaturePublishConditional for
+// ExpectedOffset (conn.ErrNotAdvertised, nothing sent). A stale
+// ExpectedOffset is a *conn.PublishRefusedError (Tail names the shard's
+// tail; nothing was written). A commit is not safe to re-send: an unknown
+// outcome is ambiguous (read the state with StateGet to find out).
+func (x Calls) Commit(ctx context.Context, req CommitRequest) (offset uint64, err error) {
 	event, changes, err := req.validate()
 	if err != nil {
 		return 0, err
 	}
-	if req.ExpectedOffset.Set && !c.caps.CanExpectedOffset() {
-		return 0, notAdvertised("commit expected_offset (" + felix.FeaturePublishConditional.String() + ")")
-	}
 	m := &felix.Commit{TenantID: req.TenantID, Namespace: req.Namespace, Stream: req.Stream, EntityKey: req.EntityKey,
-		Event: event, Changes: changes, RequestID: c.nextID(), ExpectedOffset: req.ExpectedOffset}
+		Event: event, Changes: changes, ExpectedOffset: req.ExpectedOffset}
 	if m.EntityKey == nil {
 		m.EntityKey = []byte{}
 	}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	ok, err := answerAs[*felix.CommitOK](ans, m.RequestID)
+	ok, err := do[*felix.CommitOK](ctx, x, m)
 	if err != nil {
 		return 0, err
 	}
@@ -234,19 +231,15 @@ type StateValue struct {
 	HasAsOf bool
 }
 
-// StateGet reads state key under entityKey on stream t (from the shard the
-// entity key routes to). Needs felix.FeatureAtomicCommit.
-func (c *Client) StateGet(ctx context.Context, t Topic, entityKey []byte, key string) (StateValue, error) {
-	m := &felix.StateGet{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, EntityKey: entityKey, Key: key,
-		RequestID: c.nextID()}
+// StateGet reads state key under entityKey on stream t, from the leader
+// of the shard the entity key routes to. A key never written or deleted
+// is Found == false (absent, not empty). Needs felix.FeatureAtomicCommit.
+func (x Calls) StateGet(ctx context.Context, t conn.Topic, entityKey []byte, key string) (StateValue, error) {
+	m := &felix.StateGet{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, EntityKey: entityKey, Key: key}
 	if m.EntityKey == nil {
 		m.EntityKey = []byte{}
 	}
-	ans, err := c.request(ctx, m)
-	if err != nil {
-		return StateValue{}, err
-	}
-	sv, err := answerAs[*felix.StateValue](ans, m.RequestID)
+	sv, err := do[*felix.StateValue](ctx, x, m)
 	if err != nil {
 		return StateValue{}, err
 	}
@@ -254,97 +247,21 @@ func (c *Client) StateGet(ctx context.Context, t Topic, entityKey []byte, key st
 		AsOf: sv.AsOf.V, HasAsOf: sv.AsOf.Set}, nil
 }
 
-// PublishIf appends payloads (routed by key; nil = no key, shard 0) only if
-// the shard's next offset is expected. It returns the offset of the first
-// record (HasOffset when the client offered flag 0x1000). A stale
-// expected offset is a *PublishRefusedError whose Tail names the shard's
-// next offset; nothing was written. Needs felix.FeaturePublishConditional.
-func (c *Client) PublishIf(ctx context.Context, t Topic, payloads [][]byte, key []byte, expected uint64) (PublishResult, error) {
-	m := &felix.PublishIf{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads,
-		ExpectedOffset: expected, RequestID: c.nextID()}
+// PublishIf appends payloads (routed by key; nil = no key, shard 0) on
+// the shard's leader only if the shard's next offset is expected. It
+// returns the offset of the first record (HasOffset when the client
+// offered flag 0x1000). A stale expected offset is a
+// *conn.PublishRefusedError whose Tail names the shard's next offset;
+// nothing was written. Needs felix.FeaturePublishConditional; not safe to
+// re-send (a re-send of an applied write would be refused as stale).
+func (x Calls) PublishIf(ctx context.Context, t conn.Topic, payloads [][]byte, key []byte, expected uint64) (conn.PublishResult, error) {
+	m := &felix.PublishIf{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads, ExpectedOffset: expected}
 	if key != nil {
 		m.Key = felix.Some(key)
 	}
-	ans, err := c.request(ctx, m)
+	ok, err := do[*felix.PublishOK](ctx, x, m)
 	if err != nil {
-		return PublishResult{}, err
+		return conn.PublishResult{}, err
 	}
-	return publishResultJSON(m.RequestID, ans)
-}
-
-// Tail returns the shard's next offset of an offset_mismatch refusal.
-func (e *PublishRefusedError) Tail() (uint64, bool) {
-	if e.Refusal == nil || e.Refusal.Reason.Kind != felix.RefusalOffsetMismatch {
-		return 0, false
-	}
-	return e.Refusal.Reason.Tail, true
-}
-
-// CondResult is the answer to a conditional cache write.
-type CondResult struct {
-	// Applied says whether the write happened.
-	Applied bool
-	// Version is the version written (applied put) or the key's current
-	// version (not applied), valid when HasVersion (false: no live entry).
-	Version    uint64
-	HasVersion bool
-}
-
-// CachePutIf writes key = value only if cond holds: felix.CondAbsent (no
-// live entry) or felix.CondVersion (the entry's version is cond.Version).
-// ttl 0 means no expiry. Needs felix.FeatureCacheConditional.
-func (c *Client) CachePutIf(ctx context.Context, ref CacheRef, key string, value []byte, cond felix.CacheCondition, ttl time.Duration) (CondResult, error) {
-	m := &felix.CachePutIf{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Value: value, Condition: cond}
-	if ttl > 0 {
-		m.TTLMs = felix.Some(durMs(ttl))
-	}
-	ans, err := c.cacheRequest(ctx, "cache_put_if", func(id uint64) felix.Message { m.RequestID = id; return m })
-	if err != nil {
-		return CondResult{}, err
-	}
-	return condResult(ans, m.RequestID)
-}
-
-// CacheDeleteIf removes key only if its version is version. Needs
-// felix.FeatureCacheConditional.
-func (c *Client) CacheDeleteIf(ctx context.Context, ref CacheRef, key string, version uint64) (CondResult, error) {
-	m := &felix.CacheDeleteIf{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Version: version}
-	ans, err := c.cacheRequest(ctx, "cache_delete_if", func(id uint64) felix.Message { m.RequestID = id; return m })
-	if err != nil {
-		return CondResult{}, err
-	}
-	return condResult(ans, m.RequestID)
-}
-
-func condResult(ans felix.Message, rid uint64) (CondResult, error) {
-	r, err := answerAs[*felix.CacheConditionResult](ans, rid)
-	if err != nil {
-		return CondResult{}, err
-	}
-	return CondResult{Applied: r.Applied, Version: r.Version.V, HasVersion: r.Version.Set}, nil
-}
-
-// CacheItem is a cache value with its version.
-type CacheItem struct {
-	Value []byte
-	Found bool
-	// Version is the entry's version (for CachePutIf / CacheDeleteIf),
-	// valid when HasVersion: the broker sends it on a hit to clients that
-	// offered felix.FeatureCacheConditional.
-	Version    uint64
-	HasVersion bool
-}
-
-// CacheGetVersioned is CacheGet returning the entry's version too.
-func (c *Client) CacheGetVersioned(ctx context.Context, ref CacheRef, key string) (CacheItem, error) {
-	m := &felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}
-	ans, err := c.cacheRequest(ctx, "cache_get", func(id uint64) felix.Message { m.RequestID = felix.Some(id); return m })
-	if err != nil {
-		return CacheItem{}, err
-	}
-	cv, err := answerAs[*felix.CacheValue](ans, m.RequestID.V)
-	if err != nil {
-		return CacheItem{}, err
-	}
-	return CacheItem{Value: cv.Value.V, Found: cv.Value.Set, Version: cv.Version.V, HasVersion: cv.Version.Set}, nil
+	return conn.PublishResult{Offset: ok.Offset.V, HasOffset: ok.Offset.Set}, nil
 }
