@@ -524,6 +524,418 @@ func requestIndex(typ string) int {
 	return -1
 }
 
+// RequestIDOf returns the request_id member of m, for the 57 message
+// types of either direction that have one. ok is false when m's type has
+// no request_id member, or has an optional one that is absent.
+func RequestIDOf(m Message) (id uint64, ok bool) {
+	switch m := m.(type) {
+	case *Unsupported:
+		return m.RequestID.V, m.RequestID.Set
+	case *Extension:
+		return m.RequestID.V, m.RequestID.Set
+	case *StreamShards:
+		return m.RequestID, true
+	case *StreamShardsView:
+		return m.RequestID, true
+	case *CacheShards:
+		return m.RequestID, true
+	case *CacheShardsView:
+		return m.RequestID, true
+	case *ShardOwners:
+		return m.RequestID, true
+	case *ShardOwnersView:
+		return m.RequestID, true
+	case *ShardInspect:
+		return m.RequestID, true
+	case *ShardInspectInfo:
+		return m.RequestID, true
+	case *SubscriptionsList:
+		return m.RequestID, true
+	case *SubscriptionsListInfo:
+		return m.RequestID, true
+	case *Publish:
+		return m.RequestID.V, m.RequestID.Set
+	case *PublishBatchMessage:
+		return m.RequestID.V, m.RequestID.Set
+	case *PublishOK:
+		return m.RequestID, true
+	case *PublishError:
+		return m.RequestID, true
+	case *ProducerInit:
+		return m.RequestID, true
+	case *ProducerInitOK:
+		return m.RequestID, true
+	case *PublishIdempotent:
+		return m.RequestID, true
+	case *PublishRefused:
+		return m.RequestID, true
+	case *PublishIf:
+		return m.RequestID, true
+	case *Commit:
+		return m.RequestID, true
+	case *CommitOK:
+		return m.RequestID, true
+	case *StateGet:
+		return m.RequestID, true
+	case *StateValue:
+		return m.RequestID, true
+	case *OffsetForTime:
+		return m.RequestID, true
+	case *OffsetValue:
+		return m.RequestID, true
+	case *StreamRead:
+		return m.RequestID, true
+	case *StreamRecords:
+		return m.RequestID, true
+	case *CachePut:
+		return m.RequestID.V, m.RequestID.Set
+	case *CacheGet:
+		return m.RequestID.V, m.RequestID.Set
+	case *CacheDelete:
+		return m.RequestID.V, m.RequestID.Set
+	case *CacheValue:
+		return m.RequestID.V, m.RequestID.Set
+	case *CacheOK:
+		return m.RequestID, true
+	case *CachePutIf:
+		return m.RequestID, true
+	case *CacheDeleteIf:
+		return m.RequestID, true
+	case *CacheConditionResult:
+		return m.RequestID, true
+	case *CounterAdd:
+		return m.RequestID, true
+	case *CounterGet:
+		return m.RequestID, true
+	case *CounterValue:
+		return m.RequestID, true
+	case *GroupPoll:
+		return m.RequestID, true
+	case *GroupRecords:
+		return m.RequestID, true
+	case *GroupAck:
+		return m.RequestID, true
+	case *GroupNack:
+		return m.RequestID, true
+	case *GroupExtend:
+		return m.RequestID, true
+	case *GroupExtended:
+		return m.RequestID, true
+	case *GroupDeadLetter:
+		return m.RequestID, true
+	case *GroupDeadLetters:
+		return m.RequestID, true
+	case *GroupDeadLetterList:
+		return m.RequestID, true
+	case *GroupDiscard:
+		return m.RequestID, true
+	case *GroupRedrive:
+		return m.RequestID, true
+	case *GroupSeek:
+		return m.RequestID, true
+	case *GroupDescribe:
+		return m.RequestID, true
+	case *GroupDelete:
+		return m.RequestID, true
+	case *GroupPosition:
+		return m.RequestID, true
+	case *GroupInfo:
+		return m.RequestID, true
+	case *GroupDeleted:
+		return m.RequestID, true
+	}
+	return 0, false
+}
+
+// SetRequestID sets the request_id member of m to id (an optional one
+// becomes present) and reports true, or reports false and changes
+// nothing when m's type has no request_id member. m is a pointer
+// message, as DecodeMessage returns them (e.g. *CacheGet).
+func SetRequestID(m Message, id uint64) bool {
+	switch m := m.(type) {
+	case *Unsupported:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *Extension:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *StreamShards:
+		m.RequestID = id
+	case *StreamShardsView:
+		m.RequestID = id
+	case *CacheShards:
+		m.RequestID = id
+	case *CacheShardsView:
+		m.RequestID = id
+	case *ShardOwners:
+		m.RequestID = id
+	case *ShardOwnersView:
+		m.RequestID = id
+	case *ShardInspect:
+		m.RequestID = id
+	case *ShardInspectInfo:
+		m.RequestID = id
+	case *SubscriptionsList:
+		m.RequestID = id
+	case *SubscriptionsListInfo:
+		m.RequestID = id
+	case *Publish:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *PublishBatchMessage:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *PublishOK:
+		m.RequestID = id
+	case *PublishError:
+		m.RequestID = id
+	case *ProducerInit:
+		m.RequestID = id
+	case *ProducerInitOK:
+		m.RequestID = id
+	case *PublishIdempotent:
+		m.RequestID = id
+	case *PublishRefused:
+		m.RequestID = id
+	case *PublishIf:
+		m.RequestID = id
+	case *Commit:
+		m.RequestID = id
+	case *CommitOK:
+		m.RequestID = id
+	case *StateGet:
+		m.RequestID = id
+	case *StateValue:
+		m.RequestID = id
+	case *OffsetForTime:
+		m.RequestID = id
+	case *OffsetValue:
+		m.RequestID = id
+	case *StreamRead:
+		m.RequestID = id
+	case *StreamRecords:
+		m.RequestID = id
+	case *CachePut:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *CacheGet:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *CacheDelete:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *CacheValue:
+		m.RequestID = Opt[uint64]{V: id, Set: true}
+	case *CacheOK:
+		m.RequestID = id
+	case *CachePutIf:
+		m.RequestID = id
+	case *CacheDeleteIf:
+		m.RequestID = id
+	case *CacheConditionResult:
+		m.RequestID = id
+	case *CounterAdd:
+		m.RequestID = id
+	case *CounterGet:
+		m.RequestID = id
+	case *CounterValue:
+		m.RequestID = id
+	case *GroupPoll:
+		m.RequestID = id
+	case *GroupRecords:
+		m.RequestID = id
+	case *GroupAck:
+		m.RequestID = id
+	case *GroupNack:
+		m.RequestID = id
+	case *GroupExtend:
+		m.RequestID = id
+	case *GroupExtended:
+		m.RequestID = id
+	case *GroupDeadLetter:
+		m.RequestID = id
+	case *GroupDeadLetters:
+		m.RequestID = id
+	case *GroupDeadLetterList:
+		m.RequestID = id
+	case *GroupDiscard:
+		m.RequestID = id
+	case *GroupRedrive:
+		m.RequestID = id
+	case *GroupSeek:
+		m.RequestID = id
+	case *GroupDescribe:
+		m.RequestID = id
+	case *GroupDelete:
+		m.RequestID = id
+	case *GroupPosition:
+		m.RequestID = id
+	case *GroupInfo:
+		m.RequestID = id
+	case *GroupDeleted:
+		m.RequestID = id
+	default:
+		return false
+	}
+	return true
+}
+
+// RouteTargetOf returns the shard a request routed to a stream shard or a
+// cache shard (RouteStreamShard, RouteCacheShard) names, and false for a
+// RouteAny request, a broker → client message or an unknown type. See
+// RouteTarget for how its members are filled.
+func RouteTargetOf(m Message) (RouteTarget, bool) {
+	switch m := m.(type) {
+	case *Publish:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = m.Shard
+		if m.Key.Set {
+			t.Key, t.Keyed = routingKey(m.Key.V), true
+		}
+		return t, true
+	case *PublishBatchMessage:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = m.Shard
+		if m.Key.Set {
+			t.Key, t.Keyed = routingKey(m.Key.V), true
+		}
+		return t, true
+	case *PublishIdempotent:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		if m.Key.Set {
+			t.Key, t.Keyed = routingKey(m.Key.V), true
+		}
+		return t, true
+	case *PublishIf:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = m.Shard
+		if m.Key.Set {
+			t.Key, t.Keyed = routingKey(m.Key.V), true
+		}
+		return t, true
+	case *Commit:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = m.Shard
+		t.Key, t.Keyed = routingKey(m.EntityKey), true
+		return t, true
+	case *StateGet:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = m.Shard
+		t.Key, t.Keyed = routingKey(m.EntityKey), true
+		return t, true
+	case *Subscribe:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = m.Shard
+		return t, true
+	case *OffsetForTime:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *StreamRead:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *CacheWatch:
+		t := RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}
+		t.Shard = m.Shard
+		return t, true
+	case *GroupPoll:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupAck:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupNack:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupExtend:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupDeadLetter:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupDeadLetters:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupDiscard:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupRedrive:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupSeek:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupDescribe:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	case *GroupDelete:
+		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
+		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
+		return t, true
+	}
+	return RouteTarget{}, false
+}
+
+// Unadvertised returns "" when the broker advertised everything the
+// request m needs: its request gate (as CanRequest) and the feature of
+// every member m sets that needs one (Opt set, number not zero, bool
+// true, string or list not empty, by the member's encoding). Otherwise it
+// describes the first missing thing, e.g. "cache_delete
+// (FEATURE_CACHE_DELETE)" or "group_poll visibility_ms
+// (FEATURE_GROUP_CLAIM_CONTROL)"; for a type that is not a client →
+// broker request, typ + " (not a known request)". Member gates are
+// read from this package's message types; a Message of another
+// implementation has its request gate checked only.
+func (c Capabilities) Unadvertised(m Message) string {
+	if m == nil {
+		return "nil message (not a known request)"
+	}
+	typ := m.MessageType()
+	i := requestIndex(typ)
+	if i < 0 {
+		return typ + " (not a known request)"
+	}
+	if gate := requestFacts[i].Gate; !c.Features.Has(gate) {
+		return typ + " (" + featureName(gate) + ")"
+	}
+	switch m := m.(type) {
+	case *Commit:
+		if m.ExpectedOffset.Set && !c.Features.Has(FeaturePublishConditional) {
+			return "commit expected_offset (" + featureName(FeaturePublishConditional) + ")"
+		}
+	case *Subscribe:
+		if m.QueueCapacity.Set && !c.Features.Has(FeatureSubscribeQueue) {
+			return "subscribe queue_capacity (" + featureName(FeatureSubscribeQueue) + ")"
+		}
+	case *CacheWatch:
+		if m.Retained && !c.Features.Has(FeatureCacheWatchRetained) {
+			return "cache_watch retained (" + featureName(FeatureCacheWatchRetained) + ")"
+		}
+	case *GroupPoll:
+		if m.Consumer.Set && !c.Features.Has(FeatureGroupConsumer) {
+			return "group_poll consumer (" + featureName(FeatureGroupConsumer) + ")"
+		}
+		if m.Reclaim && !c.Features.Has(FeatureGroupConsumer) {
+			return "group_poll reclaim (" + featureName(FeatureGroupConsumer) + ")"
+		}
+		if m.VisibilityMs != 0 && !c.Features.Has(FeatureGroupClaimControl) {
+			return "group_poll visibility_ms (" + featureName(FeatureGroupClaimControl) + ")"
+		}
+	case *GroupNack:
+		if m.DelayMs != 0 && !c.Features.Has(FeatureGroupClaimControl) {
+			return "group_nack delay_ms (" + featureName(FeatureGroupClaimControl) + ")"
+		}
+		if m.Attempts != 0 && !c.Features.Has(FeatureGroupClaimControl) {
+			return "group_nack attempts (" + featureName(FeatureGroupClaimControl) + ")"
+		}
+	}
+	return ""
+}
+
 // newMessage returns a zero message of the given type, or nil.
 func newMessage(typ string) decodableMessage {
 	switch typ {
@@ -6110,7 +6522,7 @@ type CacheWatch struct {
 	Shard Opt[uint32]
 	// FromOffset is "from_offset" (u64, optional: left out when unset; null reads as unset): resume point; absent = live only.
 	FromOffset Opt[uint64]
-	// Retained is "retained" (bool, written only when not zero/false; a missing member reads as the zero value): only with FEATURE_CACHE_WATCH_RETAINED.
+	// Retained is "retained" (bool, written only when not zero/false; a missing member reads as the zero value): only with FEATURE_CACHE_WATCH_RETAINED; refused together with from_offset.
 	Retained bool
 	// SubscriptionID is "subscription_id" (u64, optional: left out when unset; null reads as unset).
 	SubscriptionID Opt[uint64]
@@ -6953,7 +7365,7 @@ type GroupNack struct {
 	RequestID uint64
 	// DelayMs is "delay_ms" (u64, written only when not zero/false; a missing member reads as the zero value): only with FEATURE_GROUP_CLAIM_CONTROL; 0 = redeliver now.
 	DelayMs uint64
-	// Attempts is "attempts" (u32, written only when not zero/false; a missing member reads as the zero value): names the delivery handed back; 0 = whatever claim stands.
+	// Attempts is "attempts" (u32, written only when not zero/false; a missing member reads as the zero value): only with FEATURE_GROUP_CLAIM_CONTROL; names the delivery handed back; 0 = whatever claim stands.
 	Attempts uint32
 }
 

@@ -83,3 +83,46 @@ func Requests() iter.Seq[RequestFacts] {
 		}
 	}
 }
+
+// RouteTarget is the shard a routed request names (RouteTargetOf): the
+// stream or cache, and either the shard itself or the routing key that
+// picks it.
+//
+// A client routes by Shard when it is set, else by Key when Keyed
+// (Routing.Shard with the stream's shard count), else to shard 0 — a
+// publish without a key lands there.
+type RouteTarget struct {
+	// Kind is ShardKindStream for a request of RouteStreamShard and
+	// ShardKindCache for one of RouteCacheShard.
+	Kind ShardKind
+	// TenantID and Namespace are the request's tenant_id and namespace.
+	TenantID, Namespace string
+	// Name is the request's stream (or cache) member.
+	Name string
+	// Shard is the request's shard member, set when the request has one
+	// and it is present (a required shard, as on stream_read and the group
+	// requests, is always set).
+	Shard Opt[uint32]
+	// Key is the routing key: the bytes of an optional key member
+	// (publish, publish_batch, publish_idempotent, publish_if) when it is
+	// present, or of entity_key (commit, state_get), which is always a
+	// routing key. An empty present key is a key too: Key is then a non-nil
+	// empty slice. Key aliases the message's bytes.
+	Key []byte
+	// Keyed reports whether Key is a routing key. It is false when the
+	// request has no routing key member or its optional key is absent.
+	Keyed bool
+}
+
+// routingKey returns k, or a non-nil empty slice for an empty key: an
+// empty present key still routes.
+func routingKey(k []byte) []byte {
+	if k == nil {
+		return []byte{}
+	}
+	return k
+}
+
+// featureName returns the spec name of the feature f, e.g.
+// "FEATURE_CACHE_DELETE" (f a single bit).
+func featureName(f Features) string { return "FEATURE_" + f.String() }

@@ -26,7 +26,10 @@ type field struct {
 	goN  string // Go field name
 	typ  string // table type: string, u64, [b64], Named, [Named], ...
 	enc  string // req omit null null! dflt omit0 omitempty omitnull
-	doc  string
+	// needs is the feature (FEATURE_X) a broker must advertise before a
+	// client sends the member set, or "" (the needs= annotation).
+	needs string
+	doc   string
 }
 
 type def struct {
@@ -126,7 +129,7 @@ func parse(path string) ([]*def, error) {
 				return nil, fmt.Errorf("%s:%d: %v", path, line, err)
 			}
 			cur.req = r
-		case indented && len(words) == 3 && cur != nil:
+		case indented && (len(words) == 3 || len(words) == 4) && cur != nil:
 			name, goN, ok := strings.Cut(words[0], "=")
 			if !ok {
 				goN = camel(name)
@@ -136,7 +139,15 @@ func parse(path string) ([]*def, error) {
 			default:
 				return nil, fmt.Errorf("%s:%d: unknown encoding %q", path, line, words[2])
 			}
-			cur.fields = append(cur.fields, field{json: name, goN: goN, typ: words[1], enc: words[2], doc: doc})
+			f := field{json: name, goN: goN, typ: words[1], enc: words[2], doc: doc}
+			if len(words) == 4 {
+				needs, err := parseNeeds(cur, f, words[3])
+				if err != nil {
+					return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+				}
+				f.needs = needs
+			}
+			cur.fields = append(cur.fields, f)
 		default:
 			return nil, fmt.Errorf("%s:%d: cannot parse %q", path, line, raw)
 		}
@@ -148,6 +159,30 @@ func parse(path string) ([]*def, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return defs, nil
+}
+
+// parseNeeds reads the needs=FEATURE_X annotation of member f of d. Only a
+// client → broker member that can be left out has one: the gate applies
+// when the member is set, and a member always written would always need it
+// (that is the @request gate).
+func parseNeeds(d *def, f field, w string) (string, error) {
+	v, ok := strings.CutPrefix(w, "needs=")
+	if !ok || !isFeature(v) {
+		return "", fmt.Errorf("member %s: %q is not needs=FEATURE_NAME", f.json, w)
+	}
+	if !d.message || d.dir != "C>B" {
+		return "", fmt.Errorf("member %s: needs= on %s, not a C>B message", f.json, d.goN)
+	}
+	switch f.enc {
+	case "omit", "omit0", "omitempty", "omitnull":
+	default:
+		return "", fmt.Errorf("member %s: needs= on an always-written member (%s)", f.json, f.enc)
+	}
+	return v, nil
+}
+
+func isFeature(v string) bool {
+	return strings.HasPrefix(v, "FEATURE_") && len(v) > len("FEATURE_") && strings.ToUpper(v) == v
 }
 
 // parseRequest reads the key=value words of an @request line; every key
@@ -164,7 +199,7 @@ func parseRequest(words []string) (*request, error) {
 		switch k {
 		case "gate":
 			if v != "-" {
-				if !strings.HasPrefix(v, "FEATURE_") || strings.ToUpper(v) != v {
+				if !isFeature(v) {
 					return nil, fmt.Errorf("@request: gate %q is not - or FEATURE_NAME", v)
 				}
 				r.gate = v
@@ -218,9 +253,81 @@ func check(defs []*def) error {
 					return fmt.Errorf("%s: answer %q is not a B>C message", d.tag, a)
 				}
 			}
+			if d.req.route != "any" {
+				if _, err := routeOf(d); err != nil {
+					return err
+				}
+			}
+		}
+		if f := member(d, "request_id"); f != nil && d.message && (f.typ != "u64" || (f.enc != "req" && f.enc != "omit")) {
+			return fmt.Errorf("%s: request_id is %s %s, not u64 req or u64 omit", d.tag, f.typ, f.enc)
 		}
 	}
 	return nil
+}
+
+// member returns the member of d named json, or nil.
+func member(d *def, json string) *field {
+	for i := range d.fields {
+		if d.fields[i].json == json {
+			return &d.fields[i]
+		}
+	}
+	return nil
+}
+
+// target is what a routed request names, read off its members.
+type target struct {
+	kind  string // ShardKindStream or ShardKindCache
+	name  *field // stream or cache
+	shard *field // u32 req or omit, or nil
+	key   *field // b64 omit (key) or b64 req (entity_key), or nil
+}
+
+// routeOf finds the members that route a request whose route is stream or
+// cache: tenant_id, namespace and the stream (or cache) name, all string
+// req, and a shard member or a routing key (key b64 omit, entity_key b64
+// req). A request lacking them is an error naming it, so that a new routed
+// request cannot be given a wrong target in silence. A key member of
+// another type (state_get's state key, cache_watch's key) is no routing key.
+func routeOf(d *def) (target, error) {
+	t := target{kind: "ShardKindStream"}
+	nameMember := "stream"
+	if d.req.route == "cache" {
+		t.kind, nameMember = "ShardKindCache", "cache"
+	}
+	for _, n := range []string{"tenant_id", "namespace", nameMember} {
+		f := member(d, n)
+		if f == nil || f.typ != "string" || f.enc != "req" {
+			return t, fmt.Errorf("%s: route=%s but no %s string req member", d.tag, d.req.route, n)
+		}
+	}
+	t.name = member(d, nameMember)
+	if f := member(d, "shard"); f != nil {
+		if f.typ != "u32" || (f.enc != "req" && f.enc != "omit") {
+			return t, fmt.Errorf("%s: shard is %s %s, not u32 req or u32 omit", d.tag, f.typ, f.enc)
+		}
+		t.shard = f
+	}
+	if f := member(d, "key"); f != nil && f.typ == "b64" {
+		if f.enc != "omit" {
+			return t, fmt.Errorf("%s: routing key is b64 %s, not b64 omit", d.tag, f.enc)
+		}
+		t.key = f
+	}
+	if f := member(d, "entity_key"); f != nil {
+		if f.typ != "b64" || f.enc != "req" {
+			return t, fmt.Errorf("%s: entity_key is %s %s, not b64 req", d.tag, f.typ, f.enc)
+		}
+		if t.key != nil {
+			return t, fmt.Errorf("%s: both key and entity_key route it", d.tag)
+		}
+		t.key = f
+	}
+	if t.shard == nil && t.key == nil {
+		return t, fmt.Errorf("%s: route=%s but neither a shard member nor a routing key (key b64 omit, entity_key b64 req)", d.tag, d.req.route)
+	}
+	return t, nil
 }
 
 var initialisms = map[string]string{"id": "ID", "ok": "OK", "ttl": "TTL"}
@@ -441,8 +548,15 @@ func (g *gen) typeDecl(d *def) {
 	g.p("type %s struct {", d.goN)
 	for _, f := range d.fields {
 		doc := fmt.Sprintf("%s is %q (%s, %s)", f.goN, f.json, describe(f.typ), encDoc(f))
+		var notes []string
+		if f.needs != "" {
+			notes = append(notes, "only with "+f.needs)
+		}
 		if f.doc != "" {
-			doc += ": " + f.doc
+			notes = append(notes, f.doc)
+		}
+		if len(notes) > 0 {
+			doc += ": " + strings.Join(notes, "; ")
 		}
 		g.p("// %s.", strings.TrimSuffix(doc, "."))
 		g.p("%s %s", f.goN, fieldGoType(f))
@@ -502,22 +616,11 @@ func (g *gen) encoder(d *def) {
 			static = true
 		case "omit", "omit0", "omitempty", "omitnull":
 			g.flush()
-			cond := ""
 			val := v
-			switch f.enc {
-			case "omit":
-				cond = v + ".Set"
+			if f.enc == "omit" {
 				val = v + ".V"
-			case "omit0":
-				if f.typ == "bool" {
-					cond = v
-				} else {
-					cond = v + " != 0"
-				}
-			default:
-				cond = "len(" + v + ") > 0"
 			}
-			g.p("if %s {", cond)
+			g.p("if %s {", presentCond(f, v))
 			sep()
 			g.lit(key)
 			g.appendValue(f.typ, val)
@@ -529,6 +632,22 @@ func (g *gen) encoder(d *def) {
 	g.p("return dst")
 	g.p("}")
 	g.p("")
+}
+
+// presentCond returns the condition under which the member f, read as the
+// expression v, is written by an encoding that may leave it out (omit,
+// omit0, omitempty, omitnull): Opt set, not zero or false, not empty.
+func presentCond(f field, v string) string {
+	switch f.enc {
+	case "omit":
+		return v + ".Set"
+	case "omit0":
+		if f.typ == "bool" {
+			return v
+		}
+		return v + " != 0"
+	}
+	return "len(" + v + ") > 0"
 }
 
 func (g *gen) decoder(d *def) {
@@ -633,6 +752,144 @@ func (g *gen) requests(msgs []*def) {
 	g.p("")
 }
 
+// requestIDs emits RequestIDOf and SetRequestID over every message with a
+// request_id member (u64 req or u64 omit, as check ensures).
+func (g *gen) requestIDs(msgs []*def) {
+	var with []*def
+	for _, d := range msgs {
+		if member(d, "request_id") != nil {
+			with = append(with, d)
+		}
+	}
+	g.p("// RequestIDOf returns the request_id member of m, for the %d message", len(with))
+	g.p("// types of either direction that have one. ok is false when m's type has")
+	g.p("// no request_id member, or has an optional one that is absent.")
+	g.p("func RequestIDOf(m Message) (id uint64, ok bool) {")
+	g.p("switch m := m.(type) {")
+	for _, d := range with {
+		g.p("case *%s:", d.goN)
+		if member(d, "request_id").enc == "omit" {
+			g.p("return m.RequestID.V, m.RequestID.Set")
+		} else {
+			g.p("return m.RequestID, true")
+		}
+	}
+	g.p("}")
+	g.p("return 0, false")
+	g.p("}")
+	g.p("")
+	g.p("// SetRequestID sets the request_id member of m to id (an optional one")
+	g.p("// becomes present) and reports true, or reports false and changes")
+	g.p("// nothing when m's type has no request_id member. m is a pointer")
+	g.p("// message, as DecodeMessage returns them (e.g. *CacheGet).")
+	g.p("func SetRequestID(m Message, id uint64) bool {")
+	g.p("switch m := m.(type) {")
+	for _, d := range with {
+		g.p("case *%s:", d.goN)
+		if member(d, "request_id").enc == "omit" {
+			g.p("m.RequestID = Opt[uint64]{V: id, Set: true}")
+		} else {
+			g.p("m.RequestID = id")
+		}
+	}
+	g.p("default:")
+	g.p("return false")
+	g.p("}")
+	g.p("return true")
+	g.p("}")
+	g.p("")
+}
+
+// routeTargets emits RouteTargetOf over every request routed to a stream
+// or cache shard.
+func (g *gen) routeTargets(reqs []*def) {
+	g.p("// RouteTargetOf returns the shard a request routed to a stream shard or a")
+	g.p("// cache shard (RouteStreamShard, RouteCacheShard) names, and false for a")
+	g.p("// RouteAny request, a broker → client message or an unknown type. See")
+	g.p("// RouteTarget for how its members are filled.")
+	g.p("func RouteTargetOf(m Message) (RouteTarget, bool) {")
+	g.p("switch m := m.(type) {")
+	for _, d := range reqs {
+		if d.req.route == "any" {
+			continue
+		}
+		t, _ := routeOf(d) // check has refused every error
+		g.p("case *%s:", d.goN)
+		g.p("t := RouteTarget{Kind: %s, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.%s}", t.kind, t.name.goN)
+		if t.shard != nil {
+			if t.shard.enc == "req" {
+				g.p("t.Shard = Opt[uint32]{V: m.%s, Set: true}", t.shard.goN)
+			} else {
+				g.p("t.Shard = m.%s", t.shard.goN)
+			}
+		}
+		if t.key != nil {
+			if t.key.enc == "req" {
+				g.p("t.Key, t.Keyed = routingKey(m.%s), true", t.key.goN)
+			} else {
+				g.p("if m.%s.Set {", t.key.goN)
+				g.p("t.Key, t.Keyed = routingKey(m.%s.V), true", t.key.goN)
+				g.p("}")
+			}
+		}
+		g.p("return t, true")
+	}
+	g.p("}")
+	g.p("return RouteTarget{}, false")
+	g.p("}")
+	g.p("")
+}
+
+// unadvertised emits Capabilities.Unadvertised: the @request gate, then
+// the needs= gate of every member that is set, in table order.
+func (g *gen) unadvertised(reqs []*def) {
+	g.p("// Unadvertised returns \"\" when the broker advertised everything the")
+	g.p("// request m needs: its request gate (as CanRequest) and the feature of")
+	g.p("// every member m sets that needs one (Opt set, number not zero, bool")
+	g.p("// true, string or list not empty, by the member's encoding). Otherwise it")
+	g.p("// describes the first missing thing, e.g. \"cache_delete")
+	g.p("// (FEATURE_CACHE_DELETE)\" or \"group_poll visibility_ms")
+	g.p("// (FEATURE_GROUP_CLAIM_CONTROL)\"; for a type that is not a client →")
+	g.p("// broker request, typ + \" (not a known request)\". Member gates are")
+	g.p("// read from this package's message types; a Message of another")
+	g.p("// implementation has its request gate checked only.")
+	g.p("func (c Capabilities) Unadvertised(m Message) string {")
+	g.p("if m == nil {")
+	g.p("return \"nil message (not a known request)\"")
+	g.p("}")
+	g.p("typ := m.MessageType()")
+	g.p("i := requestIndex(typ)")
+	g.p("if i < 0 {")
+	g.p("return typ + \" (not a known request)\"")
+	g.p("}")
+	g.p("if gate := requestFacts[i].Gate; !c.Features.Has(gate) {")
+	g.p("return typ + \" (\" + featureName(gate) + \")\"")
+	g.p("}")
+	g.p("switch m := m.(type) {")
+	for _, d := range reqs {
+		var gated []field
+		for _, f := range d.fields {
+			if f.needs != "" {
+				gated = append(gated, f)
+			}
+		}
+		if len(gated) == 0 {
+			continue
+		}
+		g.p("case *%s:", d.goN)
+		for _, f := range gated {
+			gate := camel(strings.ToLower(f.needs))
+			g.p("if %s && !c.Features.Has(%s) {", presentCond(f, "m."+f.goN), gate)
+			g.p("return %q + featureName(%s) + \")\"", d.tag+" "+f.json+" (", gate)
+			g.p("}")
+		}
+	}
+	g.p("}")
+	g.p("return \"\"")
+	g.p("}")
+	g.p("")
+}
+
 func lowerFirst(s string) string {
 	return strings.ToLower(s[:1]) + s[1:]
 }
@@ -672,6 +929,15 @@ func generate(defs []*def) []byte {
 	g.p("}")
 	g.p("")
 	g.requests(msgs)
+	var reqs []*def
+	for _, d := range msgs {
+		if d.dir == "C>B" {
+			reqs = append(reqs, d)
+		}
+	}
+	g.requestIDs(msgs)
+	g.routeTargets(reqs)
+	g.unadvertised(reqs)
 	g.p("// newMessage returns a zero message of the given type, or nil.")
 	g.p("func newMessage(typ string) decodableMessage {")
 	g.p("switch typ {")
