@@ -137,3 +137,12 @@ func durMs(d time.Duration) uint64 {
 	}
 	return uint64(max(d/time.Millisecond, 1))
 }
+
+// msDur converts a broker's milliseconds to a duration, saturating
+// instead of overflowing.
+func msDur(ms uint64) time.Duration {
+	if ms > uint64(1<<63-1)/uint64(time.Millisecond) {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Duration(ms) * time.Millisecond
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"

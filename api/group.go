@@ -160,7 +160,7 @@ func (g *Group) Extend(ctx context.Context, offset uint64, attempts uint32, d ti
 	if err != nil {
 		return 0, err
 	}
-	return msDuration(ge.VisibleMs), nil
+	return msDur(ge.VisibleMs), nil
 }
 
 // DeadLetter sets a claimed record aside at once. Needs

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 )
 
@@ -27,6 +28,10 @@ type CacheRef = conn.CacheRef
 // requests to shard owners, follows redirects, retries by retry class and
 // resumes subscriptions. It is safe for concurrent use.
 type Client struct {
+	// Calls are the typed one-answer requests (caches, counters, commits,
+	// consumer groups, reads, inspection), sent through Request.
+	api.Calls
+
 	cfg Config
 	log *slog.Logger
 	// notify is every observer of the client's notices joined: its own
@@ -95,6 +100,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: rcfg, brokers: make(map[string]*broker), nodes: make(map[string]string),
 		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
+	c.Calls = api.New(c)
 	c.log = c.cfg.Logger
 	var logged func(Notice)
 	if c.log.Handler() != slog.DiscardHandler {
@@ -369,7 +375,7 @@ func (c *Client) afterConnect(b *broker, cc *conn.Client) {
 	c.spawn(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 		defer cancel()
-		eps, err := cc.Topology(ctx)
+		eps, err := api.New(cc).Topology(ctx)
 		if err != nil {
 			c.log.Debug("felix client: topology", "addr", b.addr, "err", err)
 			return
@@ -764,7 +770,7 @@ func (c *Client) ownerFromBroker(ctx context.Context, cc *conn.Client, k ownerKe
 	if !cc.Capabilities().CanFeature(felix.FeatureShardOwners) {
 		return nil
 	}
-	owners, err := cc.ShardOwners(ctx, k.tenant, k.namespace, k.name, k.kind)
+	owners, err := api.New(cc).ShardOwners(ctx, k.tenant, k.namespace, k.name, k.kind)
 	if err != nil {
 		return nil
 	}

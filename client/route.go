@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 )
 
 // streamKey returns the owner key of the shard a publish with key lands
@@ -35,32 +34,10 @@ func (c *Client) shardInfo(ctx context.Context, t Topic) (shardInfo, bool) {
 	if ok {
 		return info, true
 	}
-	n, routing, err := c.StreamShards(ctx, t)
-	if err != nil || n == 0 {
+	v, err := c.StreamShards(ctx, t) // Request keeps the answer
+	if err != nil || v.Shards == 0 {
 		return shardInfo{}, false
 	}
-	return shardInfo{shards: n, routing: routing}, true
+	return shardInfo{shards: v.Shards, routing: v.Routing.V}, true
 }
 
-// StreamShards asks a stream's shard count (0 for an unknown stream) and
-// how it maps keys to shards. The answer is cached for routing keyed
-// publishes (felix.Routing) to their shard's owner.
-func (c *Client) StreamShards(ctx context.Context, t Topic) (shards uint32, routing felix.Routing, err error) {
-	if err := c.checkTopic("stream_shards", t); err != nil {
-		return 0, routing, err
-	}
-	err = c.run(ctx, call{op: "stream_shards", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
-		v, err := cc.StreamShards(ctx, t)
-		if err != nil {
-			return err
-		}
-		shards, routing = v.Shards, v.Routing.V // absent routing is modulo, the zero value
-		return nil
-	})
-	if err == nil && shards > 0 {
-		c.mu.Lock()
-		c.shards[t] = shardInfo{shards: shards, routing: routing}
-		c.mu.Unlock()
-	}
-	return shards, routing, err
-}

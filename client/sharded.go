@@ -48,10 +48,11 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	if err := c.checkTopic("subscribe_sharded", t); err != nil {
 		return nil, err
 	}
-	n, _, err := c.StreamShards(ctx, t)
+	v, err := c.StreamShards(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	n := v.Shards
 	if n == 0 {
 		return nil, fmt.Errorf("%w: %s/%s in tenant %q (check the names, or create the stream)", ErrUnknownStream, t.Namespace, t.Stream, t.TenantID)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/flxproto/felix"
 )
@@ -200,7 +199,7 @@ func (s *cacheStream) readLoop() {
 			s.fail(err)
 			return
 		}
-		rid, ok := answerRequestID(m)
+		rid, ok := felix.RequestIDOf(m)
 		if !ok {
 			// error without request_id: the oldest request's answer.
 			rid, ok = s.oldest()

@@ -47,33 +47,6 @@ func producerID(m felix.Message) (uint64, bool) {
 	return 0, false
 }
 
-// answerRequestID returns the request id an answer carries.
-func answerRequestID(m felix.Message) (uint64, bool) {
-	switch a := m.(type) {
-	case *felix.PublishOK:
-		return a.RequestID, true
-	case *felix.PublishError:
-		return a.RequestID, true
-	case *felix.PublishRefused:
-		return a.RequestID, true
-	case *felix.ProducerInitOK:
-		return a.RequestID, true
-	case *felix.CacheOK:
-		return a.RequestID, true
-	case *felix.CacheValue:
-		return a.RequestID.Get()
-	case *felix.CounterValue:
-		return a.RequestID, true
-	case *felix.CacheConditionResult:
-		return a.RequestID, true
-	case *felix.StreamShardsView: // a Flush query on a publish stream
-		return a.RequestID, true
-	case *felix.Unsupported:
-		return a.RequestID.Get()
-	}
-	return 0, false
-}
-
 // answerError converts an answer that is not the expected success into an
 // error: the typed broker errors, or ErrProtocol for anything else.
 func answerError(m felix.Message, rid uint64) error {

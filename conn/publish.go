@@ -578,7 +578,7 @@ func (ps *pubStream) handle(f felix.Frame) error {
 	if err != nil {
 		return err
 	}
-	rid, ok := answerRequestID(m)
+	rid, ok := felix.RequestIDOf(m)
 	if !ok {
 		// An answer without request_id (error, not_leader) ends the
 		// stream: it fails every outstanding request.

@@ -1,0 +1,161 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
+	"github.com/flxproto/felix/conn"
+)
+
+// Request sends req, a one-answer client request, to the broker that
+// serves it and returns its answer: it is the api.Requestor that the
+// typed calls the Client embeds (api.Calls: CachePut, Commit, Group,
+// StreamRead, ...) are written over, and the way to send any other
+// request of felix.Requests() that has no typed call.
+//
+// A request routed to a stream shard (felix.RouteStreamShard) goes to the
+// shard's leader when the client knows it (a keyed one is mapped to its
+// shard over the stream's shard count, asked once and kept), any broker
+// otherwise; redirects are followed without being reported. Failures are
+// judged by the client's decision table (docs/errors.md §9): a request
+// felix.RequestFacts.Safe says may be re-sent is retried after a lost
+// connection; one that is not returns an *AmbiguousError when its outcome
+// is unknown. Names are checked first (*NameError, nothing sent). The
+// answer and the errors are conn.Client.Request's.
+func (c *Client) Request(ctx context.Context, req felix.Message) (ans felix.Message, err error) {
+	cl, err := c.callFor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, _ *broker) error {
+		var err error
+		ans, err = cc.Request(ctx, req)
+		return err
+	})
+	if err == nil {
+		c.learnAnswer(req, ans)
+	}
+	return ans, err
+}
+
+// At returns a Requestor that sends every request to the broker at addr
+// only: retried there after a lost connection (with backoff, within
+// Config.MaxAttempts, when the request is safe to re-send), never moved to
+// another broker and never redirected. For per-broker views:
+// api.New(c.At(addr)).Subscriptions(...), ShardInspect(...).
+func (c *Client) At(addr string) api.Requestor {
+	return atBroker{c: c, addr: addr}
+}
+
+type atBroker struct {
+	c    *Client
+	addr string
+}
+
+// Request sends req to the broker at addr (see Client.At).
+func (a atBroker) Request(ctx context.Context, req felix.Message) (ans felix.Message, err error) {
+	cl, err := a.c.callFor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	err = a.c.at(ctx, a.addr, cl, func(ctx context.Context, cc *conn.Client) error {
+		var err error
+		ans, err = cc.Request(ctx, req)
+		return err
+	})
+	return ans, err
+}
+
+// callFor checks req's names and returns the call that sends it: its
+// operation name, safety and route from the protocol's facts.
+func (c *Client) callFor(ctx context.Context, req felix.Message) (call, error) {
+	typ := req.MessageType()
+	facts, ok := felix.LookupRequest(typ)
+	if !ok {
+		return call{}, fmt.Errorf("%w: %q is not a client request", conn.ErrNotARequest, typ)
+	}
+	cl := call{op: typ, safe: facts.Safe}
+	if t, ok := felix.RouteTargetOf(req); ok {
+		if err := c.checkNames(typ, t.TenantID, t.Namespace, t.Name, t.Kind == felix.ShardKindCache); err != nil {
+			return call{}, err
+		}
+		if facts.Route != felix.RouteAny {
+			cl.key = c.keyOf(ctx, t)
+		}
+	}
+	return cl, nil
+}
+
+// keyOf is the owner key of the shard t names (nil on a standalone
+// broker, or when a keyed request's stream has an unknown shard count:
+// any broker then forwards or redirects it).
+func (c *Client) keyOf(ctx context.Context, t felix.RouteTarget) *ownerKey {
+	if !c.clustered.Load() {
+		return nil
+	}
+	k := &ownerKey{kind: t.Kind, tenant: t.TenantID, namespace: t.Namespace, name: t.Name}
+	switch {
+	case t.Shard.Set:
+		k.shard = t.Shard.V
+	case t.Keyed:
+		info, ok := c.shardInfo(ctx, Topic{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Name})
+		if !ok {
+			return nil
+		}
+		k.shard = info.routing.ShardOf(t.Key, true, info.shards)
+	}
+	return k
+}
+
+// learnAnswer keeps what an answer teaches the client about routing: a
+// stream's shard count and routing (stream_shards).
+func (c *Client) learnAnswer(req, ans felix.Message) {
+	if v, ok := ans.(*felix.StreamShardsView); ok && v.Shards > 0 {
+		r := req.(*felix.StreamShards)
+		c.mu.Lock()
+		c.shards[Topic{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream}] = shardInfo{shards: v.Shards, routing: v.Routing.V}
+		c.mu.Unlock()
+	}
+}
+
+// at runs cl on the broker at addr only: retried there (after a lost
+// connection, with backoff) when cl is safe to re-send, but never moved
+// to another broker, and never redirected.
+func (c *Client) at(ctx context.Context, addr string, cl call, fn func(ctx context.Context, cc *conn.Client) error) error {
+	c.stats.inFlight.Add(1)
+	defer c.stats.inFlight.Add(-1)
+	b := c.addBroker(addr, cl.op)
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if err := c.stopped(ctx, bare(lastErr)); err != nil {
+			return err
+		}
+		cc, err := c.connect(ctx, b)
+		if err == nil {
+			err = fn(ctx, cc)
+			if err == nil {
+				return nil
+			}
+		} else {
+			err = &notSent{err}
+		}
+		lastErr = err
+		switch v := decide(err, cl.safe); v.act {
+		case actReturn, actRedirect:
+			return bare(err)
+		case actAmbiguous:
+			c.stats.ambiguous.Add(1)
+			return &AmbiguousError{Op: cl.op, Addr: addr, Err: bare(err)}
+		case actFailover:
+			if cc != nil {
+				c.markFailed(b, cc)
+			}
+		}
+		if attempt >= c.cfg.MaxAttempts {
+			return bare(lastErr)
+		}
+		sleep(ctx, c.ctx, c.cfg.backoff(attempt+1, 0))
+	}
+}
