@@ -40,4 +40,3 @@ func (c *Client) shardInfo(ctx context.Context, t Topic) (shardInfo, bool) {
 	}
 	return shardInfo{shards: v.Shards, routing: v.Routing.V}, true
 }
-

@@ -125,4 +125,3 @@ func (c *Client) RawRequest(ctx context.Context, m felix.Message) (felix.Message
 	}
 	return cs.oneShot(ctx, m)
 }
-
