@@ -165,7 +165,8 @@ func (c Capabilities) CanRequest(msgType string) bool {
 
 // Field gates: optional request fields a client may only send when the
 // broker advertised the matching bit (an older broker would silently ignore
-// them).
+// them). Capabilities.Unadvertised checks every one of them on a message,
+// from the needs= annotations of internal/gen/msggen/messages.txt.
 
 // CanQueueCapacity: queue_capacity on subscribe (FeatureSubscribeQueue).
 func (c Capabilities) CanQueueCapacity() bool { return c.Features.Has(FeatureSubscribeQueue) }

@@ -123,6 +123,8 @@ func TestRequestLine(t *testing.T) {
 		`{Type: "x", Gate: FeatureCacheDelete, Route: RouteCacheShard, Safe: false, answers: []string{"y_ok", "z"}},`,
 		`{Type: "w", Gate: 0, Route: RouteStreamShard, Safe: true, answers: []string{"z"}},`,
 		"case \"x\":\nreturn 0\ncase \"w\":\nreturn 1\n}\nreturn -1",
+		"case *X:\nt := RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}\nt.Shard = m.Shard\nreturn t, true\n",
+		"case *W:\nt := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}\nt.Key, t.Keyed = routingKey(m.EntityKey), true\nreturn t, true\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("generated code lacks %s", want)
