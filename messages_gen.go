@@ -774,11 +774,18 @@ func SetRequestID(m Message, id uint64) bool {
 }
 
 // RouteTargetOf returns the shard a request routed to a stream shard or a
-// cache shard (RouteStreamShard, RouteCacheShard) names, and false for a
-// RouteAny request, a broker → client message or an unknown type. See
+// cache shard (RouteStreamShard, RouteCacheShard) names. For a RouteAny
+// request that names a stream or a cache (cache_get, stream_shards, ...)
+// it returns only the names (Kind, TenantID, Namespace, Name): such a
+// request goes to any broker. It returns false for a RouteAny request
+// naming neither, a broker → client message or an unknown type. See
 // RouteTarget for how its members are filled.
 func RouteTargetOf(m Message) (RouteTarget, bool) {
 	switch m := m.(type) {
+	case *StreamShards:
+		return RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}, true
+	case *CacheShards:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
 	case *Publish:
 		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
 		t.Shard = m.Shard
@@ -828,10 +835,24 @@ func RouteTargetOf(m Message) (RouteTarget, bool) {
 		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
 		t.Shard = Opt[uint32]{V: m.Shard, Set: true}
 		return t, true
+	case *CachePut:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
+	case *CacheGet:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
+	case *CacheDelete:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
+	case *CachePutIf:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
+	case *CacheDeleteIf:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
 	case *CacheWatch:
 		t := RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}
 		t.Shard = m.Shard
 		return t, true
+	case *CounterAdd:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
+	case *CounterGet:
+		return RouteTarget{Kind: ShardKindCache, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Cache}, true
 	case *GroupPoll:
 		t := RouteTarget{Kind: ShardKindStream, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.Stream}
 		t.Shard = Opt[uint32]{V: m.Shard, Set: true}

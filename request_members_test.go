@@ -152,9 +152,16 @@ func TestRouteTargetOf(t *testing.T) {
 			}
 		})
 	}
+	// A RouteAny request naming a stream or cache: the names only.
+	got, ok := RouteTargetOf(&CacheGet{TenantID: "t", Namespace: "ns", Cache: "c", Key: "k"})
+	require.True(t, ok)
+	assert.Equal(t, RouteTarget{Kind: ShardKindCache, TenantID: "t", Namespace: "ns", Name: "c"}, got)
+	got, ok = RouteTargetOf(&StreamShards{TenantID: "t", Namespace: "ns", Stream: "s"})
+	require.True(t, ok)
+	assert.Equal(t, stream("s"), got)
 	for _, m := range []Message{
-		&CacheGet{TenantID: "t", Namespace: "ns", Cache: "c", Key: "k"}, // route any
-		&StreamShards{TenantID: "t", Namespace: "ns", Stream: "s"},      // route any
+		&ShardOwners{TenantID: "t", Namespace: "ns", Name: "s"}, // route any, names no stream or cache member
+		&Topology{},
 		&PublishOK{RequestID: 1},                                   // broker → client
 		&EventMessage{TenantID: "t", Namespace: "ns", Stream: "s"}, // broker → client with a target
 		nil,
@@ -175,7 +182,15 @@ func TestRouteTargetEveryRequest(t *testing.T) {
 		m := newMessage(typ)
 		r, isReq := LookupRequest(typ)
 		got, ok := RouteTargetOf(m)
-		if !isReq || r.Route == RouteAny {
+		if isReq && r.Route == RouteAny {
+			v := reflect.ValueOf(m).Elem()
+			names := v.FieldByName("TenantID").IsValid() && v.FieldByName("Namespace").IsValid() &&
+				(v.FieldByName("Stream").Kind() == reflect.String || v.FieldByName("Cache").Kind() == reflect.String)
+			assert.Equal(t, names, ok, typ)
+			assert.False(t, got.Shard.Set || got.Keyed, "%s: a RouteAny request carries no route", typ)
+			continue
+		}
+		if !isReq {
 			assert.False(t, ok, typ)
 			continue
 		}

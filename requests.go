@@ -86,7 +86,9 @@ func Requests() iter.Seq[RequestFacts] {
 
 // RouteTarget is the shard a routed request names (RouteTargetOf): the
 // stream or cache, and either the shard itself or the routing key that
-// picks it.
+// picks it. For a RouteAny request it holds the stream or cache names
+// only (Kind, TenantID, Namespace, Name), for the checks a client makes
+// before sending.
 //
 // A client routes by Shard when it is set, else by Key when Keyed
 // (Routing.Shard with the stream's shard count), else to shard 0 — a

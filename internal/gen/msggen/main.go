@@ -330,6 +330,25 @@ func routeOf(d *def) (target, error) {
 	return t, nil
 }
 
+// namesOf returns the names a RouteAny request carries: tenant_id,
+// namespace and stream or cache (all string req); false when it has not
+// all of them.
+func namesOf(d *def) (target, bool) {
+	for _, c := range []struct{ kind, member string }{{"ShardKindStream", "stream"}, {"ShardKindCache", "cache"}} {
+		t := target{kind: c.kind, name: member(d, c.member)}
+		ok := t.name != nil
+		for _, n := range []string{"tenant_id", "namespace", c.member} {
+			if f := member(d, n); f == nil || f.typ != "string" || f.enc != "req" {
+				ok = false
+			}
+		}
+		if ok {
+			return t, true
+		}
+	}
+	return target{}, false
+}
+
 var initialisms = map[string]string{"id": "ID", "ok": "OK", "ttl": "TTL"}
 
 func camel(s string) string {
@@ -804,13 +823,20 @@ func (g *gen) requestIDs(msgs []*def) {
 // or cache shard.
 func (g *gen) routeTargets(reqs []*def) {
 	g.p("// RouteTargetOf returns the shard a request routed to a stream shard or a")
-	g.p("// cache shard (RouteStreamShard, RouteCacheShard) names, and false for a")
-	g.p("// RouteAny request, a broker → client message or an unknown type. See")
+	g.p("// cache shard (RouteStreamShard, RouteCacheShard) names. For a RouteAny")
+	g.p("// request that names a stream or a cache (cache_get, stream_shards, ...)")
+	g.p("// it returns only the names (Kind, TenantID, Namespace, Name): such a")
+	g.p("// request goes to any broker. It returns false for a RouteAny request")
+	g.p("// naming neither, a broker → client message or an unknown type. See")
 	g.p("// RouteTarget for how its members are filled.")
 	g.p("func RouteTargetOf(m Message) (RouteTarget, bool) {")
 	g.p("switch m := m.(type) {")
 	for _, d := range reqs {
 		if d.req.route == "any" {
+			if t, ok := namesOf(d); ok {
+				g.p("case *%s:", d.goN)
+				g.p("return RouteTarget{Kind: %s, TenantID: m.TenantID, Namespace: m.Namespace, Name: m.%s}, true", t.kind, t.name.goN)
+			}
 			continue
 		}
 		t, _ := routeOf(d) // check has refused every error
