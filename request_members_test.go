@@ -162,7 +162,7 @@ func TestRouteTargetOf(t *testing.T) {
 	for _, m := range []Message{
 		&ShardOwners{TenantID: "t", Namespace: "ns", Name: "s"}, // route any, names no stream or cache member
 		&Topology{},
-		&PublishOK{RequestID: 1},                                   // broker → client
+		&PublishOK{RequestID: 1}, // broker → client
 		&EventMessage{TenantID: "t", Namespace: "ns", Stream: "s"}, // broker → client with a target
 		nil,
 	} {
