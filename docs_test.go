@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,17 +262,45 @@ func TestReadmeClientExample(t *testing.T) {
 	require.True(t, ok, "client.Example not found")
 	body, _, ok = strings.Cut(body, "// Output:")
 	require.True(t, ok)
-	code := func(s string) []string {
-		var out []string
-		for _, l := range strings.Split(s, "\n") {
-			l, _, _ = strings.Cut(l, "//")
-			if l = strings.TrimSpace(l); l != "" {
-				out = append(out, l)
-			}
+	require.Equal(t, codeLines(body), codeLines(snippet), "README.md's first example differs from client.Example")
+}
+
+// TestReadmeAPIExample: the README's example of package api is a
+// contiguous part of api's Example_client (api/example_client_test.go),
+// which go test compiles and runs. Comments and indentation are ignored.
+func TestReadmeAPIExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "### Every other request: package `api`")
+	require.True(t, ok, "README.md has no api section")
+	_, after, ok := strings.Cut(section, "```go\n")
+	require.True(t, ok, "README.md's api section has no Go example")
+	snippet, _, ok := strings.Cut(after, "```")
+	require.True(t, ok)
+	ex, err := os.ReadFile(filepath.Join("api", "example_client_test.go"))
+	require.NoError(t, err)
+	_, body, ok := strings.Cut(string(ex), "func Example_client() {\n")
+	require.True(t, ok, "api.Example_client not found")
+	want, got := codeLines(snippet), codeLines(body)
+	require.NotEmpty(t, want)
+	for i := range got {
+		if i+len(want) <= len(got) && slices.Equal(got[i:i+len(want)], want) {
+			return
 		}
-		return out
 	}
-	require.Equal(t, code(body), code(snippet), "README.md's first example differs from client.Example")
+	t.Fatalf("README.md's api example is not part of api.Example_client:\n%s", strings.Join(want, "\n"))
+}
+
+// codeLines returns the Go lines of s without comments and indentation.
+func codeLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		l, _, _ = strings.Cut(l, "//")
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // TestDocCitationPatterns forbids citations of documents that are not in

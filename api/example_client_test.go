@@ -1,0 +1,70 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/flxproto/felix/api"
+	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/examples/broker/server"
+)
+
+// readmeBroker starts a reference broker on loopback and writes its
+// certificate; stop closes both.
+func readmeBroker() (addr, caFile string, stop func()) {
+	cfg := server.Config{Addr: "127.0.0.1:0"}
+	cfg.Engine.DefaultStream.Durable = true // consumer groups need a durable stream
+	srv, err := server.Listen(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go srv.Serve()
+	dir, err := os.MkdirTemp("", "felix-api-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	caFile = filepath.Join(dir, "broker.pem")
+	if err := srv.WriteCertificate(caFile); err != nil {
+		log.Fatal(err)
+	}
+	return srv.Addr().String(), caFile, func() { srv.Close(); os.RemoveAll(dir) }
+}
+
+// The typed calls are methods of the client (it embeds api.Calls): routed,
+// redirected and retried by its decision table. The README's api section
+// is the middle of this code.
+func Example_client() {
+	addr, caFile, stop := readmeBroker()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
+	if _, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{}); err != nil {
+		log.Fatal(err)
+	}
+
+	ref := conn.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
+	err = c.CachePut(ctx, ref, "user-7", []byte("cart=3"), time.Minute)
+	n, _, err := c.CounterAdd(ctx, ref, "visits", 1)
+	g := c.Group(api.GroupRef{Topic: orders, Shard: 0, Group: "billing"})
+	_, err = g.Seek(ctx, client.StartEarliest, true)
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 10, Wait: time.Second})
+	shards, err := api.New(c.At(addr)).CacheShards(ctx, ref)
+
+	if err != nil {
+		log.Fatal(err)
+	}
+	v, _, _ := c.CacheGet(ctx, ref, "user-7")
+	fmt.Printf("%s, visits %d, %d record(s) polled, %d cache shard(s)\n", v, n, len(recs), shards)
+	// Output: cart=3, visits 1, 1 record(s) polled, 1 cache shard(s)
+}
