@@ -155,11 +155,6 @@ func NewMessage(typ string) Message {
 	return nil
 }
 
-// IsClientMessage reports whether typ is one of the known message types a
-// client sends to a broker (requests such as auth, publish, subscribe). A
-// broker answers a known broker → client type received from a client with
-// an error (invalid_request) and closes the stream.
-func IsClientMessage(typ string) bool { return requestIndex(typ) >= 0 }
 
 // DecodeMessage decodes one JSON control payload (the payload of a frame
 // with flags 0) into its message type. An unknown "type" yields an

@@ -453,16 +453,16 @@ func TestMessageTypesRegistry(t *testing.T) {
 	assert.Nil(t, NewMessage("nope"))
 	clients := 0
 	for _, typ := range types {
-		if IsClientMessage(typ) {
+		if isRequest(typ) {
 			clients++
 		}
 	}
 	assert.Equal(t, 37, clients, "client → broker types in the spec's index")
-	assert.True(t, IsClientMessage("auth"))
-	assert.True(t, IsClientMessage("group_delete"))
-	assert.False(t, IsClientMessage("auth_ok"))
-	assert.False(t, IsClientMessage("error"))
-	assert.False(t, IsClientMessage("frobnicate"))
+	assert.True(t, isRequest("auth"))
+	assert.True(t, isRequest("group_delete"))
+	assert.False(t, isRequest("auth_ok"))
+	assert.False(t, isRequest("error"))
+	assert.False(t, isRequest("frobnicate"))
 	// The Go names the other packages code against.
 	named := []Message{&Auth{}, &AuthOK{}, &OK{}, &ErrorMessage{}, &Publish{}, &PublishBatchMessage{}, &PublishOK{},
 		&PublishError{}, &PublishRefused{}, &PublishIdempotent{}, &ProducerInit{}, &ProducerInitOK{}, &Subscribe{},

@@ -145,15 +145,6 @@ func (c Capabilities) PublishFlags(acked, keyed, idempotent bool) (Flags, Publis
 	return 0, PublishJSON
 }
 
-// RequestGate returns the feature a broker must advertise before a client
-// sends a request of type msgType (0 when none is needed), and false when
-// msgType is not a client→broker request.
-// The gate is RequestFacts.Gate (LookupRequest).
-func RequestGate(msgType string) (Features, bool) {
-	r, ok := LookupRequest(msgType)
-	return r.Gate, ok
-}
-
 // CanRequest reports whether the client may send a request of type msgType:
 // it is a client request and its gating feature (if any) was advertised.
 // Sending a gated request to a broker without the bit is either a fatal

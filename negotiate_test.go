@@ -69,7 +69,8 @@ func TestCanRequestUsesAdvertisedSetOnly(t *testing.T) {
 	}
 	for _, typ := range []string{"cache_delete", "cache_watch", "counter_add", "group_poll", "shard_inspect", "commit", "stream_read", "extension"} {
 		assert.False(t, none.CanRequest(typ), typ)
-		gate, ok := RequestGate(typ)
+		r, ok := LookupRequest(typ)
+		gate := r.Gate
 		require.True(t, ok)
 		withGate := Capabilities{Features: gate}
 		assert.True(t, withGate.CanRequest(typ), typ)

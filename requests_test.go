@@ -102,7 +102,7 @@ func TestRequestFactsMatchSpec(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, r.Type, got.Type)
 			assert.Equal(t, r.Gate, got.Gate)
-			assert.True(t, IsClientMessage(r.Type))
+			assert.True(t, isRequest(r.Type))
 		})
 		seen[r.Type] = true
 	}
@@ -112,7 +112,7 @@ func TestRequestFactsMatchSpec(t *testing.T) {
 }
 
 // TestRequestGatesMatchIndex reads the gate of every C→B row of
-// docs/messages.md §10 and checks RequestGate, CanRequest and LookupRequest
+// docs/messages.md §10 and checks LookupRequest and CanRequest
 // agree with it, and that every B→C type is no request.
 func TestRequestGatesMatchIndex(t *testing.T) {
 	doc := readDoc(t, "docs/messages.md")
@@ -122,10 +122,11 @@ func TestRequestGatesMatchIndex(t *testing.T) {
 	n := 0
 	for _, m := range rows {
 		typ, dir, gateText := m[1], m[2], m[3]
-		gate, known := RequestGate(typ)
+		r, known := LookupRequest(typ)
+		gate := r.Gate
 		if dir == "B→C" {
 			assert.False(t, known, "%s is broker → client", typ)
-			assert.False(t, IsClientMessage(typ), typ)
+			assert.False(t, isRequest(typ), typ)
 			_, ok := LookupRequest(typ)
 			assert.False(t, ok, typ)
 			continue
@@ -214,4 +215,10 @@ func TestRequestsStopsEarly(t *testing.T) {
 	assert.Equal(t, 1, n)
 	_, ok := LookupRequest("frobnicate")
 	assert.False(t, ok)
+}
+
+// isRequest reports whether typ is a client → broker request.
+func isRequest(typ string) bool {
+	_, ok := LookupRequest(typ)
+	return ok
 }

@@ -31,7 +31,7 @@ func (c *Client) OpenRaw(ctx context.Context) (*RawStream, error) {
 func (r *RawStream) Capabilities() felix.Capabilities { return r.cs.caps }
 
 // Send writes m as one JSON control frame. A request whose type is gated
-// on a feature the stream's broker did not advertise (felix.RequestGate),
+// on a feature the stream's broker did not advertise (felix.LookupRequest),
 // and a type this package does not know (felix.UnknownMessage) on a stream
 // without felix.FeatureUnsupported (an older broker would close the stream
 // or the connection), fail with ErrNotAdvertised and nothing is sent. A
@@ -51,7 +51,7 @@ func checkRaw(caps felix.Capabilities, typ string) error {
 	if typ == "auth" {
 		return notAdvertised("a second auth on an authenticated stream")
 	}
-	if _, known := felix.RequestGate(typ); known {
+	if _, known := felix.LookupRequest(typ); known {
 		if !caps.CanRequest(typ) {
 			return notAdvertised(typ)
 		}

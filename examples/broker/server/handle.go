@@ -169,7 +169,7 @@ func (h *handler) handle(req conn.Request) bool {
 		return false
 	}
 	typ := req.Message.MessageType()
-	if felix.IsClientMessage(typ) {
+	if _, ok := felix.LookupRequest(typ); ok {
 		// A request this broker does not serve (and does not advertise).
 		return h.unsupported(typ, "", felix.Opt[uint64]{})
 	}
