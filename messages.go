@@ -155,7 +155,6 @@ func NewMessage(typ string) Message {
 	return nil
 }
 
-
 // DecodeMessage decodes one JSON control payload (the payload of a frame
 // with flags 0) into its message type. An unknown "type" yields an
 // *UnknownMessage. Errors are *Error values of class ErrInvalidJSON (or
