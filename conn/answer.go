@@ -199,6 +199,30 @@ func (p *PendingAnswer) Resolve(ctx context.Context, res PublishResult, err erro
 	return p.err
 }
 
+// Post records the outcome of the publish like Resolve, but returns at
+// once: the answer is written in its turn, on a goroutine of this package
+// when no Resolve call is writing. Use it where blocking is not allowed,
+// such as the done callback of Client.PublishBatchAsync or
+// PublishViewAsync (a proxy answering its client from the upstream's
+// answer). A second Post or Resolve is ignored.
+func (p *PendingAnswer) Post(res PublishResult, err error) {
+	if p.form == formNone {
+		return
+	}
+	s := p.s
+	s.ans.mu.Lock()
+	defer s.ans.mu.Unlock()
+	if p.ready {
+		return
+	}
+	p.ready = true
+	p.build(res, err)
+	if !s.ans.running && s.ans.q[0].ready {
+		s.ans.running = true
+		go s.writeAnswers()
+	}
+}
+
 // writeAnswers writes the resolved answers at the head of the queue, in
 // order, under the stream's context (their Resolve calls may have given
 // up waiting), and stops at the first unresolved one.

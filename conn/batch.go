@@ -12,7 +12,8 @@ import (
 // event batches as they arrived (Subscription.NextFrame / NextBatch), an
 // event stream that forwards them (EventStream.ForwardBatch), and publishes
 // whose payloads are a sequence or a parsed batch (Client.PublishSeq,
-// PublishView, PublishViewAsync), as a proxy needs.
+// PublishView, PublishViewAsync), as a proxy needs (its answers to its own
+// clients are PendingAnswer.Post, in answer.go).
 
 // payloadSource is where the payloads of a publish come from when they are
 // not a [][]byte (PublishOptions.src).
@@ -70,30 +71,6 @@ func (c *Client) PublishView(ctx context.Context, t Topic, v *felix.PublishBatch
 func (c *Client) PublishViewAsync(ctx context.Context, t Topic, v *felix.PublishBatchView, o PublishOptions, done func(PublishResult, error)) error {
 	o.src = &payloadSource{view: v}
 	return c.PublishBatchAsync(ctx, t, nil, o, done)
-}
-
-// Post records the outcome of the publish like Resolve, but returns at
-// once: the answer is written in its turn, on a goroutine of this package
-// when no Resolve call is writing. Use it where blocking is not allowed,
-// such as the done callback of Client.PublishBatchAsync or
-// PublishViewAsync (a proxy answering its client from the upstream's
-// answer). A second Post or Resolve is ignored.
-func (p *PendingAnswer) Post(res PublishResult, err error) {
-	if p.form == formNone {
-		return
-	}
-	s := p.s
-	s.ans.mu.Lock()
-	defer s.ans.mu.Unlock()
-	if p.ready {
-		return
-	}
-	p.ready = true
-	p.build(res, err)
-	if !s.ans.running && s.ans.q[0].ready {
-		s.ans.running = true
-		go s.writeAnswers()
-	}
 }
 
 // NextFrame returns the next event batch of the subscription as it
