@@ -246,11 +246,11 @@ func TestShardedSubscription(t *testing.T) {
 	require.NoError(t, b.server().Engine().CreateStream(engine.Topic{Tenant: sharded.TenantID, Namespace: "ns", Stream: "sharded"},
 		engine.StreamConfig{Durable: true, Shards: 4}))
 	c, _ := newClient(t, []string{b.addr}, nil)
-	n, _, err := c.StreamShards(ctxT(t), sharded)
+	n, _, err := shardsOf(c.StreamShards(ctxT(t), sharded))
 	require.NoError(t, err)
 	require.Equal(t, uint32(4), n)
 	// sharded.reports_the_shard_count: unknown stream → 0 and refused.
-	n, _, err = c.StreamShards(ctxT(t), client.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: "nope"})
+	n, _, err = shardsOf(c.StreamShards(ctxT(t), client.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: "nope"}))
 	require.NoError(t, err)
 	require.Zero(t, n)
 	_, err = c.SubscribeSharded(ctxT(t), client.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: "nope"}, client.ShardedOptions{})

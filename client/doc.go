@@ -21,6 +21,34 @@
 // built on conn.Client, the single-connection building block (one QUIC
 // connection to one broker, no re-dial, typed errors passed through).
 //
+// # Requests
+//
+// The client's request surface is three things. The typed one-answer
+// requests (caches, counters, conditional writes, commits and state,
+// consumer groups, reads, inspection) are api.Calls, embedded: c.CachePut,
+// c.Commit, c.Group(ref).Poll, c.StreamRead ... are methods of the client,
+// written once in package api and taking api's types (api.GroupRef,
+// api.CommitRequest, api.ReadOptions, api.IfAbsent ...). Request sends any
+// request of felix.Requests(), typed call or not; it is the api.Requestor
+// those calls run on, so every request is routed, retried and checked by
+// the same rules, read off the protocol's facts (felix.LookupRequest:
+// Safe, Route) rather than written per call. At(addr) is a Requestor that
+// pins one broker (api.New(c.At(addr)).ShardInspect(...), per-broker
+// subscription lists): retried there, never moved or redirected.
+//
+// What both client.Client and conn.Client offer, and why each has its
+// own: the streaming primitives — Publish, PublishBatch, Subscribe,
+// CacheWatch, NewProducer — which keep a stream or a window open and so
+// are not one-answer requests (conn's act on its one connection and end
+// with it; the client's route to the shard's owner, resume and retry);
+// Request (conn's sends on its connection and returns typed errors as
+// they came, the client's follows the decision table below); Flush and
+// Close (of one connection, or of every connection the client holds).
+// What the client counts is Stats (conn.Client.TransportStats per
+// connection); the negotiated Capabilities, addresses and raw streams
+// (RawRequest, OpenRaw, for extension messages) belong to one connection
+// and are conn's only.
+//
 // A Client starts from one or more seed addresses and learns the cluster
 // from them (topology, auth_ok's listener_ports, owner hints), keeps one
 // connection per broker it talks to, and heals them: a lost connection is
@@ -38,8 +66,10 @@
 // with the original request (a subscribe keeps its start offset through
 // every hop), at most Config.MaxRedirects hops per attempt and never to
 // the same broker twice; it is never reported as an error and never
-// spends the retry budget. Keyed publishes are routed with felix.Routing
-// over the stream's shard count (stream_shards, cached).
+// spends the retry budget. Keyed publishes and keyed requests (publish_if,
+// commit, state_get) are routed with felix.Routing over the stream's shard
+// count (stream_shards, asked once and kept; a StreamShards call's answer
+// is kept too).
 //
 // # Retries
 //
@@ -122,20 +152,21 @@
 //
 // # Queues, commits and inspection
 //
-// Group is a consumer group of one shard: poll, ack, nack, extend, dead
-// letters (list, redrive, discard), seek, describe and delete all go to
-// the shard's leader, and Group.Records is a consumer loop that settles
-// every record it yields. Commit (one event plus state changes, validated
-// on the client first), StateGet and PublishIf go to the leader of the
-// shard the entity or routing key lands on; CachePutIf and CacheDeleteIf
-// are compare-and-set cache writes. OffsetForTime and StreamRead read a
-// shard on its leader; ShardOwners, Topology, CacheShards and
-// StreamShards describe the cluster; ShardInspect and Subscriptions (a
-// token granted node.view:cluster:*) describe one broker; RawRequest sends
-// any message. Each call is sent only when the broker it reaches
-// advertised its feature (conn.ErrNotAdvertised otherwise, nothing sent).
-// Reads are re-sent after a lost connection; writes and settling calls
-// are not, once they may have been applied (*AmbiguousError).
+// Group(ref) is a consumer group of one shard (an *api.Group): poll, ack,
+// nack, extend, dead letters (list, redrive, discard), seek, describe and
+// delete all go to the shard's leader, and Records is a consumer loop
+// that settles every record it yields. Commit (one event plus state
+// changes, validated on the client first), StateGet and PublishIf go to
+// the leader of the shard the entity or routing key lands on; CachePutIf
+// and CacheDeleteIf are compare-and-set cache writes. OffsetForTime and
+// StreamRead read a shard on its leader; ShardOwners, Topology,
+// CacheShards and StreamShards describe the cluster; ShardInspect and
+// Subscriptions (a token granted node.view:cluster:*) describe the broker
+// they reach — api.New(c.At(addr)) picks it. Each call is sent only when
+// the broker it reaches advertised its feature (conn.ErrNotAdvertised
+// otherwise, nothing sent). Reads are re-sent after a lost connection;
+// writes and settling calls are not, once they may have been applied
+// (*AmbiguousError).
 //
 // # Observability
 //

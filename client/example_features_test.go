@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
@@ -49,14 +50,15 @@ func ExampleClient_Group() {
 
 	// A group on shard 2, started at the tail; unkeyed records land on
 	// shard 0, so publish with a key that routes to shard 2.
-	g := c.Group(client.GroupRef{Topic: exampleStream, Shard: 2, Group: "billing"})
+	g := c.Group(api.GroupRef{Topic: exampleStream, Shard: 2, Group: "billing"})
 	if _, err := g.Seek(ctx, felix.StartPosition{Kind: felix.StartLatest}, false); err != nil {
 		log.Fatal(err)
 	}
-	n, routing, err := c.StreamShards(ctx, exampleStream)
+	v, err := c.StreamShards(ctx, exampleStream)
 	if err != nil {
 		log.Fatal(err)
 	}
+	n, routing := v.Shards, v.Routing.V
 	var key []byte
 	for i := 0; key == nil; i++ {
 		if k := []byte(fmt.Sprint("customer-", i)); routing.ShardOf(k, true, n) == 2 {
@@ -66,7 +68,7 @@ func ExampleClient_Group() {
 	if _, err := c.Publish(ctx, exampleStream, []byte("invoice #1"), client.PublishOptions{Ack: felix.AckPerBatch, Key: key}); err != nil {
 		log.Fatal(err)
 	}
-	recs, err := g.Poll(ctx, client.PollOptions{Max: 10, Wait: time.Second})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 10, Wait: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func ExampleClient_Group() {
 			log.Fatal(err)
 		}
 	}
-	recs, _ = g.Poll(ctx, client.PollOptions{Max: 10})
+	recs, _ = g.Poll(ctx, api.PollOptions{Max: 10})
 	fmt.Println("after the ack:", len(recs), "records")
 	// Output:
 	// invoice #1 (attempt 1)
@@ -89,7 +91,7 @@ func ExampleGroup_Records() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stream := client.Topic{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Stream: cluster.MovableStream}
-	g := c.Group(client.GroupRef{Topic: stream, Group: "mailer"})
+	g := c.Group(api.GroupRef{Topic: stream, Group: "mailer"})
 	for _, p := range []string{"welcome", "reminder", "bye"} {
 		if _, err := c.Publish(ctx, stream, []byte(p), client.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
 			log.Fatal(err)
@@ -123,9 +125,9 @@ func ExampleClient_Commit() {
 	account := []byte("account-42")
 	// One event and the state it implies, atomically, on the leader of
 	// the shard the entity routes to.
-	off, err := c.Commit(ctx, client.CommitRequest{Topic: exampleStream, EntityKey: account, Ops: []conn.CommitOp{
-		conn.PublishEvent("", []byte(`{"deposit":10}`)),
-		conn.PutState("", "balance", []byte("10")),
+	off, err := c.Commit(ctx, api.CommitRequest{Topic: exampleStream, EntityKey: account, Ops: []api.CommitOp{
+		api.PublishEvent("", []byte(`{"deposit":10}`)),
+		api.PutState("", "balance", []byte("10")),
 	}})
 	if err != nil {
 		log.Fatal(err)
@@ -137,14 +139,14 @@ func ExampleClient_Commit() {
 	fmt.Println(string(v.Value), v.Version == off)
 
 	// Validated before sending: two events are refused, naming the op.
-	_, err = c.Commit(ctx, client.CommitRequest{Topic: exampleStream, EntityKey: account, Ops: []conn.CommitOp{
-		conn.PublishEvent("", nil), conn.EnqueueEvent("", nil)}})
-	var ce *conn.CommitError
-	fmt.Println(errors.Is(err, conn.ErrCommitEventCount), errors.As(err, &ce) && ce.Index == 1)
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: exampleStream, EntityKey: account, Ops: []api.CommitOp{
+		api.PublishEvent("", nil), api.EnqueueEvent("", nil)}})
+	var ce *api.CommitError
+	fmt.Println(errors.Is(err, api.ErrCommitEventCount), errors.As(err, &ce) && ce.Index == 1)
 
 	// A commit expecting a stale offset writes nothing.
-	_, err = c.Commit(ctx, client.CommitRequest{Topic: exampleStream, EntityKey: account, ExpectedOffset: felix.Some(off),
-		Ops: []conn.CommitOp{conn.PublishEvent("", nil), conn.PutState("", "balance", []byte("0"))}})
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: exampleStream, EntityKey: account, ExpectedOffset: felix.Some(off),
+		Ops: []api.CommitOp{api.PublishEvent("", nil), api.PutState("", "balance", []byte("0"))}})
 	var rf *conn.PublishRefusedError
 	if errors.As(err, &rf) {
 		tail, _ := rf.Tail()
@@ -267,7 +269,7 @@ func ExampleClient_StreamRead() {
 		log.Fatal(err)
 	}
 	fmt.Println("first record since start:", off, found)
-	page, err := c.StreamRead(ctx, stream, 0, client.ReadOptions{From: 1})
+	page, err := c.StreamRead(ctx, stream, 0, api.ReadOptions{From: 1})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -314,11 +316,12 @@ func ExampleClient_Subscriptions() {
 		log.Fatal(err)
 	}
 	defer ops.Close()
-	// Each broker lists its own subscriptions: ask every one.
+	// Each broker lists its own subscriptions: ask every one (At pins a
+	// broker: never redirected, never moved to another).
 	for _, addr := range cl.Addrs() {
 		var cursor *felix.SubscriptionsCursor
 		for {
-			page, err := ops.Subscriptions(ctx, addr, felix.SubscriptionsFilter{Stream: felix.Some(cluster.DurableStream)}, 100, cursor)
+			page, err := api.New(ops.At(addr)).Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some(cluster.DurableStream)}, 100, cursor)
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -333,13 +336,15 @@ func ExampleClient_Subscriptions() {
 	// Output: durable shard 3 dropped 0
 }
 
-func ExampleClient_RawRequest() {
+func ExampleClient_Request() {
 	c, _, stop := exampleCluster(cluster.DefaultToken)
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ans, err := c.RawRequest(ctx, &felix.StreamShards{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace,
-		Stream: cluster.DurableStream, RequestID: 1})
+	// A request of felix.Requests() without a typed call; the client sets
+	// its request id, routes and retries it.
+	ans, err := c.Request(ctx, &felix.StreamShards{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace,
+		Stream: cluster.DurableStream})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -69,7 +70,7 @@ func ExampleProducer() {
 	}
 	wg.Wait()
 
-	page, err := c.StreamRead(ctx, events, 0, client.ReadOptions{MaxRecords: 100})
+	page, err := c.StreamRead(ctx, events, 0, api.ReadOptions{MaxRecords: 100})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/examples/broker/server"
 )
@@ -173,7 +174,7 @@ func ExampleClient_Flush() {
 	if err := c.Flush(ctx); err != nil {
 		log.Fatal(err)
 	}
-	page, err := c.StreamRead(ctx, clicks, 0, client.ReadOptions{From: 0, MaxRecords: 1000})
+	page, err := c.StreamRead(ctx, clicks, 0, api.ReadOptions{From: 0, MaxRecords: 1000})
 	if err != nil {
 		log.Fatal(err)
 	}

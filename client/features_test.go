@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
@@ -76,15 +77,15 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 	c, n := seedClient(t, cl, seed, func(c *client.Config) { c.NoDiscovery = true })
 	ctx := ctxT(t)
 
-	g := c.Group(client.GroupRef{Topic: work, Shard: shard, Group: "workers"})
+	g := c.Group(api.GroupRef{Topic: work, Shard: shard, Group: "workers"})
 	// An empty poll is an answer; it was redirected to the leader.
-	recs, err := g.Poll(ctx, client.PollOptions{Max: 4})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 4})
 	require.NoError(t, err)
 	require.Empty(t, recs)
 	require.Positive(t, n.count(client.NoticeRedirect), "the poll was sent to a follower first")
 
 	// Records for the shard: publish under keys that route there.
-	shards, routing, err := c.StreamShards(ctx, work)
+	shards, routing, err := shardsOf(c.StreamShards(ctx, work))
 	require.NoError(t, err)
 	var keys [][]byte
 	for i := 0; len(keys) < 4; i++ {
@@ -97,7 +98,7 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 		_, err := c.Publish(ctx, work, []byte{byte('0' + i)}, client.PublishOptions{Ack: felix.AckPerBatch, Key: k})
 		require.NoError(t, err)
 	}
-	recs, err = g.Poll(ctx, client.PollOptions{Max: 2, Wait: time.Second})
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 2, Wait: time.Second})
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
 	require.Equal(t, uint32(1), recs[0].Attempts)
@@ -109,14 +110,14 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 	granted, err := g.Extend(ctx, recs[1].Offset, recs[1].Attempts, time.Minute)
 	require.NoError(t, err)
 	require.Positive(t, granted)
-	require.NoError(t, g.Nack(ctx, recs[1].Offset, client.NackOptions{}))
-	again, err := g.Poll(ctx, client.PollOptions{Max: 1})
+	require.NoError(t, g.Nack(ctx, recs[1].Offset, api.NackOptions{}))
+	again, err := g.Poll(ctx, api.PollOptions{Max: 1})
 	require.NoError(t, err)
 	require.Len(t, again, 1)
 	require.Equal(t, recs[1].Offset, again[0].Offset)
 	require.Equal(t, uint32(2), again[0].Attempts)
 	// The attempt bound is 2: this nack sets it aside.
-	require.NoError(t, g.Nack(ctx, again[0].Offset, client.NackOptions{}))
+	require.NoError(t, g.Nack(ctx, again[0].Offset, api.NackOptions{}))
 	dead, err := g.DeadLetters(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []uint64{recs[1].Offset}, dead)
@@ -133,7 +134,7 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 	// (acked by the loop), dead-letters the third and then breaks out.
 	var seen []uint64
 	var attempts []uint32
-	for d, err := range g.Records(ctx, client.PollOptions{Max: 3}) {
+	for d, err := range g.Records(ctx, api.PollOptions{Max: 3}) {
 		require.NoError(t, err)
 		seen = append(seen, d.Offset)
 		attempts = append(attempts, d.Attempts)
@@ -167,7 +168,7 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 		require.Equal(t, "x", string(d.Payload))
 		break
 	}
-	back, err := g.Poll(ctx, client.PollOptions{Max: 1})
+	back, err := g.Poll(ctx, api.PollOptions{Max: 1})
 	require.NoError(t, err)
 	require.Len(t, back, 1, "nacked by the loop, redelivered at once")
 	require.Equal(t, uint32(2), back[0].Attempts)
@@ -185,19 +186,19 @@ func TestCommitOnTheClusterGoesToTheLeader(t *testing.T) {
 	cl := startFeatureCluster(t)
 	probe, _ := seedClient(t, cl, 0, nil)
 	ctx := ctxT(t)
-	shards, routing, err := probe.StreamShards(ctx, work)
+	shards, routing, err := shardsOf(probe.StreamShards(ctx, work))
 	require.NoError(t, err)
 	entity := []byte("account-1")
 	seed, _ := notLeading(t, cl, probe, routing.ShardOf(entity, true, shards))
 	c, n := seedClient(t, cl, seed, func(c *client.Config) { c.NoDiscovery = true })
 
-	off, err := c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: entity, Ops: []conn.CommitOp{
-		conn.PublishEvent("", []byte("opened")), conn.PutState("", "balance", []byte("10"))}})
+	off, err := c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: entity, Ops: []api.CommitOp{
+		api.PublishEvent("", []byte("opened")), api.PutState("", "balance", []byte("10"))}})
 	require.NoError(t, err)
 	require.Positive(t, n.count(client.NoticeRedirect))
 	v, err := c.StateGet(ctx, work, entity, "balance")
 	require.NoError(t, err)
-	require.Equal(t, client.StateValue{Value: []byte("10"), Found: true, Version: off, HasVersion: true, AsOf: v.AsOf, HasAsOf: true}, v)
+	require.Equal(t, api.StateValue{Value: []byte("10"), Found: true, Version: off, HasVersion: true, AsOf: v.AsOf, HasAsOf: true}, v)
 	require.GreaterOrEqual(t, v.AsOf, off)
 	absent, err := c.StateGet(ctx, work, entity, "never")
 	require.NoError(t, err)
@@ -205,15 +206,15 @@ func TestCommitOnTheClusterGoesToTheLeader(t *testing.T) {
 	require.Nil(t, absent.Value)
 
 	// A stale expected offset: refused with the tail, nothing written.
-	_, err = c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: entity, ExpectedOffset: felix.Some(off),
-		Ops: []conn.CommitOp{conn.PublishEvent("", []byte("late")), conn.DeleteState("", "balance")}})
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: entity, ExpectedOffset: felix.Some(off),
+		Ops: []api.CommitOp{api.PublishEvent("", []byte("late")), api.DeleteState("", "balance")}})
 	var rf *conn.PublishRefusedError
 	require.ErrorAs(t, err, &rf)
 	tail, ok := rf.Tail()
 	require.True(t, ok)
 	require.Equal(t, off+1, tail)
-	off2, err := c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: entity, ExpectedOffset: felix.Some(tail),
-		Ops: []conn.CommitOp{conn.PublishEvent("", []byte("closed")), conn.DeleteState("", "balance")}})
+	off2, err := c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: entity, ExpectedOffset: felix.Some(tail),
+		Ops: []api.CommitOp{api.PublishEvent("", []byte("closed")), api.DeleteState("", "balance")}})
 	require.NoError(t, err)
 	require.Equal(t, tail, off2)
 	gone, err := c.StateGet(ctx, work, entity, "balance")
@@ -254,18 +255,18 @@ func TestCommitValidatedBeforeAnythingIsSent(t *testing.T) {
 	c, n := newClient(t, []string{"127.0.0.1:1"}, nil)
 	ctx := ctxT(t)
 	for _, tc := range []struct {
-		ops   []conn.CommitOp
+		ops   []api.CommitOp
 		want  error
 		index int
 	}{
-		{[]conn.CommitOp{conn.PutState("", "k", nil)}, conn.ErrCommitEventCount, -1},
-		{[]conn.CommitOp{conn.PublishEvent("", nil), conn.EnqueueEvent("", nil)}, conn.ErrCommitEventCount, 1},
-		{[]conn.CommitOp{conn.PublishEvent("", nil), conn.PutState("elsewhere", "k", nil)}, conn.ErrCommitNotOnOwningShard, 1},
-		{[]conn.CommitOp{conn.PublishEvent("", nil), conn.DeleteState("", "")}, conn.ErrCommitInvalidOp, 1},
+		{[]api.CommitOp{api.PutState("", "k", nil)}, api.ErrCommitEventCount, -1},
+		{[]api.CommitOp{api.PublishEvent("", nil), api.EnqueueEvent("", nil)}, api.ErrCommitEventCount, 1},
+		{[]api.CommitOp{api.PublishEvent("", nil), api.PutState("elsewhere", "k", nil)}, api.ErrCommitNotOnOwningShard, 1},
+		{[]api.CommitOp{api.PublishEvent("", nil), api.DeleteState("", "")}, api.ErrCommitInvalidOp, 1},
 	} {
-		_, err := c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: []byte("e"), Ops: tc.ops})
+		_, err := c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: []byte("e"), Ops: tc.ops})
 		require.ErrorIs(t, err, tc.want)
-		var ce *conn.CommitError
+		var ce *api.CommitError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, tc.index, ce.Index, "%v", err)
 	}
@@ -277,24 +278,24 @@ func TestFeaturesNotAdvertisedAreNotSent(t *testing.T) {
 	// A client offering nothing gets nothing advertised.
 	c, _ := seedClient(t, cl, 0, func(c *client.Config) { c.Conn.Legacy = true })
 	ctx := ctxT(t)
-	_, err := c.Commit(ctx, client.CommitRequest{Topic: work, EntityKey: []byte("e"), Ops: []conn.CommitOp{conn.PublishEvent("", nil)}})
+	_, err := c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", nil)}})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.StateGet(ctx, work, []byte("e"), "k")
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.PublishIf(ctx, work, [][]byte{nil}, nil, 0)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.Group(client.GroupRef{Topic: work, Group: "g"}).Poll(ctx, client.PollOptions{})
+	_, err = c.Group(api.GroupRef{Topic: work, Group: "g"}).Poll(ctx, api.PollOptions{})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.Topology(ctx)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.StreamRead(ctx, work, 0, client.ReadOptions{})
+	_, err = c.StreamRead(ctx, work, 0, api.ReadOptions{})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.CachePutIf(ctx, client.CacheRef{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Cache: cluster.Cache},
 		"k", nil, felix.CacheCondition{Kind: felix.CondAbsent}, 0)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, 0)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.Subscriptions(ctx, "", felix.SubscriptionsFilter{}, 0, nil)
+	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 }
 
@@ -302,11 +303,11 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	cl := startFeatureCluster(t)
 	c, _ := seedClient(t, cl, 0, nil)
 	ctx := ctxT(t)
-	n, routing, err := c.StreamShards(ctx, work)
+	n, routing, err := shardsOf(c.StreamShards(ctx, work))
 	require.NoError(t, err)
 	require.Equal(t, uint32(3), n)
 	require.Equal(t, felix.RoutingModulo, routing)
-	n, _, err = c.StreamShards(ctx, client.Topic{TenantID: work.TenantID, Namespace: work.Namespace, Stream: cluster.MissingStream})
+	n, _, err = shardsOf(c.StreamShards(ctx, client.Topic{TenantID: work.TenantID, Namespace: work.Namespace, Stream: cluster.MissingStream}))
 	require.NoError(t, err)
 	require.Zero(t, n, "unknown stream: 0, not 1")
 	cs, err := c.CacheShards(ctx, client.CacheRef{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Cache: cluster.SingleShardCache})
@@ -336,12 +337,12 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	_, found, err = c.OffsetForTime(ctx, work, shard, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.False(t, found)
-	page, err := c.StreamRead(ctx, work, shard, client.ReadOptions{From: 1})
+	page, err := c.StreamRead(ctx, work, shard, api.ReadOptions{From: 1})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 2)
 	require.Equal(t, "b", string(page.Records[0].Payload))
 	require.Equal(t, uint64(3), page.Next)
-	_, err = c.StreamRead(ctx, work, shard, client.ReadOptions{From: 99})
+	_, err = c.StreamRead(ctx, work, shard, api.ReadOptions{From: 99})
 	var ce *conn.CursorError
 	require.True(t, errors.As(err, &ce), "got %v", err)
 
@@ -367,7 +368,7 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	if other == leader {
 		other = cl.Addr(1)
 	}
-	fview, err := ops.ShardInspectAt(ctx, other, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
+	fview, err := api.New(ops.At(other)).ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
 	require.NoError(t, err)
 	require.Equal(t, "none", fview.Role)
 	require.Equal(t, felix.Some("not_assigned_here"), fview.Reason)
@@ -376,20 +377,22 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	sub, err := c.Subscribe(ctx, work, client.SubscribeOptions{Shard: shard})
 	require.NoError(t, err)
 	defer sub.Close()
-	listed, err := ops.Subscriptions(ctx, leader, felix.SubscriptionsFilter{Stream: felix.Some(work.Stream)}, 0, nil)
+	listed, err := api.New(ops.At(leader)).Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some(work.Stream)}, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, view.NodeID, listed.NodeID)
 	require.Len(t, listed.Subscriptions, 1, "the leader serves the subscription")
 	require.Equal(t, shard, listed.Subscriptions[0].Shard)
-	elsewhere, err := ops.Subscriptions(ctx, other, felix.SubscriptionsFilter{Stream: felix.Some(work.Stream)}, 0, nil)
+	elsewhere, err := api.New(ops.At(other)).Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some(work.Stream)}, 0, nil)
 	require.NoError(t, err)
 	require.Empty(t, elsewhere.Subscriptions, "each broker lists its own")
 
-	// Raw requests: the answer as it came.
-	ans, err := c.RawRequest(ctx, &felix.StreamShards{TenantID: work.TenantID, Namespace: work.Namespace, Stream: work.Stream, RequestID: 7})
+	// A request without a typed call: Request (any broker), At (one).
+	req := &felix.StreamShards{TenantID: work.TenantID, Namespace: work.Namespace, Stream: work.Stream}
+	ans, err := c.Request(ctx, req)
 	require.NoError(t, err)
-	require.Equal(t, &felix.StreamShardsView{Shards: 3, RequestID: 7}, ans)
-	ans, err = c.RawRequestAt(ctx, cl.Addr(2), &felix.Topology{})
+	require.NotZero(t, req.RequestID, "Request sets the request id")
+	require.Equal(t, &felix.StreamShardsView{Shards: 3, RequestID: req.RequestID}, ans)
+	ans, err = c.At(cl.Addr(2)).Request(ctx, &felix.Topology{})
 	require.NoError(t, err)
 	require.Len(t, ans.(*felix.TopologyView).Brokers, 3)
 }

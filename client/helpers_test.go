@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -18,6 +19,15 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// shardsOf reads a stream_shards answer as its shard count (0 for an
+// unknown stream) and routing (absent routing is modulo, the zero value).
+func shardsOf(v *felix.StreamShardsView, err error) (uint32, felix.Routing, error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	return v.Shards, v.Routing.V, nil
+}
 
 // certs is one certificate shared by every test broker, so one client
 // trusts them all.

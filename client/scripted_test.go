@@ -511,7 +511,7 @@ func TestScriptedKeyedPublishToOwner(t *testing.T) {
 				cl.SetOwner("s", uint32(i), i)
 			}
 			c, n := scriptedClient(t, cl, cl.Addrs(), nil)
-			_, _, err := c.StreamShards(ctxT(t), sTopic)
+			_, err := c.StreamShards(ctxT(t), sTopic)
 			require.NoError(t, err)
 			// Learn the owners: one publish per shard (a redirect each at most).
 			for s := range uint32(shards) {
@@ -833,7 +833,7 @@ func TestScriptedNegotiation(t *testing.T) {
 		require.False(t, publishes(cl)[0].Publish.Binary, "0x0008 is not in ORIGINAL_V1_FLAGS")
 		_, err = c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(3)})
 		require.ErrorIs(t, err, conn.ErrNotAdvertised, "offsets (0x0020) were not negotiated")
-		_, _, err = c.StreamShards(ctxT(t), sTopic)
+		_, err = c.StreamShards(ctxT(t), sTopic)
 		require.ErrorIs(t, err, conn.ErrNotAdvertised)
 		for _, r := range cl.Received() {
 			require.NotContains(t, []string{"subscribe", "stream_shards", "topology", "shard_owners"}, r.Type, "never sent")

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
@@ -192,11 +193,20 @@ func (fx *Fx) scRead(t conn.Topic, from uint64, n int) []client.Event {
 	return out
 }
 
+// shardsOf reads a stream_shards answer as its shard count (0 for an
+// unknown stream) and routing (absent routing is modulo, the zero value).
+func shardsOf(v *felix.StreamShardsView, err error) (uint32, felix.Routing, error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	return v.Shards, v.Routing.V, nil
+}
+
 // scOwner returns the address of the broker that owns shard of stream
 // (shard_owners, asked of the first fixture broker).
 func (fx *Fx) scOwner(stream string, shard uint32) string {
 	fx.t.Helper()
-	owners, err := fx.client().ShardOwners(fx.ctx(), fx.TenantID, fx.Namespace, stream, felix.ShardKindStream)
+	owners, err := api.New(fx.client()).ShardOwners(fx.ctx(), fx.TenantID, fx.Namespace, stream, felix.ShardKindStream)
 	require.NoError(fx.t, err)
 	for _, o := range owners {
 		if o.Shard == shard && o.Addr.V != "" {
@@ -504,7 +514,7 @@ func Test_retry_transport_failures_are_retried_against_another_broker(t *testing
 		// of a shard the link node does not own, by a redirect.
 		c, n := fx.scLinkClient(nil)
 		tp := fx.topic(fx.DurableStream)
-		shards, _, err := c.StreamShards(fx.ctx(), tp)
+		shards, _, err := shardsOf(c.StreamShards(fx.ctx(), tp))
 		require.NoError(t, err)
 		linkOwner := fx.scOwner(fx.LinkStream, 0)
 		var other string
@@ -525,7 +535,7 @@ func Test_retry_transport_failures_are_retried_against_another_broker(t *testing
 		// it and must go to the other broker, not to the dead one.
 		m := n.mark()
 		fx.scLink("reset", 0)
-		_, _, err = c.StreamShards(fx.ctx(), tp)
+		_, err = c.StreamShards(fx.ctx(), tp)
 		require.NoError(t, err, "retried on another broker")
 		ev := n.wait(fx, m, client.NoticeRetry, nil)
 		require.Equal(t, fx.LinkAddr, ev.Addr, "the failure was the dead connection's")
@@ -762,7 +772,7 @@ func Test_error_unauthorized_is_typed(t *testing.T) {
 // scKeys returns one routing key per shard of t.
 func (fx *Fx) scKeys(c *client.Client, t conn.Topic) [][]byte {
 	fx.t.Helper()
-	n, routing, err := c.StreamShards(fx.ctx(), t)
+	n, routing, err := shardsOf(c.StreamShards(fx.ctx(), t))
 	require.NoError(fx.t, err)
 	require.Greater(fx.t, n, uint32(1), "a multi-shard stream")
 	keys := make([][]byte, n)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
@@ -88,8 +89,8 @@ func (e *scenarioEnv) topic() conn.Topic {
 // freshGroup returns a group on shard 0 of the durable stream (where
 // unkeyed publishes land) positioned at the tail, so that records
 // published by other scenarios are not in its way.
-func (e *scenarioEnv) freshGroup(ctx context.Context, c *client.Client) (*client.Group, error) {
-	g := c.Group(conn.GroupRef{Topic: e.topic(), Group: uniqueName("conformance")})
+func (e *scenarioEnv) freshGroup(ctx context.Context, c *client.Client) (*api.Group, error) {
+	g := c.Group(api.GroupRef{Topic: e.topic(), Group: uniqueName("conformance")})
 	if _, err := g.Seek(ctx, felix.StartPosition{Kind: felix.StartLatest}, false); err != nil {
 		return nil, notAdvertised(fmt.Errorf("seek to latest: %w", err), "consumer groups with group_seek (needed to start a group at the tail)")
 	}
@@ -109,10 +110,10 @@ func publishN(ctx context.Context, c *client.Client, t conn.Topic, n int, tag st
 }
 
 // pollAll polls until n records arrived (or a poll comes back empty).
-func pollAll(ctx context.Context, g *client.Group, n int) ([]conn.GroupRecord, error) {
-	var out []conn.GroupRecord
+func pollAll(ctx context.Context, g *api.Group, n int) ([]api.GroupRecord, error) {
+	var out []api.GroupRecord
 	for len(out) < n {
-		recs, err := g.Poll(ctx, conn.PollOptions{Max: uint32(n - len(out)), Wait: time.Second})
+		recs, err := g.Poll(ctx, api.PollOptions{Max: uint32(n - len(out)), Wait: time.Second})
 		if err != nil {
 			return nil, fmt.Errorf("poll: %w", err)
 		}
@@ -130,7 +131,7 @@ func queuePollReturnsClaimedRecords(ctx context.Context, t testing.TB, e *scenar
 	if err != nil {
 		return nil, err
 	}
-	recs, err := g.Poll(ctx, conn.PollOptions{Max: 5})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 5})
 	if err != nil {
 		return nil, fmt.Errorf("an empty poll must be an answer, got %w", err)
 	}
@@ -142,7 +143,7 @@ func queuePollReturnsClaimedRecords(ctx context.Context, t testing.TB, e *scenar
 	if err != nil {
 		return nil, err
 	}
-	recs, err = g.Poll(ctx, conn.PollOptions{Max: 2, Wait: time.Second})
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 2, Wait: time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func queuePollReturnsClaimedRecords(ctx context.Context, t testing.TB, e *scenar
 	if len(recs) != 3 {
 		return nil, fmt.Errorf("got %d of 3 records", len(recs))
 	}
-	again, err := g.Poll(ctx, conn.PollOptions{Max: 5})
+	again, err := g.Poll(ctx, api.PollOptions{Max: 5})
 	if err != nil || len(again) != 0 {
 		return nil, fmt.Errorf("poll with every record claimed: %d records, %v (want an empty answer)", len(again), err)
 	}
@@ -206,10 +207,10 @@ func queueAckedNotRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv)
 		ackedList = append(ackedList, r.Offset)
 	}
 	// Hand the third back: the next poll redelivers it, and only it.
-	if err := g.Nack(ctx, recs[2].Offset, conn.NackOptions{}); err != nil {
+	if err := g.Nack(ctx, recs[2].Offset, api.NackOptions{}); err != nil {
 		return nil, fmt.Errorf("nack: %w", err)
 	}
-	again, err := g.Poll(ctx, conn.PollOptions{Max: 10, Wait: time.Second})
+	again, err := g.Poll(ctx, api.PollOptions{Max: 10, Wait: time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -244,12 +245,12 @@ func queueNackedRedelivered(ctx context.Context, t testing.TB, e *scenarioEnv) (
 		return nil, fmt.Errorf("first poll: %d records, %v", len(recs), err)
 	}
 	first := recs[0]
-	if err := g.Nack(ctx, first.Offset, conn.NackOptions{}); err != nil {
+	if err := g.Nack(ctx, first.Offset, api.NackOptions{}); err != nil {
 		return nil, fmt.Errorf("nack: %w", err)
 	}
 	// At once, not after the visibility timeout: a poll that does not
 	// wait must return it.
-	again, err := g.Poll(ctx, conn.PollOptions{Max: 1})
+	again, err := g.Poll(ctx, api.PollOptions{Max: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +282,7 @@ func queueDeadLetters(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	var offsets []uint64
 	const maxRounds = 50
 	for round := 0; ; round++ {
-		recs, err := g.Poll(ctx, conn.PollOptions{Max: 2})
+		recs, err := g.Poll(ctx, api.PollOptions{Max: 2})
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +296,7 @@ func queueDeadLetters(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 			if !slices.Contains(offsets, r.Offset) {
 				offsets = append(offsets, r.Offset)
 			}
-			if err := g.Nack(ctx, r.Offset, conn.NackOptions{}); err != nil {
+			if err := g.Nack(ctx, r.Offset, api.NackOptions{}); err != nil {
 				return nil, fmt.Errorf("nack: %w", err)
 			}
 		}
@@ -320,7 +321,7 @@ func queueDeadLetters(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	if left, err := g.DeadLetters(ctx); err != nil || len(left) != 0 {
 		return nil, fmt.Errorf("dead letters after redrive and discard: %v, %v", left, err)
 	}
-	recs, err := g.Poll(ctx, conn.PollOptions{Max: 2, Wait: time.Second})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 2, Wait: time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +334,7 @@ func queueDeadLetters(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	return conformance.Evidence{"dead": dead, "redriven": offsets[0], "discarded": offsets[1]}, nil
 }
 
-func offAtt(recs []conn.GroupRecord) []string {
+func offAtt(recs []api.GroupRecord) []string {
 	var out []string
 	for _, r := range recs {
 		out = append(out, fmt.Sprintf("%d(attempt %d)", r.Offset, r.Attempts))
@@ -343,8 +344,8 @@ func offAtt(recs []conn.GroupRecord) []string {
 
 // commitOn commits one event and a put of key under entity.
 func (e *scenarioEnv) commitOn(ctx context.Context, c *client.Client, entity []byte, event []byte, key string, value []byte) (uint64, error) {
-	off, err := c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: entity, Ops: []conn.CommitOp{
-		conn.PublishEvent("", event), conn.PutState("", key, value)}})
+	off, err := c.Commit(ctx, api.CommitRequest{Topic: e.topic(), EntityKey: entity, Ops: []api.CommitOp{
+		api.PublishEvent("", event), api.PutState("", key, value)}})
 	return off, notAdvertised(err, "atomic commits")
 }
 
@@ -356,7 +357,7 @@ func commitReturnsTheOffset(ctx context.Context, t testing.TB, e *scenarioEnv) (
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	n, routing, err := c.StreamShards(ctx, e.topic())
+	n, routing, err := shardsOf(c.StreamShards(ctx, e.topic()))
 	if err != nil {
 		return nil, fmt.Errorf("stream_shards: %w", err)
 	}
@@ -394,8 +395,8 @@ func commitStateGetReturnsTheVersion(ctx context.Context, t testing.TB, e *scena
 	if err != nil || never.Found || never.Value != nil {
 		return nil, fmt.Errorf("never-written key: %+v, %v (want absent)", never, err)
 	}
-	if _, err := c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: entity, Ops: []conn.CommitOp{
-		conn.PublishEvent("", []byte("delete")), conn.DeleteState("", "balance")}}); err != nil {
+	if _, err := c.Commit(ctx, api.CommitRequest{Topic: e.topic(), EntityKey: entity, Ops: []api.CommitOp{
+		api.PublishEvent("", []byte("delete")), api.DeleteState("", "balance")}}); err != nil {
 		return nil, fmt.Errorf("commit a delete: %w", err)
 	}
 	gone, err := c.StateGet(ctx, e.topic(), entity, "balance")
@@ -412,8 +413,8 @@ func commitExpectedOffsetRefuses(ctx context.Context, t testing.TB, e *scenarioE
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	_, err = c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: entity, ExpectedOffset: felix.Some(off),
-		Ops: []conn.CommitOp{conn.PublishEvent("", []byte("stale")), conn.PutState("", "k", []byte("2"))}})
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: e.topic(), EntityKey: entity, ExpectedOffset: felix.Some(off),
+		Ops: []api.CommitOp{api.PublishEvent("", []byte("stale")), api.PutState("", "k", []byte("2"))}})
 	if err := notAdvertised(err, "conditional publishes (expected_offset)"); errors.Is(err, errSkip) {
 		return nil, err
 	}
@@ -436,12 +437,12 @@ func commitExpectedOffsetRefuses(ctx context.Context, t testing.TB, e *scenarioE
 // refused by the client with want, naming the operation of index. The
 // fixture's brokers are never asked: the request is refused whatever the
 // cluster looks like.
-func commitRefusals(ctx context.Context, t testing.TB, e *scenarioEnv, want error, ops [][]conn.CommitOp, indexes []int) (conformance.Evidence, error) {
+func commitRefusals(ctx context.Context, t testing.TB, e *scenarioEnv, want error, ops [][]api.CommitOp, indexes []int) (conformance.Evidence, error) {
 	c := e.client(t, nil)
 	var first string
 	for i, o := range ops {
-		_, err := c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: o})
-		var ce *conn.CommitError
+		_, err := c.Commit(ctx, api.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: o})
+		var ce *api.CommitError
 		if !errors.Is(err, want) || !errors.As(err, &ce) {
 			return nil, fmt.Errorf("commit %v: %v, want %v", o, err, want)
 		}
@@ -456,16 +457,16 @@ func commitRefusals(ctx context.Context, t testing.TB, e *scenarioEnv, want erro
 }
 
 func commitAnotherStreamRefused(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	return commitRefusals(ctx, t, e, conn.ErrCommitNotOnOwningShard, [][]conn.CommitOp{
-		{conn.PublishEvent("", []byte("x")), conn.PutState(e.fx.DurableStream, "k", nil), conn.PutState("another-stream", "k", nil)},
-		{conn.PublishEvent("another-stream", []byte("x"))},
+	return commitRefusals(ctx, t, e, api.ErrCommitNotOnOwningShard, [][]api.CommitOp{
+		{api.PublishEvent("", []byte("x")), api.PutState(e.fx.DurableStream, "k", nil), api.PutState("another-stream", "k", nil)},
+		{api.PublishEvent("another-stream", []byte("x"))},
 	}, []int{2, 0})
 }
 
 func commitExactlyOneEvent(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
-	return commitRefusals(ctx, t, e, conn.ErrCommitEventCount, [][]conn.CommitOp{
-		{conn.PutState("", "k", nil)},
-		{conn.PublishEvent("", []byte("a")), conn.EnqueueEvent("", []byte("b"))},
+	return commitRefusals(ctx, t, e, api.ErrCommitEventCount, [][]api.CommitOp{
+		{api.PutState("", "k", nil)},
+		{api.PublishEvent("", []byte("a")), api.EnqueueEvent("", []byte("b"))},
 	}, []int{-1, 1})
 }
 
@@ -483,7 +484,7 @@ func commitNegotiated(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	// The cluster-aware client offering nothing never sends commit or
 	// state_get: the broker did not advertise them to it.
 	c := e.client(t, func(cfg *client.Config) { cfg.Conn.Legacy = true })
-	_, err = c.Commit(ctx, conn.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: []conn.CommitOp{conn.PublishEvent("", nil)}})
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", nil)}})
 	if !errors.Is(err, conn.ErrNotAdvertised) {
 		return nil, fmt.Errorf("commit without FEATURE_ATOMIC_COMMIT: %v, want ErrNotAdvertised", err)
 	}
@@ -556,7 +557,7 @@ func publishIfRefusedWithTheTail(ctx context.Context, t testing.TB, e *scenarioE
 
 func shardedReportsTheShardCount(ctx context.Context, t testing.TB, e *scenarioEnv) (conformance.Evidence, error) {
 	c := e.client(t, nil)
-	n, _, err := c.StreamShards(ctx, e.topic())
+	n, _, err := shardsOf(c.StreamShards(ctx, e.topic()))
 	if err := notAdvertised(err, "stream_shards"); errors.Is(err, errSkip) {
 		return nil, err
 	}
@@ -564,7 +565,7 @@ func shardedReportsTheShardCount(ctx context.Context, t testing.TB, e *scenarioE
 		return nil, fmt.Errorf("shard count of %s: %d, %v (want at least 1)", e.fx.DurableStream, n, err)
 	}
 	missing := conn.Topic{TenantID: e.fx.TenantID, Namespace: e.fx.Namespace, Stream: e.fx.MissingStream}
-	m, _, err := c.StreamShards(ctx, missing)
+	m, _, err := shardsOf(c.StreamShards(ctx, missing))
 	if err != nil || m != 0 {
 		return nil, fmt.Errorf("shard count of the missing stream: %d, %v (want 0, not 1)", m, err)
 	}

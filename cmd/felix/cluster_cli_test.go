@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/flxproto/felix/examples/broker/engine"
@@ -36,8 +37,8 @@ func TestVerbsAgainstTheCluster(t *testing.T) {
 	c, err := conn.Dial(context.Background(), cl.Addr(leader), &conn.Config{TLS: cl.TLS(), TenantID: cluster.DefaultTenant, Token: cluster.DefaultToken})
 	require.NoError(t, err)
 	defer c.Close()
-	off, err := c.Commit(context.Background(), conn.CommitRequest{Topic: conn.Topic{TenantID: jobs.Tenant, Namespace: jobs.Namespace, Stream: jobs.Stream},
-		EntityKey: []byte("acct"), Ops: []conn.CommitOp{conn.PublishEvent("", []byte("opened")), conn.PutState("", "balance", []byte("10"))}})
+	off, err := api.New(c).Commit(context.Background(), api.CommitRequest{Topic: conn.Topic{TenantID: jobs.Tenant, Namespace: jobs.Namespace, Stream: jobs.Stream},
+		EntityKey: []byte("acct"), Ops: []api.CommitOp{api.PublishEvent("", []byte("opened")), api.PutState("", "balance", []byte("10"))}})
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("10\t(version %d, as of %d)\n", off, off), ok(t, cmd([]string{"state", "get"}, b, "jobs", "acct", "balance")...))
 

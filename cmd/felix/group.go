@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 )
 
@@ -173,7 +174,7 @@ func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writ
 	return cf.withClient(ctx, func(c *client.Client) error {
 		rctx, cancel := context.WithTimeout(ctx, cf.timeout+pollWait(o))
 		defer cancel()
-		g := c.Group(client.GroupRef{Topic: client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: fs.Arg(0)},
+		g := c.Group(api.GroupRef{Topic: client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: fs.Arg(0)},
 			Shard: uint32(*o.shard), Group: fs.Arg(1)})
 		what := op + " " + fs.Arg(1)
 		done := func(err error, text string) error {
@@ -188,7 +189,7 @@ func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writ
 		}
 		switch op {
 		case "poll":
-			recs, err := g.Poll(rctx, client.PollOptions{Max: uint32(min(*o.max, 1<<32-1)), Wait: *o.wait, Visibility: *o.vis})
+			recs, err := g.Poll(rctx, api.PollOptions{Max: uint32(min(*o.max, 1<<32-1)), Wait: *o.wait, Visibility: *o.vis})
 			if err != nil {
 				return cf.explain(what, err)
 			}
@@ -205,7 +206,7 @@ func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writ
 		case "ack":
 			return done(g.Ack(rctx, offset), fmt.Sprintf("acked %d", offset))
 		case "nack":
-			return done(g.Nack(rctx, offset, client.NackOptions{Delay: *o.delay, Attempts: uint32(min(*o.attempts, 1<<32-1))}),
+			return done(g.Nack(rctx, offset, api.NackOptions{Delay: *o.delay, Attempts: uint32(min(*o.attempts, 1<<32-1))}),
 				fmt.Sprintf("nacked %d", offset))
 		case "extend":
 			d, err := g.Extend(rctx, offset, uint32(min(*o.attempts, 1<<32-1)), *o.by)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -83,8 +84,8 @@ func TestStateGetCLI(t *testing.T) {
 		TenantID: server.DemoTenant, Token: server.DemoToken})
 	require.NoError(t, err)
 	defer c.Close()
-	off, err := c.Commit(ctx, conn.CommitRequest{Topic: conn.Topic{TenantID: server.DemoTenant, Namespace: "default", Stream: "accounts"},
-		EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{conn.PublishEvent("", []byte("opened")), conn.PutState("", "balance", []byte("10"))}})
+	off, err := api.New(c).Commit(ctx, api.CommitRequest{Topic: conn.Topic{TenantID: server.DemoTenant, Namespace: "default", Stream: "accounts"},
+		EntityKey: []byte("acct-1"), Ops: []api.CommitOp{api.PublishEvent("", []byte("opened")), api.PutState("", "balance", []byte("10"))}})
 	require.NoError(t, err)
 
 	require.Equal(t, "10\t(version 0, as of 0)\n", ok(t, cmd([]string{"state", "get"}, b, "accounts", "acct-1", "balance")...))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 )
 
@@ -134,10 +135,11 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 		defer cancel()
 		switch op {
 		case "shards":
-			shards, routing, err := c.StreamShards(rctx, topicOf(cf, fs.Arg(0)))
+			v, err := c.StreamShards(rctx, topicOf(cf, fs.Arg(0)))
 			if err != nil {
 				return cf.explain(op, err)
 			}
+			shards, routing := v.Shards, v.Routing.V // absent routing is modulo, the zero value
 			return cf.emit(stdout, map[string]any{"stream": fs.Arg(0), "shards": shards, "routing": routing.String()},
 				fmt.Sprintf("%d\t%s", shards, routing))
 		case "cache-shards":
@@ -181,7 +183,7 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 			return cf.emit(stdout, map[string]any{"found": true, "offset": off}, strconv.FormatUint(off, 10))
 		case "read":
 			page, err := c.StreamRead(rctx, topicOf(cf, fs.Arg(0)), uint32(*o.shard),
-				client.ReadOptions{From: *o.from, MaxRecords: uint32(min(*o.n, 1<<32-1))})
+				api.ReadOptions{From: *o.from, MaxRecords: uint32(min(*o.n, 1<<32-1))})
 			if err != nil {
 				return cf.explain(op, err)
 			}
@@ -196,7 +198,7 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 			return nil
 		case "shard":
 			// This broker's own view: never forwarded nor redirected.
-			v, err := c.ShardInspectAt(rctx, cf.addr, cf.tenant, cf.namespace, fs.Arg(0), kind, shardArg)
+			v, err := api.New(c.At(cf.addr)).ShardInspect(rctx, cf.tenant, cf.namespace, fs.Arg(0), kind, shardArg)
 			if err != nil {
 				return cf.explain(op, err)
 			}
@@ -210,7 +212,7 @@ func runInspect(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Wr
 		}
 		var cursor *felix.SubscriptionsCursor
 		for {
-			page, err := c.Subscriptions(rctx, cf.addr, filter, uint32(min(*o.n, 1<<32-1)), cursor)
+			page, err := api.New(c.At(cf.addr)).Subscriptions(rctx, filter, uint32(min(*o.n, 1<<32-1)), cursor)
 			if err != nil {
 				return cf.explain(op, err)
 			}

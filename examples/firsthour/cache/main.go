@@ -18,6 +18,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/flxproto/felix/examples/broker/engine"
@@ -79,7 +80,7 @@ func run(ctx context.Context, out io.Writer) error {
 
 	// Conditional puts: "absent" fails on a live key, a matching version wins,
 	// a stale one loses.
-	r, err := c.CachePutIf(ctx, ref, "session/long", []byte("mallory"), client.IfAbsent, 0)
+	r, err := c.CachePutIf(ctx, ref, "session/long", []byte("mallory"), api.IfAbsent, 0)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := check(item.Found && item.HasVersion, "a versioned read returns the version (%d)", item.Version); err != nil {
 		return err
 	}
-	r, err = c.CachePutIf(ctx, ref, "session/long", []byte("bob-2"), client.IfVersion(item.Version), 0)
+	r, err = c.CachePutIf(ctx, ref, "session/long", []byte("bob-2"), api.IfVersion(item.Version), 0)
 	if err != nil {
 		return err
 	}
@@ -101,14 +102,14 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	want = append(want, "put session/long=bob-2")
-	r, err = c.CachePutIf(ctx, ref, "session/long", []byte("bob-3"), client.IfVersion(item.Version), 0)
+	r, err = c.CachePutIf(ctx, ref, "session/long", []byte("bob-3"), api.IfVersion(item.Version), 0)
 	if err != nil {
 		return err
 	}
 	if err := check(!r.Applied, "put-if-version with a stale version is not applied"); err != nil {
 		return err
 	}
-	r, err = c.CachePutIf(ctx, ref, "session/new", []byte("carol"), client.IfAbsent, 0)
+	r, err = c.CachePutIf(ctx, ref, "session/new", []byte("carol"), api.IfAbsent, 0)
 	if err != nil {
 		return err
 	}

@@ -91,10 +91,11 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 	}
 	defer subc.Close()
 
-	shards, routing, err := pub.StreamShards(ctx, topic)
+	view, err := pub.StreamShards(ctx, topic)
 	if err != nil {
 		return rep, err
 	}
+	shards, routing := view.Shards, view.Routing.V
 	if shards != o.shards {
 		return rep, fmt.Errorf("stream has %d shards, want %d", shards, o.shards)
 	}
