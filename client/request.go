@@ -83,6 +83,10 @@ func (c *Client) callFor(ctx context.Context, req felix.Message) (call, error) {
 		}
 		if facts.Route != felix.RouteAny {
 			cl.key = c.keyOf(ctx, t)
+			// A first call, before the client knew it talks to a
+			// cluster, finds its key once a redirect shows it needs one,
+			// so the owner it is sent to is remembered.
+			cl.keyOf = func(ctx context.Context) *ownerKey { return c.keyOf(ctx, t) }
 		}
 	}
 	return cl, nil

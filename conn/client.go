@@ -158,6 +158,23 @@ func (c *Client) NegotiatedALPN() string { return c.qc.ConnectionState().TLS.Neg
 // LocalAddr returns the client's UDP address.
 func (c *Client) LocalAddr() net.Addr { return c.qc.LocalAddr() }
 
+// RemoteAddr returns the broker's UDP address.
+func (c *Client) RemoteAddr() net.Addr { return c.qc.RemoteAddr() }
+
+// Probe opens and authenticates a fresh stream, then finishes it: nil when
+// the broker still takes new streams. A draining broker answers the auth
+// with a *BrokerError (code draining); a lost connection gives a
+// *TransportError.
+func (c *Client) Probe(ctx context.Context) error {
+	cs, err := c.openStream(ctx)
+	if err != nil {
+		return err
+	}
+	cs.s.Close()
+	cs.s.CancelRead(0)
+	return nil
+}
+
 // Context is cancelled when the client is closed or its connection is lost.
 func (c *Client) Context() context.Context { return c.qc.Context() }
 
