@@ -264,7 +264,9 @@ func TestRequestAnswers(t *testing.T) {
 				require.ErrorContains(t, err, "counter_value")
 			}},
 		{"another request id on its own stream", func() felix.Message { return streamShardsReq() },
-			func(req felix.Message) felix.Message { return &felix.StreamShardsView{Shards: 1, RequestID: rid(req) + 1} },
+			func(req felix.Message) felix.Message {
+				return &felix.StreamShardsView{Shards: 1, RequestID: rid(req) + 1}
+			},
 			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, conn.ErrProtocol) }},
 		{"another request id pipelined", func() felix.Message { return cacheGetReq() },
 			func(req felix.Message) felix.Message {
