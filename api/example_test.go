@@ -583,3 +583,87 @@ func ExampleCalls_CacheGet() {
 	fmt.Println(v, found, err)
 	// Output: [] false <nil>
 }
+
+func ExampleCalls_CachePut() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "sessions"}
+	if err := c.CachePut(ctx, ref, "user:1", []byte("alice"), time.Hour); err != nil {
+		log.Fatal(err)
+	}
+	v, found, err := c.CacheGet(ctx, ref, "user:1")
+	fmt.Println(string(v), found, err)
+	// Output: alice true <nil>
+}
+
+func ExampleCalls_CacheDelete() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "carts"}
+	_ = c.CachePut(ctx, ref, "cart:9", []byte("3 items"), 0)
+	old, found, err := c.CacheDelete(ctx, ref, "cart:9")
+	fmt.Println(string(old), found, err)
+	_, found, err = c.CacheDelete(ctx, ref, "cart:9") // nothing left to delete
+	fmt.Println(found, err)
+	// Output:
+	// 3 items true <nil>
+	// false <nil>
+}
+
+func ExampleCalls_CounterAdd() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "metrics"}
+	_, _, _ = c.CounterAdd(ctx, ref, "visits", 2)
+	n, _, err := c.CounterAdd(ctx, ref, "visits", 3)
+	fmt.Println(n, err)
+	n, found, err := c.CounterGet(ctx, ref, "visits")
+	fmt.Println(n, found, err)
+	_, found, _ = c.CounterGet(ctx, ref, "never")
+	fmt.Println(found)
+	// Output:
+	// 5 <nil>
+	// 5 true <nil>
+	// false
+}
+
+// tracing is a Requestor over another that prints each request's type
+// and its answer's.
+type tracing struct{ r api.Requestor }
+
+func (t tracing) Request(ctx context.Context, req felix.Message) (felix.Message, error) {
+	ans, err := t.r.Request(ctx, req)
+	if err != nil {
+		fmt.Println(req.MessageType(), "failed:", err)
+		return nil, err
+	}
+	fmt.Println(req.MessageType(), "->", ans.MessageType())
+	return ans, nil
+}
+
+// New makes the typed calls over any Requestor: here a *conn.Client
+// wrapped to trace what the calls send.
+func ExampleNew() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(tracing{cc})
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "traced"}
+	_ = c.CachePut(ctx, ref, "k", []byte("v"), 0)
+	_, _, _ = c.CacheGet(ctx, ref, "k")
+	_, _ = c.Topology(ctx) // a standalone broker: not advertised, nothing sent
+	// Output:
+	// cache_put -> cache_ok
+	// cache_get -> cache_value
+	// topology failed: conn: not advertised by the peer: topology (FEATURE_TOPOLOGY)
+}
