@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
 	"github.com/stretchr/testify/require"
@@ -46,12 +47,12 @@ func TestCacheStreamRetiredAfterErrorAnswer(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ref := conn.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
 
-	err = c.CachePut(testCtx(t), ref, "k", []byte("w"), 0)
+	err = api.New(c).CachePut(testCtx(t), ref, "k", []byte("w"), 0)
 	var be *conn.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	for i := range 3 {
-		v, found, err := c.CacheGet(testCtx(t), ref, "k")
+		v, found, err := api.New(c).CacheGet(testCtx(t), ref, "k")
 		require.NoError(t, err, "get %d after the refusal", i)
 		require.True(t, found)
 		require.Equal(t, "v", string(v))

@@ -19,46 +19,46 @@ func TestCachePutGetDelete(t *testing.T) {
 	c := b.dial(t, func(c *Config) { c.CacheStreams = 3 })
 	ctx := testCtx(t)
 
-	v, found, err := c.CacheGet(ctx, cref, "k")
+	v, found, err := cacheGet(ctx, c, cref, "k")
 	require.NoError(t, err) // a miss is not an error
 	require.False(t, found)
 	require.Nil(t, v)
 
-	require.NoError(t, c.CachePut(ctx, cref, "k", []byte("v1"), 0))
-	v, found, err = c.CacheGet(ctx, cref, "k")
+	require.NoError(t, cachePut(ctx, c, cref, "k", []byte("v1"), 0))
+	v, found, err = cacheGet(ctx, c, cref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "v1", string(v))
 
 	// An empty value is a hit, not a miss.
-	require.NoError(t, c.CachePut(ctx, cref, "empty", []byte{}, 0))
-	v, found, err = c.CacheGet(ctx, cref, "empty")
+	require.NoError(t, cachePut(ctx, c, cref, "empty", []byte{}, 0))
+	v, found, err = cacheGet(ctx, c, cref, "empty")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Empty(t, v)
 
 	// TTL.
-	require.NoError(t, c.CachePut(ctx, cref, "ttl", []byte("x"), 50*time.Millisecond))
+	require.NoError(t, cachePut(ctx, c, cref, "ttl", []byte("x"), 50*time.Millisecond))
 	waitFor(t, func() bool {
-		_, found, err := c.CacheGet(ctx, cref, "ttl")
+		_, found, err := cacheGet(ctx, c, cref, "ttl")
 		return err == nil && !found
 	}, 5*time.Second, 10*time.Millisecond)
 
-	old, found, err := c.CacheDelete(ctx, cref, "k")
+	old, found, err := cacheDelete(ctx, c, cref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "v1", string(old))
-	_, found, err = c.CacheGet(ctx, cref, "k")
+	_, found, err = cacheGet(ctx, c, cref, "k")
 	require.NoError(t, err)
 	require.False(t, found)
 
 	// A broker error without request_id answers the oldest request and
 	// leaves the stream usable.
-	err = c.CachePut(ctx, CacheRef{"t1", "ns", "missing"}, "k", []byte("v"), 0)
+	err = cachePut(ctx, c, CacheRef{"t1", "ns", "missing"}, "k", []byte("v"), 0)
 	var be *BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
-	require.NoError(t, c.CachePut(ctx, cref, "k2", []byte("v2"), 0))
+	require.NoError(t, cachePut(ctx, c, cref, "k2", []byte("v2"), 0))
 }
 
 func TestCacheConcurrentMultiplexed(t *testing.T) {
@@ -71,11 +71,11 @@ func TestCacheConcurrentMultiplexed(t *testing.T) {
 	for i := range 100 {
 		wg.Go(func() {
 			k := fmt.Sprintf("k%d", i)
-			if err := c.CachePut(ctx, cref, k, []byte(k), 0); err != nil {
+			if err := cachePut(ctx, c, cref, k, []byte(k), 0); err != nil {
 				errs <- err
 				return
 			}
-			v, found, err := c.CacheGet(ctx, cref, k)
+			v, found, err := cacheGet(ctx, c, cref, k)
 			if err != nil || !found || string(v) != k {
 				errs <- fmt.Errorf("get %s: %q %v %v", k, v, found, err)
 			}
@@ -96,16 +96,16 @@ func TestCounters(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, nil)
 	ctx := testCtx(t)
-	_, found, err := c.CounterGet(ctx, cref, "n")
+	_, found, err := counterGet(ctx, c, cref, "n")
 	require.NoError(t, err)
 	require.False(t, found)
-	v, _, err := c.CounterAdd(ctx, cref, "n", 5)
+	v, _, err := counterAdd(ctx, c, cref, "n", 5)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, v)
-	v, _, err = c.CounterAdd(ctx, cref, "n", -7)
+	v, _, err = counterAdd(ctx, c, cref, "n", -7)
 	require.NoError(t, err)
 	require.EqualValues(t, -2, v)
-	v, found, err = c.CounterGet(ctx, cref, "n")
+	v, found, err = counterGet(ctx, c, cref, "n")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.EqualValues(t, -2, v)
@@ -113,11 +113,11 @@ func TestCounters(t *testing.T) {
 	// Not advertised: refused locally, nothing sent.
 	b2 := startBroker(t, brokerOpts{offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes}})
 	c2 := b2.dial(t, nil)
-	_, _, err = c2.CounterAdd(ctx, cref, "n", 1)
+	_, _, err = counterAdd(ctx, c2, cref, "n", 1)
 	require.ErrorIs(t, err, ErrNotAdvertised)
-	_, _, err = c2.CounterGet(ctx, cref, "n")
+	_, _, err = counterGet(ctx, c2, cref, "n")
 	require.ErrorIs(t, err, ErrNotAdvertised)
-	_, _, err = c2.CacheDelete(ctx, cref, "n")
+	_, _, err = cacheDelete(ctx, c2, cref, "n")
 	require.ErrorIs(t, err, ErrNotAdvertised)
 	_, err = c2.CacheWatch(ctx, cref, WatchOptions{Key: felix.Some("k")})
 	require.ErrorIs(t, err, ErrNotAdvertised)
@@ -138,10 +138,10 @@ func TestCacheWatch(t *testing.T) {
 	wk, err := c.CacheWatch(ctx, cref, WatchOptions{Key: felix.Some("user/1")})
 	require.NoError(t, err)
 
-	require.NoError(t, c.CachePut(ctx, cref, "other", []byte("x"), 0))
-	require.NoError(t, c.CachePut(ctx, cref, "user/1", []byte("a"), 0))
-	require.NoError(t, c.CachePut(ctx, cref, "user/2", []byte("b"), 0))
-	_, _, err = c.CacheDelete(ctx, cref, "user/1")
+	require.NoError(t, cachePut(ctx, c, cref, "other", []byte("x"), 0))
+	require.NoError(t, cachePut(ctx, c, cref, "user/1", []byte("a"), 0))
+	require.NoError(t, cachePut(ctx, c, cref, "user/2", []byte("b"), 0))
+	_, _, err = cacheDelete(ctx, c, cref, "user/1")
 	require.NoError(t, err)
 
 	var got []string

@@ -133,15 +133,15 @@ func TestCancelCache(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, func(c *Config) { c.CacheStreams = 1 })
 	stall := CacheRef{"t1", "ns", "stall"}
-	_, _, err := c.CacheGet(shortCtx(t), stall, "k")
+	_, _, err := cacheGet(shortCtx(t), c, stall, "k")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	err = c.CachePut(shortCtx(t), stall, "k", []byte("v"), 0)
+	err = cachePut(shortCtx(t), c, stall, "k", []byte("v"), 0)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	_, err = c.CacheWatch(shortCtx(t), stall, WatchOptions{Key: felix.Some("k")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// The pooled stream still works; the abandoned requests' answers would
 	// be discarded.
-	require.NoError(t, c.CachePut(testCtx(t), cref, "k", []byte("v"), 0))
+	require.NoError(t, cachePut(testCtx(t), c, cref, "k", []byte("v"), 0))
 	w, err := c.CacheWatch(testCtx(t), cref, WatchOptions{Key: felix.Some("k")})
 	require.NoError(t, err)
 	_, err = w.Next(shortCtx(t))
@@ -161,7 +161,7 @@ func TestCloseWhileWaiting(t *testing.T) {
 		errs <- err
 	}()
 	go func() {
-		_, _, err := c.CacheGet(ctx, CacheRef{"t1", "ns", "stall"}, "k")
+		_, _, err := cacheGet(ctx, c, CacheRef{"t1", "ns", "stall"}, "k")
 		errs <- err
 	}()
 	go func() {

@@ -189,7 +189,7 @@ func TestLegacyBrokerFallsBackToJSON(t *testing.T) {
 	// Start positions and feature requests are refused locally.
 	_, err = c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 	require.ErrorIs(t, err, ErrNotAdvertised)
-	_, _, err = c.CacheDelete(ctx, CacheRef{"t1", "ns", "c"}, "k")
+	_, _, err = cacheDelete(ctx, c, CacheRef{"t1", "ns", "c"}, "k")
 	require.ErrorIs(t, err, ErrNotAdvertised)
 	_, err = c.NewProducer(ctx)
 	require.ErrorIs(t, err, ErrNotAdvertised)

@@ -139,8 +139,10 @@ func Example() {
 	// rejected: true true
 }
 
-// ExampleClient_CacheGet shows that a cache miss is not an error.
-func ExampleClient_CacheGet() {
+// ExampleClient_Request sends one one-answer request and reads its
+// answer (package api has the typed calls written over Request); a
+// request that keeps a stream open is not one.
+func ExampleClient_Request() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	srvTLS, roots, _ := conn.SelfSigned()
@@ -178,9 +180,17 @@ func ExampleClient_CacheGet() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	v, found, err := c.CacheGet(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k")
-	fmt.Println(v, found, err)
-	// Output: [] false <nil>
+	ans, err := c.Request(ctx, &felix.CacheGet{TenantID: "t1", Namespace: "ns", Cache: "c", Key: "k"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cv := ans.(*felix.CacheValue)
+	fmt.Println(ans.MessageType(), cv.Value.Set, cv.RequestID.Set)
+	_, err = c.Request(ctx, &felix.Subscribe{TenantID: "t1", Namespace: "ns", Stream: "s"})
+	fmt.Println(errors.Is(err, conn.ErrNotARequest))
+	// Output:
+	// cache_value false true
+	// true
 }
 
 // DefaultQUICConfig gives the client's QUIC defaults to adjust: here a

@@ -15,9 +15,9 @@ import (
 )
 
 // This file starts the reference broker (examples/broker/server) for the
-// end-to-end tests of the calls in group.go, commit.go, inspect.go and
-// raw.go, and a bare broker that advertises a chosen feature set and counts
-// the requests it receives (for the not-advertised paths).
+// end-to-end tests of raw.go and the transport, and a bare broker that
+// advertises a chosen feature set and counts the requests it receives
+// (for the not-advertised paths).
 
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())

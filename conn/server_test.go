@@ -369,7 +369,7 @@ func TestBrokerShutdownCloseCode(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Publish(ctx, topic, []byte("unread"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
-	require.NoError(t, c.CachePut(ctx, cref, "k", []byte("v"), 0))
+	require.NoError(t, cachePut(ctx, c, cref, "k", []byte("v"), 0))
 	b.close()
 	<-c.Context().Done()
 	var ae *quic.ApplicationError
@@ -393,7 +393,7 @@ func TestBrokerShutdownCloseCode(t *testing.T) {
 	require.ErrorIs(t, err, ErrBrokerShutdown)
 	_, err = c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
 	require.ErrorIs(t, err, ErrBrokerShutdown)
-	_, _, err = c.CacheGet(ctx, cref, "k")
+	_, _, err = cacheGet(ctx, c, cref, "k")
 	require.ErrorIs(t, err, ErrBrokerShutdown)
 	_, err = c.Subscribe(ctx, topic, SubscribeOptions{})
 	require.ErrorIs(t, err, ErrBrokerShutdown)
@@ -519,7 +519,7 @@ func TestTokenFuncRetriesOnce(t *testing.T) {
 		}
 	})
 	ctx := testCtx(t)
-	require.NoError(t, c.CachePut(ctx, cref, "k", []byte("v"), 0)) // a second stream: a fresh token
+	require.NoError(t, cachePut(ctx, c, cref, "k", []byte("v"), 0)) // a second stream: a fresh token
 	mu.Lock()
 	require.Equal(t, []string{"expired", "fresh", "fresh2"}, seen)
 	mu.Unlock()
@@ -571,7 +571,7 @@ func TestReadRequestCancel(t *testing.T) {
 	// Cancelled while waiting for the next request.
 	got := make(chan error, 1)
 	go func() {
-		_, _, err := c.CacheGet(ctx, cref, "k")
+		_, _, err := cacheGet(ctx, c, cref, "k")
 		got <- err
 	}()
 	st, err = sc.AcceptStream(ctx) // the cache stream

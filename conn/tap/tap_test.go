@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/tap"
 	"github.com/quic-go/quic-go"
@@ -112,8 +113,8 @@ func TestRelayEndToEnd(t *testing.T) {
 	_, err = c.Publish(ctx, topic, []byte("c"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	ref := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
-	require.NoError(t, c.CachePut(ctx, ref, "k", []byte("v"), 0))
-	v, found, err := c.CacheGet(ctx, ref, "k")
+	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("v"), 0))
+	v, found, err := api.New(c).CacheGet(ctx, ref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "v", string(v))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
@@ -88,8 +89,8 @@ func TestBrokerCommandClusterServesNewNames(t *testing.T) {
 		res, err := c.Publish(t.Context(), tp, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
 		require.NoError(t, err, "node %d", i)
 		require.True(t, res.HasOffset, "durable by default, as a standalone broker's")
-		require.NoError(t, c.CachePut(t.Context(), ref, "k", []byte(a), 0))
-		v, found, err := c.CacheGet(t.Context(), ref, "k")
+		require.NoError(t, api.New(c).CachePut(t.Context(), ref, "k", []byte(a), 0))
+		v, found, err := api.New(c).CacheGet(t.Context(), ref, "k")
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, a, string(v))
@@ -151,8 +152,8 @@ func TestBrokerCommandClusterOperatorTokensStrict(t *testing.T) {
 	}
 	require.NoError(t, pub("declared"))
 	requireCode(t, pub("undeclared"), felix.CodeNotFound)
-	require.NoError(t, c.CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "app", Cache: "declared"}, "k", nil, time.Minute))
-	requireCode(t, c.CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "app", Cache: "undeclared"}, "k", nil, 0), felix.CodeNotFound)
+	require.NoError(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "app", Cache: "declared"}, "k", nil, time.Minute))
+	requireCode(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "app", Cache: "undeclared"}, "k", nil, 0), felix.CodeNotFound)
 	logs := p.stop(t)
 	require.NotContains(t, logs, p.fx.Token, "generated tokens are in the fixture file only")
 	require.NotContains(t, logs, p.fx.UnauthorizedToken)
@@ -191,7 +192,7 @@ func TestBrokerCommandCacheDeclared(t *testing.T) {
 	c, err := conn.Dial(t.Context(), b.addr, &conn.Config{TLS: &tls.Config{RootCAs: b.pool}, TenantID: "t1", Token: "demo-token"})
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "declared"}, "k", []byte("v"), 0))
-	requireCode(t, c.CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "other"}, "k", nil, 0), felix.CodeNotFound)
+	require.NoError(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "declared"}, "k", []byte("v"), 0))
+	requireCode(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "other"}, "k", nil, 0), felix.CodeNotFound)
 	require.Contains(t, b.stop(t), `msg="cache declared" tenant=t1 namespace=ns cache=declared`)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/cluster"
 	"github.com/flxproto/felix/examples/broker/engine"
@@ -216,12 +217,12 @@ func TestNamesCreatedOnFirstUse(t *testing.T) {
 
 		ref := conn.CacheRef{TenantID: tp.TenantID, Namespace: "app", Cache: "cache-" + strconv.Itoa(i)}
 		cl := dial(t, c, c.Addr(i), nil)
-		require.NoError(t, cl.CachePut(ctxT(t), ref, "k", []byte("v"), 0))
-		v, found, err := dial(t, c, c.Addr((i+1)%c.Nodes()), nil).CacheGet(ctxT(t), ref, "k")
+		require.NoError(t, api.New(cl).CachePut(ctxT(t), ref, "k", []byte("v"), 0))
+		v, found, err := api.New(dial(t, c, c.Addr((i+1)%c.Nodes()), nil)).CacheGet(ctxT(t), ref, "k")
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, "v", string(v))
-		n, _, err := cl.CounterAdd(ctxT(t), ref, "hits", 2)
+		n, _, err := api.New(cl).CounterAdd(ctxT(t), ref, "hits", 2)
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n)
 	}
@@ -236,10 +237,10 @@ func TestNamesCreatedOnFirstUse(t *testing.T) {
 	_, err = publish(t, cl, conn.Topic{TenantID: cluster.DefaultTenant, Namespace: "app", Stream: "nosuch"}, "x")
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
-	err = cl.CachePut(ctxT(t), conn.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "nosuch"}, "k", nil, 0)
+	err = api.New(cl).CachePut(ctxT(t), conn.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "nosuch"}, "k", nil, 0)
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
-	require.NoError(t, cl.CachePut(ctxT(t), conn.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "declared"}, "k", nil, 0))
+	require.NoError(t, api.New(cl).CachePut(ctxT(t), conn.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "declared"}, "k", nil, 0))
 }
 
 // GET /state: every node with its state, the faults in force, the owner

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/quic-go/quic-go"
@@ -28,7 +29,7 @@ func TestUnreadAnswersBounded(t *testing.T) {
 	}{
 		{"cache_get", felix.FeatureErrorCodes,
 			func(t *testing.T, c *conn.Client) {
-				require.NoError(t, c.CachePut(ctxT(t), ref, "v", make([]byte, 1<<20), 0))
+				require.NoError(t, api.New(c).CachePut(ctxT(t), ref, "v", make([]byte, 1<<20), 0))
 			},
 			&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some[uint64](1)}},
 		{"stream_read", felix.FeatureErrorCodes | felix.FeatureStreamRead,

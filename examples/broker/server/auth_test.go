@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/quic-go/quic-go"
@@ -382,12 +383,12 @@ func TestTokenPermissions(t *testing.T) {
 	}
 	full, reader, nothing := as("full"), as("reader"), as("nothing")
 	ref := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
-	require.NoError(t, full.CachePut(ctx, ref, "k", []byte("v"), 0))
+	require.NoError(t, api.New(full).CachePut(ctx, ref, "k", []byte("v"), 0))
 
 	_, err = reader.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	forbidden(err)
-	forbidden(reader.CachePut(ctx, ref, "k", []byte("w"), 0))
-	v, found, err := reader.CacheGet(ctx, ref, "k")
+	forbidden(api.New(reader).CachePut(ctx, ref, "k", []byte("w"), 0))
+	v, found, err := api.New(reader).CacheGet(ctx, ref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "v", string(v))
@@ -399,7 +400,7 @@ func TestTokenPermissions(t *testing.T) {
 	forbidden(err)
 	_, err = nothing.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	forbidden(err)
-	_, _, err = nothing.CacheGet(ctx, ref, "k")
+	_, _, err = api.New(nothing).CacheGet(ctx, ref, "k")
 	forbidden(err)
 
 	_, err = full.Publish(ctx, topic, []byte("ok"), conn.PublishOptions{Ack: felix.AckPerBatch})

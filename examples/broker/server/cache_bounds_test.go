@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
@@ -29,7 +30,7 @@ func TestCacheBytesBoundedPerTenantAndBrokerWide(t *testing.T) {
 	good := dial(t, srv, nil)
 	mine := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "mine"}
 	big := make([]byte, value)
-	require.NoError(t, good.CachePut(ctx, mine, "k", big, 0))
+	require.NoError(t, api.New(good).CachePut(ctx, mine, "k", big, 0))
 	heap0 := heapAfterGC()
 
 	limited := func(err error, whose string) {
@@ -44,7 +45,7 @@ func TestCacheBytesBoundedPerTenantAndBrokerWide(t *testing.T) {
 		for cache := range 20 {
 			ref := conn.CacheRef{TenantID: tenant, Namespace: "ns", Cache: "c" + strconv.Itoa(cache)}
 			for k := range 4 {
-				if err := c.CachePut(ctx, ref, "k"+strconv.Itoa(k), big, 0); err != nil {
+				if err := api.New(c).CachePut(ctx, ref, "k"+strconv.Itoa(k), big, 0); err != nil {
 					return stored, err
 				}
 				stored += value
@@ -67,11 +68,11 @@ func TestCacheBytesBoundedPerTenantAndBrokerWide(t *testing.T) {
 	require.Less(t, grown, int64(12<<20), "the heap follows the broker-wide bound (values and their write log)")
 
 	// The tenant holding data reads it and rewrites it in place.
-	v, found, err := good.CacheGet(ctx, mine, "k")
+	v, found, err := api.New(good).CacheGet(ctx, mine, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Len(t, v, value)
-	require.NoError(t, good.CachePut(ctx, mine, "k", big, 0))
+	require.NoError(t, api.New(good).CachePut(ctx, mine, "k", big, 0))
 	_, err = good.Publish(ctx, topic, []byte("still here"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 }
@@ -92,7 +93,7 @@ func TestCacheLogsBoundedBrokerWide(t *testing.T) {
 		for k := range caches {
 			big[0] = byte(i)
 			ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "log" + strconv.Itoa(k)}
-			require.NoError(t, c.CachePut(ctx, ref, "k", big, 0))
+			require.NoError(t, api.New(c).CachePut(ctx, ref, "k", big, 0))
 		}
 	}
 	logBytes, live := srv.Engine().CacheBytes()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
@@ -27,19 +28,19 @@ func TestCacheTTLExpiry(t *testing.T) {
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
 	c := dial(t, srv, nil)
-	require.NoError(t, c.CachePut(ctx, cref, "session", []byte("s1"), 1500*time.Millisecond))
-	require.NoError(t, c.CachePut(ctx, cref, "forever", []byte("f"), 0))
+	require.NoError(t, api.New(c).CachePut(ctx, cref, "session", []byte("s1"), 1500*time.Millisecond))
+	require.NoError(t, api.New(c).CachePut(ctx, cref, "forever", []byte("f"), 0))
 	clk.advance(1499 * time.Millisecond)
-	v, found, err := c.CacheGet(ctx, cref, "session")
+	v, found, err := api.New(c).CacheGet(ctx, cref, "session")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "s1", string(v))
 	clk.advance(time.Millisecond)
-	_, found, err = c.CacheGet(ctx, cref, "session")
+	_, found, err = api.New(c).CacheGet(ctx, cref, "session")
 	require.NoError(t, err)
 	require.False(t, found, "expired exactly at put time + ttl")
 	clk.advance(24 * time.Hour)
-	_, found, err = c.CacheGet(ctx, cref, "forever")
+	_, found, err = api.New(c).CacheGet(ctx, cref, "forever")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, uint64(1), srv.Stats().Engine.CacheExpired)
@@ -70,7 +71,7 @@ func TestCacheConditionalAndVersionShaping(t *testing.T) {
 	require.False(t, res.Version.Set)
 
 	plain := r.stream(t, rawFlags, 0)
-	require.NoError(t, c.CachePut(ctx, cref, "k2", []byte("x"), 0))
+	require.NoError(t, api.New(c).CachePut(ctx, cref, "k2", []byte("x"), 0))
 	plain.send(&felix.CacheGet{TenantID: cref.TenantID, Namespace: cref.Namespace, Cache: cref.Cache, Key: "k2", RequestID: felix.Some[uint64](1)})
 	cv = plain.recv().(*felix.CacheValue)
 	require.Equal(t, "x", string(cv.Value.V))
@@ -89,8 +90,8 @@ func TestWatchResumeWithoutGaps(t *testing.T) {
 	w, err := c.CacheWatch(ctx, cref, conn.WatchOptions{Prefix: felix.Some("user:")})
 	require.NoError(t, err)
 	put := func(i int) {
-		require.NoError(t, c.CachePut(ctx, cref, "user:"+strconv.Itoa(i), []byte(strconv.Itoa(i)), 0))
-		require.NoError(t, c.CachePut(ctx, cref, "other:"+strconv.Itoa(i), []byte("-"), 0))
+		require.NoError(t, api.New(c).CachePut(ctx, cref, "user:"+strconv.Itoa(i), []byte(strconv.Itoa(i)), 0))
+		require.NoError(t, api.New(c).CachePut(ctx, cref, "other:"+strconv.Itoa(i), []byte("-"), 0))
 	}
 	for i := range 10 {
 		put(i)
@@ -130,7 +131,7 @@ func TestWatchResumeWithoutGaps(t *testing.T) {
 	ev, err := rw.Next(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "3", string(ev.Value))
-	_, _, err = c.CacheDelete(ctx, cref, "user:3")
+	_, _, err = api.New(c).CacheDelete(ctx, cref, "user:3")
 	require.NoError(t, err)
 	ev, err = rw.Next(ctx)
 	require.NoError(t, err)
@@ -163,7 +164,7 @@ func TestWatchLaggedResume(t *testing.T) {
 	const n = 400 // 25 MiB of events: the watcher cannot keep up without reading
 	for i := range n {
 		big[0] = byte(i)
-		require.NoError(t, c.CachePut(ctx, cref, "hot", big, 0))
+		require.NoError(t, api.New(c).CachePut(ctx, cref, "hot", big, 0))
 	}
 	var got []uint64
 	var lag *conn.LaggedError

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ func checkServing(t *testing.T, c *conn.Client) {
 	_, err := c.Publish(ctx, topic, []byte("still here"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "alive"}
-	require.NoError(t, c.CachePut(ctx, ref, "k", []byte("v"), 0))
+	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("v"), 0))
 }
 
 func ackedFrame(t *testing.T, rid uint64, payloads ...string) []byte {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -46,28 +47,28 @@ func TestShardInspectOverQUIC(t *testing.T) {
 	require.NoError(t, err)
 
 	ops := dial(t, srv, func(c *conn.Config) { c.Token = opsToken })
-	v, err := ops.ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 0)
+	v, err := api.New(ops).ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 0)
 	require.NoError(t, err)
 	require.Equal(t, felix.ShardInspection{Shards: 2, Role: "leader", Phase: "active", Serving: true,
 		Tail: felix.Some(uint64(2)), Committed: felix.Some(uint64(2))}, v)
-	v, err = ops.ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 7)
+	v, err = api.New(ops).ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 7)
 	require.NoError(t, err)
 	require.Equal(t, felix.ShardInspection{Shards: 2, Role: "none", Phase: "unassigned", Reason: felix.Some("not_assigned_here")}, v)
-	v, err = ops.ShardInspect(ctx, durable.Tenant, durable.Namespace, "missing", felix.ShardKindStream, 0)
+	v, err = api.New(ops).ShardInspect(ctx, durable.Tenant, durable.Namespace, "missing", felix.ShardKindStream, 0)
 	require.NoError(t, err)
 	require.Zero(t, v.Shards)
 	require.False(t, v.Serving)
 
 	srv.Engine().CreateCache(engine.CacheRef{Tenant: durable.Tenant, Namespace: durable.Namespace, Cache: "c"})
-	err = app.CachePut(ctx, conn.CacheRef{TenantID: durable.Tenant, Namespace: durable.Namespace, Cache: "c"}, "k", []byte("v"), 0)
+	err = api.New(app).CachePut(ctx, conn.CacheRef{TenantID: durable.Tenant, Namespace: durable.Namespace, Cache: "c"}, "k", []byte("v"), 0)
 	require.NoError(t, err)
-	v, err = ops.ShardInspect(ctx, durable.Tenant, durable.Namespace, "c", felix.ShardKindCache, 0)
+	v, err = api.New(ops).ShardInspect(ctx, durable.Tenant, durable.Namespace, "c", felix.ShardKindCache, 0)
 	require.NoError(t, err)
 	require.Equal(t, felix.ShardInspection{Shards: 1, Role: "leader", Phase: "active", Serving: true,
 		Tail: felix.Some(uint64(1)), Committed: felix.Some(uint64(1))}, v, "a cache's tail is its change log's")
 
 	// Without node.view: forbidden, and the stream stays open.
-	_, err = app.ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 0)
+	_, err = api.New(app).ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 0)
 	var be *conn.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
@@ -108,7 +109,7 @@ func TestSubscriptionsListOverQUIC(t *testing.T) {
 		}
 	}()
 	ops := dial(t, srv, func(c *conn.Config) { c.Token = opsToken })
-	page, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{}, 2, nil)
+	page, err := api.New(ops).Subscriptions(ctx, felix.SubscriptionsFilter{}, 2, nil)
 	require.NoError(t, err)
 	require.Len(t, page.Subscriptions, 2)
 	require.NotNil(t, page.Next)
@@ -119,27 +120,27 @@ func TestSubscriptionsListOverQUIC(t *testing.T) {
 	require.Equal(t, "drop_new", first.Policy)
 	require.Positive(t, first.Capacity)
 	require.True(t, first.Peer.Set)
-	page2, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{}, 2, page.Next)
+	page2, err := api.New(ops).Subscriptions(ctx, felix.SubscriptionsFilter{}, 2, page.Next)
 	require.NoError(t, err)
 	require.Len(t, page2.Subscriptions, 1)
 	require.Nil(t, page2.Next, "the last page has no cursor")
 	require.Greater(t, page2.Subscriptions[0].SubscriberID, page.Subscriptions[1].SubscriberID)
 
-	only, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("a-stream")}, 0, nil)
+	only, err := api.New(ops).Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("a-stream")}, 0, nil)
 	require.NoError(t, err)
 	require.Len(t, only.Subscriptions, 1)
-	none, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Dropping: true}, 0, nil)
+	none, err := api.New(ops).Subscriptions(ctx, felix.SubscriptionsFilter{Dropping: true}, 0, nil)
 	require.NoError(t, err)
 	require.Empty(t, none.Subscriptions, "no queue dropped anything")
 
 	// A subscription that ends leaves the list.
 	require.NoError(t, subs[1].Close())
 	waitFor(t, func() bool {
-		p, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+		p, err := api.New(ops).Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 		return err == nil && len(p.Subscriptions) == 2
 	}, "a closed subscription is no longer listed")
 
-	_, err = app.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
+	_, err = api.New(app).Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 	var be *conn.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)

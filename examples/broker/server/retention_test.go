@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -25,15 +26,15 @@ func TestCacheRetentionInBytes(t *testing.T) {
 	checkServing(t, good)
 	c := dial(t, srv, nil)
 	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "churn"}
-	require.NoError(t, c.CachePut(ctx, ref, "warm", []byte("x"), 0))
+	require.NoError(t, api.New(c).CachePut(ctx, ref, "warm", []byte("x"), 0))
 
 	before := heapAfterGC()
 	value := bytes.Repeat([]byte("v"), size)
 	for i := range writes {
 		value[0] = byte(i)
-		require.NoError(t, c.CachePut(ctx, ref, "k", value, 0))
+		require.NoError(t, api.New(c).CachePut(ctx, ref, "k", value, 0))
 	}
-	_, found, err := c.CacheDelete(ctx, ref, "k")
+	_, found, err := api.New(c).CacheDelete(ctx, ref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	after := heapAfterGC()
@@ -46,7 +47,7 @@ func TestCacheRetentionInBytes(t *testing.T) {
 	// Live bytes: 8 keys of 256 KiB do not fit 2 MiB with their keys.
 	var be *conn.BrokerError
 	for i := range 8 {
-		err = c.CachePut(ctx, ref, fmt.Sprint("full-", i), value, 0)
+		err = api.New(c).CachePut(ctx, ref, fmt.Sprint("full-", i), value, 0)
 		if err != nil {
 			break
 		}
@@ -107,7 +108,7 @@ func TestStalledWatchBoundedInBytes(t *testing.T) {
 	ctx := ctxT(t)
 	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "w"}
 	c := dial(t, srv, nil)
-	require.NoError(t, c.CachePut(ctx, ref, "k", []byte("x"), 0))
+	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("x"), 0))
 	r := dialRaw(t, srv)
 	s := r.stream(t, rawFlags, felix.FeatureCacheWatch|felix.FeatureErrorCodes)
 	s.send(&felix.CacheWatch{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: felix.Some("k")})
@@ -118,7 +119,7 @@ func TestStalledWatchBoundedInBytes(t *testing.T) {
 	value := bytes.Repeat([]byte("v"), size)
 	for i := range writes {
 		value[0] = byte(i)
-		require.NoError(t, c.CachePut(ctx, ref, "k", value, 0))
+		require.NoError(t, api.New(c).CachePut(ctx, ref, "k", value, 0))
 	}
 	after := heapAfterGC()
 	grew := int64(after) - int64(before)

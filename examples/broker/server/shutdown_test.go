@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/quic-go/quic-go"
@@ -99,7 +100,7 @@ func TestSubscribeErrors(t *testing.T) {
 	require.Equal(t, felix.CodeNotFound, be.Code)
 	require.Equal(t, felix.RetryAfter, be.Retry)
 	nc := dial(t, strict, func(c *conn.Config) { c.NoFeatures = true })
-	_, _, err = nc.CacheGet(ctx, cref, "k")
+	_, _, err = api.New(nc).CacheGet(ctx, cref, "k")
 	require.ErrorAs(t, err, &be)
 	require.Empty(t, be.Code, "no code for a client without ERROR_CODES")
 	require.Contains(t, be.Message, "cache scope not found")

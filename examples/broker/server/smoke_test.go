@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
@@ -113,22 +114,22 @@ func TestCacheOverQUIC(t *testing.T) {
 	ctx := ctxT(t)
 	c := dial(t, srv, nil)
 	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
-	_, found, err := c.CacheGet(ctx, ref, "k")
+	_, found, err := api.New(c).CacheGet(ctx, ref, "k")
 	require.NoError(t, err)
 	require.False(t, found)
-	require.NoError(t, c.CachePut(ctx, ref, "k", []byte("v"), 0))
-	v, found, err := c.CacheGet(ctx, ref, "k")
+	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("v"), 0))
+	v, found, err := api.New(c).CacheGet(ctx, ref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "v", string(v))
-	old, found, err := c.CacheDelete(ctx, ref, "k")
+	old, found, err := api.New(c).CacheDelete(ctx, ref, "k")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, "v", string(old))
-	n, _, err := c.CounterAdd(ctx, ref, "n", 3)
+	n, _, err := api.New(c).CounterAdd(ctx, ref, "n", 3)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n)
-	n, found, err = c.CounterGet(ctx, ref, "n")
+	n, found, err = api.New(c).CounterGet(ctx, ref, "n")
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, int64(3), n)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +41,7 @@ func TestStalledWatchesShareFramesAndTheQueuedBound(t *testing.T) {
 	}
 	before := heapAfterGC()
 	value := bytes.Repeat([]byte("v"), big)
-	require.NoError(t, c.CachePut(ctx, ref, "k", value, 0))
+	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", value, 0))
 	ev, err := reader.Next(ctx)
 	require.NoError(t, err)
 	require.Len(t, ev.Value, big)
@@ -58,7 +59,7 @@ func TestStalledWatchesShareFramesAndTheQueuedBound(t *testing.T) {
 	peak := int64(0)
 	for i := range puts {
 		small[0] = byte(i)
-		require.NoError(t, c.CachePut(ctx, ref, "k", small, 0))
+		require.NoError(t, api.New(c).CachePut(ctx, ref, "k", small, 0))
 		ev, err := reader.Next(ctx)
 		require.NoError(t, err)
 		require.Equal(t, byte(i), ev.Value[0], "the reading watcher gets every event")

@@ -1,4 +1,4 @@
-package conn_test
+package api_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,7 @@ type offAtt struct {
 	Att uint32
 }
 
-func offsets(recs []conn.GroupRecord) []offAtt {
+func offsets(recs []api.GroupRecord) []offAtt {
 	out := []offAtt{}
 	for _, r := range recs {
 		out = append(out, offAtt{r.Offset, r.Attempts})
@@ -55,24 +56,25 @@ func TestGroupPollAckNackEndToEnd(t *testing.T) {
 		c.Engine.Now = clk.now
 		c.Engine.Groups.Visibility = 30 * time.Second
 	})
-	c := dialRef(t, srv, nil)
+	cc := dialRef(t, srv, nil)
+	c := api.New(cc)
 	ctx := testCtx(t)
-	g := c.Group(conn.GroupRef{Topic: jobs, Group: "workers"})
+	g := c.Group(api.GroupRef{Topic: jobs, Group: "workers"})
 
-	recs, err := g.Poll(ctx, conn.PollOptions{Max: 10})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 10})
 	require.NoError(t, err, "an empty poll is an answer")
 	require.Empty(t, recs)
 
-	publishAll(t, c, jobs, "a", "b", "c")
-	recs, err = g.Poll(ctx, conn.PollOptions{Max: 2})
+	publishAll(t, cc, jobs, "a", "b", "c")
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 2})
 	require.NoError(t, err)
 	require.Equal(t, []offAtt{{0, 1}, {1, 1}}, offsets(recs))
 	require.Equal(t, "a", string(recs[0].Payload))
 
 	require.NoError(t, g.Ack(ctx, 0))
 	requireCode(t, g.Ack(ctx, 0), felix.CodeStaleClaim)
-	require.NoError(t, g.Nack(ctx, 1, conn.NackOptions{}))
-	recs, err = g.Poll(ctx, conn.PollOptions{Max: 10})
+	require.NoError(t, g.Nack(ctx, 1, api.NackOptions{}))
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []offAtt{{1, 2}, {2, 1}}, offsets(recs), "nacked record comes back at once, attempts 2; acked 0 never")
 
@@ -81,23 +83,23 @@ func TestGroupPollAckNackEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Hour, granted)
 	clk.advance(31 * time.Second)
-	recs, err = g.Poll(ctx, conn.PollOptions{Max: 10})
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []offAtt{{1, 3}}, offsets(recs), "timed-out claim redelivered, extended one kept")
 
 	// A nack naming a superseded delivery is refused.
-	requireCode(t, g.Nack(ctx, 1, conn.NackOptions{Attempts: 2}), felix.CodeStaleClaim)
-	require.NoError(t, g.Nack(ctx, 1, conn.NackOptions{Attempts: 3, Delay: time.Minute}))
-	recs, err = g.Poll(ctx, conn.PollOptions{Max: 10})
+	requireCode(t, g.Nack(ctx, 1, api.NackOptions{Attempts: 2}), felix.CodeStaleClaim)
+	require.NoError(t, g.Nack(ctx, 1, api.NackOptions{Attempts: 3, Delay: time.Minute}))
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, recs, "delayed nack")
 
 	info, err := g.Describe(ctx)
 	require.NoError(t, err)
-	require.Equal(t, conn.GroupInfo{Committed: 1, HasCommitted: true, Tail: 3, InFlight: 1, Owed: 1}, info)
+	require.Equal(t, api.GroupInfo{Committed: 1, HasCommitted: true, Tail: 3, InFlight: 1, Owed: 1}, info)
 	pos, err := g.Seek(ctx, felix.StartPosition{Kind: felix.StartLatest}, true)
 	require.NoError(t, err)
-	require.Equal(t, conn.GroupPosition{Offset: 3, Moved: false}, pos)
+	require.Equal(t, api.GroupPosition{Offset: 3, Moved: false}, pos)
 	existed, err := g.Delete(ctx)
 	require.NoError(t, err)
 	require.True(t, existed)
@@ -108,16 +110,17 @@ func TestGroupPollAckNackEndToEnd(t *testing.T) {
 
 func TestGroupDeadLettersEndToEnd(t *testing.T) {
 	srv := startRef(t, func(c *server.Config) { c.Engine.Groups.MaxAttempts = 2 })
-	c := dialRef(t, srv, nil)
+	cc := dialRef(t, srv, nil)
+	c := api.New(cc)
 	ctx := testCtx(t)
-	g := c.Group(conn.GroupRef{Topic: jobs, Group: "dl"})
-	publishAll(t, c, jobs, "a", "b")
+	g := c.Group(api.GroupRef{Topic: jobs, Group: "dl"})
+	publishAll(t, cc, jobs, "a", "b")
 	for attempt := uint32(1); attempt <= 2; attempt++ {
-		recs, err := g.Poll(ctx, conn.PollOptions{Max: 2})
+		recs, err := g.Poll(ctx, api.PollOptions{Max: 2})
 		require.NoError(t, err)
 		require.Equal(t, []offAtt{{0, attempt}, {1, attempt}}, offsets(recs))
 		for _, r := range recs {
-			require.NoError(t, g.Nack(ctx, r.Offset, conn.NackOptions{Attempts: r.Attempts}))
+			require.NoError(t, g.Nack(ctx, r.Offset, api.NackOptions{Attempts: r.Attempts}))
 		}
 	}
 	dl, err := g.DeadLetters(ctx)
@@ -126,7 +129,7 @@ func TestGroupDeadLettersEndToEnd(t *testing.T) {
 	require.NoError(t, g.Redrive(ctx, 0))
 	require.NoError(t, g.Discard(ctx, 1))
 	requireCode(t, g.Discard(ctx, 1), felix.CodeInvalidRequest)
-	recs, err := g.Poll(ctx, conn.PollOptions{Max: 2})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 2})
 	require.NoError(t, err)
 	require.Equal(t, []offAtt{{0, 1}}, offsets(recs), "redrive resets the attempts")
 	require.NoError(t, g.DeadLetter(ctx, 0))
@@ -137,15 +140,16 @@ func TestGroupDeadLettersEndToEnd(t *testing.T) {
 
 func TestGroupRecordsLoopSettles(t *testing.T) {
 	srv := startRef(t, nil)
-	c := dialRef(t, srv, nil)
+	cc := dialRef(t, srv, nil)
+	c := api.New(cc)
 	ctx := testCtx(t)
-	g := c.Group(conn.GroupRef{Topic: jobs, Group: "loop"})
-	publishAll(t, c, jobs, "a", "b", "c", "d")
+	g := c.Group(api.GroupRef{Topic: jobs, Group: "loop"})
+	publishAll(t, cc, jobs, "a", "b", "c", "d")
 
 	// "a", "c", "d" are acked by the loop; the body nacks "b" on its first
 	// delivery and breaks on its second, so the loop gives it back.
 	var seen []string
-	for d, err := range g.Records(ctx, conn.PollOptions{Max: 4}) {
+	for d, err := range g.Records(ctx, api.PollOptions{Max: 4}) {
 		require.NoError(t, err)
 		seen = append(seen, string(d.Payload))
 		if string(d.Payload) == "b" {
@@ -157,14 +161,14 @@ func TestGroupRecordsLoopSettles(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"a", "b", "c", "d", "b"}, seen)
-	recs, err := g.Poll(ctx, conn.PollOptions{Max: 10})
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []offAtt{{1, 3}}, offsets(recs), "a, c, d acked by the loop; b given back on break")
 
 	// A cancelled context ends the loop with its error.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	for d, err := range g.Records(cctx, conn.PollOptions{}) {
+	for d, err := range g.Records(cctx, api.PollOptions{}) {
 		require.Nil(t, d)
 		require.ErrorIs(t, err, context.Canceled)
 	}
@@ -172,13 +176,13 @@ func TestGroupRecordsLoopSettles(t *testing.T) {
 
 func TestGroupCallsNotAdvertised(t *testing.T) {
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes | felix.FeatureUnsupported})
-	c := b.dial(t, nil)
+	c := api.New(b.dial(t, nil))
 	ctx := testCtx(t)
-	g := c.Group(conn.GroupRef{Topic: jobs, Group: "g"})
-	_, err := g.Poll(ctx, conn.PollOptions{})
+	g := c.Group(api.GroupRef{Topic: jobs, Group: "g"})
+	_, err := g.Poll(ctx, api.PollOptions{})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	require.ErrorIs(t, g.Ack(ctx, 0), conn.ErrNotAdvertised)
-	require.ErrorIs(t, g.Nack(ctx, 0, conn.NackOptions{}), conn.ErrNotAdvertised)
+	require.ErrorIs(t, g.Nack(ctx, 0, api.NackOptions{}), conn.ErrNotAdvertised)
 	_, err = g.Extend(ctx, 0, 1, time.Second)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	require.ErrorIs(t, g.DeadLetter(ctx, 0), conn.ErrNotAdvertised)
@@ -192,18 +196,18 @@ func TestGroupCallsNotAdvertised(t *testing.T) {
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = g.Delete(ctx)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	for _, err := range g.Records(ctx, conn.PollOptions{}) {
+	for _, err := range g.Records(ctx, api.PollOptions{}) {
 		require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	}
 	require.Empty(t, b.received(), "nothing was sent")
 
 	// Groups without claim control: the claim-control fields are refused.
 	b2 := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureConsumerGroup})
-	g2 := b2.dial(t, nil).Group(conn.GroupRef{Topic: jobs, Group: "g"})
-	_, err = g2.Poll(ctx, conn.PollOptions{Visibility: time.Second})
+	g2 := api.New(b2.dial(t, nil)).Group(api.GroupRef{Topic: jobs, Group: "g"})
+	_, err = g2.Poll(ctx, api.PollOptions{Visibility: time.Second})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = g2.Poll(ctx, conn.PollOptions{Consumer: "me"})
+	_, err = g2.Poll(ctx, api.PollOptions{Consumer: "me"})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.ErrorIs(t, g2.Nack(ctx, 0, conn.NackOptions{Delay: time.Second}), conn.ErrNotAdvertised)
+	require.ErrorIs(t, g2.Nack(ctx, 0, api.NackOptions{Delay: time.Second}), conn.ErrNotAdvertised)
 	require.Empty(t, b2.received())
 }

@@ -1,4 +1,4 @@
-package conn_test
+package api_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/server"
 )
@@ -68,30 +69,30 @@ func exampleCtx() (context.Context, context.CancelFunc) {
 
 // exampleQueue publishes payloads to a fresh stream and returns a group on
 // its shard 0 (unkeyed records land there).
-func exampleQueue(ctx context.Context, c *conn.Client, stream string, payloads ...string) *conn.Group {
+func exampleQueue(ctx context.Context, c *conn.Client, stream string, payloads ...string) *api.Group {
 	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: stream}
 	for _, p := range payloads {
 		if _, err := c.Publish(ctx, t, []byte(p), conn.PublishOptions{Ack: felix.AckPerMessage}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	return c.Group(conn.GroupRef{Topic: t, Group: "workers"})
+	return api.New(c).Group(api.GroupRef{Topic: t, Group: "workers"})
 }
 
 func ExampleGroup_Poll() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "poll", "a", "b")
-	recs, err := g.Poll(ctx, conn.PollOptions{Max: 10, Wait: time.Second})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "poll", "a", "b")
+	recs, err := g.Poll(ctx, api.PollOptions{Max: 10, Wait: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, r := range recs {
 		fmt.Printf("offset %d attempt %d: %s\n", r.Offset, r.Attempts, r.Payload)
 	}
-	recs, err = g.Poll(ctx, conn.PollOptions{Max: 10}) // everything is claimed
+	recs, err = g.Poll(ctx, api.PollOptions{Max: 10}) // everything is claimed
 	fmt.Println(len(recs), err)
 	// Output:
 	// offset 0 attempt 1: a
@@ -102,10 +103,10 @@ func ExampleGroup_Poll() {
 func ExampleGroup_Ack() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "ack", "a")
-	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "ack", "a")
+	recs, _ := g.Poll(ctx, api.PollOptions{})
 	fmt.Println(g.Ack(ctx, recs[0].Offset))
 	var be *conn.BrokerError
 	err := g.Ack(ctx, recs[0].Offset) // no claim any more
@@ -118,14 +119,14 @@ func ExampleGroup_Ack() {
 func ExampleGroup_Nack() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "nack", "a")
-	recs, _ := g.Poll(ctx, conn.PollOptions{})
-	if err := g.Nack(ctx, recs[0].Offset, conn.NackOptions{Attempts: recs[0].Attempts}); err != nil {
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "nack", "a")
+	recs, _ := g.Poll(ctx, api.PollOptions{})
+	if err := g.Nack(ctx, recs[0].Offset, api.NackOptions{Attempts: recs[0].Attempts}); err != nil {
 		log.Fatal(err)
 	}
-	recs, _ = g.Poll(ctx, conn.PollOptions{}) // redelivered at once
+	recs, _ = g.Poll(ctx, api.PollOptions{}) // redelivered at once
 	fmt.Println(recs[0].Offset, recs[0].Attempts)
 	// Output: 0 2
 }
@@ -133,10 +134,10 @@ func ExampleGroup_Nack() {
 func ExampleGroup_Extend() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "extend", "slow job")
-	recs, _ := g.Poll(ctx, conn.PollOptions{Visibility: 10 * time.Second})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "extend", "slow job")
+	recs, _ := g.Poll(ctx, api.PollOptions{Visibility: 10 * time.Second})
 	granted, err := g.Extend(ctx, recs[0].Offset, recs[0].Attempts, time.Minute)
 	fmt.Println(granted, err)
 	// Output: 1m0s <nil>
@@ -145,12 +146,12 @@ func ExampleGroup_Extend() {
 func ExampleGroup_DeadLetters() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "dead", "poison")
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "dead", "poison")
 	for range 2 { // the example broker's attempt bound is 2
-		recs, _ := g.Poll(ctx, conn.PollOptions{})
-		_ = g.Nack(ctx, recs[0].Offset, conn.NackOptions{})
+		recs, _ := g.Poll(ctx, api.PollOptions{})
+		_ = g.Nack(ctx, recs[0].Offset, api.NackOptions{})
 	}
 	dead, err := g.DeadLetters(ctx)
 	fmt.Println(dead, err)
@@ -160,10 +161,10 @@ func ExampleGroup_DeadLetters() {
 func ExampleGroup_DeadLetter() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "deadletter", "cannot parse")
-	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "deadletter", "cannot parse")
+	recs, _ := g.Poll(ctx, api.PollOptions{})
 	fmt.Println(g.DeadLetter(ctx, recs[0].Offset)) // no point retrying
 	dead, _ := g.DeadLetters(ctx)
 	fmt.Println(dead)
@@ -175,10 +176,10 @@ func ExampleGroup_DeadLetter() {
 func ExampleDelivery_Nack() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "delivery", "flaky")
-	for d, err := range g.Records(ctx, conn.PollOptions{}) {
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "delivery", "flaky")
+	for d, err := range g.Records(ctx, api.PollOptions{}) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -198,15 +199,15 @@ func ExampleDelivery_Nack() {
 func ExampleGroup_Redrive() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "redrive", "retry me")
-	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "redrive", "retry me")
+	recs, _ := g.Poll(ctx, api.PollOptions{})
 	_ = g.DeadLetter(ctx, recs[0].Offset)
 	if err := g.Redrive(ctx, recs[0].Offset); err != nil {
 		log.Fatal(err)
 	}
-	recs, _ = g.Poll(ctx, conn.PollOptions{})
+	recs, _ = g.Poll(ctx, api.PollOptions{})
 	fmt.Println(string(recs[0].Payload), "attempt", recs[0].Attempts)
 	// Output: retry me attempt 1
 }
@@ -214,10 +215,10 @@ func ExampleGroup_Redrive() {
 func ExampleGroup_Discard() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "discard", "junk")
-	recs, _ := g.Poll(ctx, conn.PollOptions{})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "discard", "junk")
+	recs, _ := g.Poll(ctx, api.PollOptions{})
 	_ = g.DeadLetter(ctx, recs[0].Offset)
 	fmt.Println(g.Discard(ctx, recs[0].Offset))
 	dead, _ := g.DeadLetters(ctx)
@@ -230,9 +231,9 @@ func ExampleGroup_Discard() {
 func ExampleGroup_Seek() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "seek", "old", "older")
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "seek", "old", "older")
 	pos, err := g.Seek(ctx, felix.StartPosition{Kind: felix.StartLatest}, false) // skip the backlog
 	fmt.Println(pos.Offset, pos.Moved, err)
 	// Output: 2 true <nil>
@@ -241,10 +242,10 @@ func ExampleGroup_Seek() {
 func ExampleGroup_Describe() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "describe", "a", "b", "c")
-	_, _ = g.Poll(ctx, conn.PollOptions{Max: 1})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "describe", "a", "b", "c")
+	_, _ = g.Poll(ctx, api.PollOptions{Max: 1})
 	info, err := g.Describe(ctx)
 	fmt.Printf("committed %d tail %d in flight %d owed %d %v\n", info.Committed, info.Tail, info.InFlight, info.Owed, err)
 	// Output: committed 0 tail 3 in flight 1 owed 2 <nil>
@@ -253,10 +254,10 @@ func ExampleGroup_Describe() {
 func ExampleGroup_Delete() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "delete", "a")
-	_, _ = g.Poll(ctx, conn.PollOptions{})
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "delete", "a")
+	_, _ = g.Poll(ctx, api.PollOptions{})
 	existed, err := g.Delete(ctx)
 	fmt.Println(existed, err)
 	// Output: true <nil>
@@ -265,10 +266,10 @@ func ExampleGroup_Delete() {
 func ExampleGroup_Records() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	g := exampleQueue(ctx, c, "records", "job-1", "job-2", "stop")
-	for d, err := range g.Records(ctx, conn.PollOptions{}) {
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	g := exampleQueue(ctx, cc, "records", "job-1", "job-2", "stop")
+	for d, err := range g.Records(ctx, api.PollOptions{}) {
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -283,39 +284,41 @@ func ExampleGroup_Records() {
 	// processing job-2
 }
 
-func ExampleClient_Commit() {
+func ExampleCalls_Commit() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	accounts := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "accounts"}
-	off, err := c.Commit(ctx, conn.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{
-		conn.PublishEvent("", []byte(`{"deposit":10}`)),
-		conn.PutState("", "balance", []byte("10")),
+	off, err := c.Commit(ctx, api.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []api.CommitOp{
+		api.PublishEvent("", []byte(`{"deposit":10}`)),
+		api.PutState("", "balance", []byte("10")),
 	}})
 	fmt.Println(off, err)
 
 	// Refused before sending: two events; an operation on another stream.
-	_, err = c.Commit(ctx, conn.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{
-		conn.PublishEvent("", nil), conn.EnqueueEvent("", nil)}})
-	fmt.Println(errors.Is(err, conn.ErrCommitEventCount))
-	_, err = c.Commit(ctx, conn.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []conn.CommitOp{
-		conn.PublishEvent("", nil), conn.PutState("audit", "k", nil)}})
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []api.CommitOp{
+		api.PublishEvent("", nil), api.EnqueueEvent("", nil)}})
+	fmt.Println(errors.Is(err, api.ErrCommitEventCount))
+	_, err = c.Commit(ctx, api.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []api.CommitOp{
+		api.PublishEvent("", nil), api.PutState("audit", "k", nil)}})
 	fmt.Println(err)
 	// Output:
 	// 0 <nil>
 	// true
-	// conn: commit operation not on the entity's stream and shard: operation 1 (put on stream "audit" key "k"; commit stream "accounts")
+	// api: commit operation not on the entity's stream and shard: operation 1 (put on stream "audit" key "k"; commit stream "accounts")
 }
 
-func ExampleClient_StateGet() {
+func ExampleCalls_StateGet() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	carts := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "carts"}
-	off, _ := c.Commit(ctx, conn.CommitRequest{Topic: carts, EntityKey: []byte("cart-9"), Ops: []conn.CommitOp{
-		conn.PublishEvent("", []byte("added")), conn.PutState("", "items", []byte("1"))}})
+	off, _ := c.Commit(ctx, api.CommitRequest{Topic: carts, EntityKey: []byte("cart-9"), Ops: []api.CommitOp{
+		api.PublishEvent("", []byte("added")), api.PutState("", "items", []byte("1"))}})
 	v, err := c.StateGet(ctx, carts, []byte("cart-9"), "items")
 	fmt.Println(string(v.Value), v.Version == off, v.AsOf >= off, err)
 	v, _ = c.StateGet(ctx, carts, []byte("cart-9"), "coupon")
@@ -325,11 +328,12 @@ func ExampleClient_StateGet() {
 	// false
 }
 
-func ExampleClient_PublishIf() {
+func ExampleCalls_PublishIf() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	ledger := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "ledger"}
 	res, err := c.PublishIf(ctx, ledger, [][]byte{[]byte("entry")}, nil, 0)
 	fmt.Println(res.Offset, err)
@@ -344,11 +348,12 @@ func ExampleClient_PublishIf() {
 	// offset_mismatch tail 1
 }
 
-func ExampleClient_CachePutIf() {
+func ExampleCalls_CachePutIf() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks"}
 	r, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-a"), felix.CacheCondition{Kind: felix.CondAbsent}, time.Minute)
 	fmt.Println("a:", r.Applied)
@@ -359,11 +364,12 @@ func ExampleClient_CachePutIf() {
 	// b: false true
 }
 
-func ExampleClient_CacheDeleteIf() {
+func ExampleCalls_CacheDeleteIf() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks2"}
 	r, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-a"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
 	d, err := c.CacheDeleteIf(ctx, ref, "leader", r.Version) // release only our own lock
@@ -371,11 +377,12 @@ func ExampleClient_CacheDeleteIf() {
 	// Output: true <nil>
 }
 
-func ExampleClient_CacheGetVersioned() {
+func ExampleCalls_CacheGetVersioned() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "versioned"}
 	r, _ := c.CachePutIf(ctx, ref, "k", []byte("v"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
 	item, err := c.CacheGetVersioned(ctx, ref, "k")
@@ -383,11 +390,12 @@ func ExampleClient_CacheGetVersioned() {
 	// Output: v true <nil>
 }
 
-func ExampleClient_StreamShards() {
+func ExampleCalls_StreamShards() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	s, err := c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "orders"})
 	fmt.Println(s.Shards, s.Routing.V, err)
 	fmt.Println("customer-1 lands on shard", s.Routing.V.Shard([]byte("customer-1"), s.Shards))
@@ -396,23 +404,25 @@ func ExampleClient_StreamShards() {
 	// customer-1 lands on shard 3
 }
 
-func ExampleClient_CacheShards() {
+func ExampleCalls_CacheShards() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	n, err := c.CacheShards(ctx, conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c"})
 	fmt.Println(n, err)
 	// Output: 1 <nil>
 }
 
-func ExampleClient_OffsetForTime() {
+func ExampleCalls_OffsetForTime() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "timeline"}
-	_, _ = c.Publish(ctx, t, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
+	_, _ = cc.Publish(ctx, t, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
 	off, found, err := c.OffsetForTime(ctx, t, 0, time.Unix(0, 0))
 	fmt.Println(off, found, err)
 	_, found, _ = c.OffsetForTime(ctx, t, 0, time.Now().Add(time.Hour))
@@ -422,15 +432,16 @@ func ExampleClient_OffsetForTime() {
 	// false
 }
 
-func ExampleClient_StreamRead() {
+func ExampleCalls_StreamRead() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "history"}
-	_, _ = c.PublishBatch(ctx, t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch})
+	_, _ = cc.PublishBatch(ctx, t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch})
 	for from := uint64(0); ; {
-		page, err := c.StreamRead(ctx, t, 0, conn.ReadOptions{From: from, MaxRecords: 2})
+		page, err := c.StreamRead(ctx, t, 0, api.ReadOptions{From: from, MaxRecords: 2})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -446,11 +457,12 @@ func ExampleClient_StreamRead() {
 	// Output: 0:a 1:b 2:c
 }
 
-func ExampleClient_Topology() {
+func ExampleCalls_Topology() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	// A standalone broker is no cluster: it does not advertise topology,
 	// and nothing is sent.
 	_, err := c.Topology(ctx)
@@ -458,11 +470,12 @@ func ExampleClient_Topology() {
 	// Output: true
 }
 
-func ExampleClient_ShardOwners() {
+func ExampleCalls_ShardOwners() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	owners, err := c.ShardOwners(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream)
 	if errors.Is(err, conn.ErrNotAdvertised) {
 		fmt.Println("standalone broker: every shard is local")
@@ -474,17 +487,19 @@ func ExampleClient_ShardOwners() {
 	// Output: standalone broker: every shard is local
 }
 
-func ExampleClient_ShardInspect() {
+func ExampleCalls_ShardInspect() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
 	// The demo token is not granted node.view:cluster:*.
 	_, err := c.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
 	var be *conn.BrokerError
 	fmt.Println(errors.As(err, &be) && be.Code == felix.CodeForbidden)
-	ops := exampleOpsClient(ctx)
-	defer ops.Close()
+	opsc := exampleOpsClient(ctx)
+	defer opsc.Close()
+	ops := api.New(opsc)
 	view, err := ops.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
 	if err != nil {
 		log.Fatal(err)
@@ -495,19 +510,20 @@ func ExampleClient_ShardInspect() {
 	// 4 leader active true
 }
 
-func ExampleClient_Subscriptions() {
+func ExampleCalls_Subscriptions() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	sub, err := c.Subscribe(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "watched"},
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	sub, err := cc.Subscribe(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "watched"},
 		conn.SubscribeOptions{Shard: felix.Some(uint32(2))})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer sub.Close()
-	ops := exampleOpsClient(ctx)
-	defer ops.Close()
+	opsc := exampleOpsClient(ctx)
+	defer opsc.Close()
+	ops := api.New(opsc)
 	var cursor *felix.SubscriptionsCursor
 	for {
 		page, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("watched")}, 100, cursor)
@@ -524,38 +540,130 @@ func ExampleClient_Subscriptions() {
 	// Output: watched 2 0 0
 }
 
-func ExampleClient_RawRequest() {
-	ctx, cancel := exampleCtx()
+// ExampleCalls_CacheGet shows that a cache miss is not an error.
+func ExampleCalls_CacheGet() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	ans, err := c.RawRequest(ctx, &felix.Extension{Name: "acme.ping"})
-	fmt.Println(ans.MessageType(), err)
-	// Output: unsupported <nil>
-}
-
-func ExampleClient_OpenRaw() {
-	ctx, cancel := exampleCtx()
-	defer cancel()
-	c := exampleClient(ctx)
-	defer c.Close()
-	rs, err := c.OpenRaw(ctx)
+	srvTLS, roots, _ := conn.SelfSigned()
+	ln, err := conn.Listen("127.0.0.1:0", &conn.ServerConfig{TLS: srvTLS, Offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer rs.Close()
-	_ = rs.Send(ctx, &felix.CounterAdd{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c", Key: "hits", Delta: 2, RequestID: 1})
-	_ = rs.Send(ctx, &felix.CounterAdd{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c", Key: "hits", Delta: 3, RequestID: 2})
-	_ = rs.CloseWrite()
-	for {
-		m, err := rs.Recv(ctx)
+	defer ln.Close()
+	go func() { // a cache that is always empty
+		sc, err := ln.Accept(ctx)
 		if err != nil {
-			break // io.EOF after the last answer
+			return
 		}
-		v := m.(*felix.CounterValue)
-		fmt.Println(v.RequestID, v.Value.V)
+		for {
+			st, err := sc.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				defer st.Close()
+				for {
+					req, err := st.ReadRequest(ctx)
+					if err != nil {
+						return
+					}
+					if g, ok := req.Message.(*felix.CacheGet); ok {
+						st.WriteMessage(ctx, &felix.CacheValue{TenantID: g.TenantID, Namespace: g.Namespace, Cache: g.Cache, Key: g.Key, RequestID: g.RequestID})
+					}
+				}
+			}()
+		}
+	}()
+	c, err := conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "x", CacheStreams: 1})
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer c.Close()
+	v, found, err := api.New(c).CacheGet(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k")
+	fmt.Println(v, found, err)
+	// Output: [] false <nil>
+}
+
+func ExampleCalls_CachePut() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "sessions"}
+	if err := c.CachePut(ctx, ref, "user:1", []byte("alice"), time.Hour); err != nil {
+		log.Fatal(err)
+	}
+	v, found, err := c.CacheGet(ctx, ref, "user:1")
+	fmt.Println(string(v), found, err)
+	// Output: alice true <nil>
+}
+
+func ExampleCalls_CacheDelete() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "carts"}
+	_ = c.CachePut(ctx, ref, "cart:9", []byte("3 items"), 0)
+	old, found, err := c.CacheDelete(ctx, ref, "cart:9")
+	fmt.Println(string(old), found, err)
+	_, found, err = c.CacheDelete(ctx, ref, "cart:9") // nothing left to delete
+	fmt.Println(found, err)
 	// Output:
-	// 1 2
-	// 2 5
+	// 3 items true <nil>
+	// false <nil>
+}
+
+func ExampleCalls_CounterAdd() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(cc)
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "metrics"}
+	_, _, _ = c.CounterAdd(ctx, ref, "visits", 2)
+	n, _, err := c.CounterAdd(ctx, ref, "visits", 3)
+	fmt.Println(n, err)
+	n, found, err := c.CounterGet(ctx, ref, "visits")
+	fmt.Println(n, found, err)
+	_, found, _ = c.CounterGet(ctx, ref, "never")
+	fmt.Println(found)
+	// Output:
+	// 5 <nil>
+	// 5 true <nil>
+	// false
+}
+
+// tracing is a Requestor over another that prints each request's type
+// and its answer's.
+type tracing struct{ r api.Requestor }
+
+func (t tracing) Request(ctx context.Context, req felix.Message) (felix.Message, error) {
+	ans, err := t.r.Request(ctx, req)
+	if err != nil {
+		fmt.Println(req.MessageType(), "failed:", err)
+		return nil, err
+	}
+	fmt.Println(req.MessageType(), "->", ans.MessageType())
+	return ans, nil
+}
+
+// New makes the typed calls over any Requestor: here a *conn.Client
+// wrapped to trace what the calls send.
+func ExampleNew() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+	cc := exampleClient(ctx)
+	defer cc.Close()
+	c := api.New(tracing{cc})
+	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "traced"}
+	_ = c.CachePut(ctx, ref, "k", []byte("v"), 0)
+	_, _, _ = c.CacheGet(ctx, ref, "k")
+	_, _ = c.Topology(ctx) // a standalone broker: not advertised, nothing sent
+	// Output:
+	// cache_put -> cache_ok
+	// cache_get -> cache_value
+	// topology failed: conn: not advertised by the peer: topology (FEATURE_TOPOLOGY)
 }

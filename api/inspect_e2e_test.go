@@ -1,13 +1,12 @@
-package conn_test
+package api_test
 
 import (
-	"context"
 	"errors"
-	"io"
 	"testing"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/broker/engine"
 	"github.com/flxproto/felix/examples/broker/server"
@@ -28,7 +27,8 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	require.NoError(t, srv.Engine().CreateStream(engine.Topic{Tenant: sharded.TenantID, Namespace: sharded.Namespace, Stream: sharded.Stream},
 		engine.StreamConfig{Durable: true, Shards: 3}))
 	srv.Engine().CreateCache(engine.CacheRef{Tenant: server.DemoTenant, Namespace: "ns", Cache: "c"})
-	c := dialRef(t, srv, nil)
+	cc := dialRef(t, srv, nil)
+	c := api.New(cc)
 	ctx := testCtx(t)
 
 	s, err := c.StreamShards(ctx, sharded)
@@ -45,10 +45,10 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	// offset_for_time over records appended at two broker times.
 	t0 := clk.now()
 	key := []byte("k")
-	_, err = c.PublishBatch(ctx, sharded, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
+	_, err = cc.PublishBatch(ctx, sharded, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
 	require.NoError(t, err)
 	clk.advance(time.Minute)
-	_, err = c.PublishBatch(ctx, sharded, [][]byte{[]byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
+	_, err = cc.PublishBatch(ctx, sharded, [][]byte{[]byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch, Key: key})
 	require.NoError(t, err)
 	shards, err := c.StreamShards(ctx, sharded)
 	require.NoError(t, err)
@@ -61,11 +61,11 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, found, "nothing that recent")
 
-	page, err := c.StreamRead(ctx, sharded, shard, conn.ReadOptions{From: 1, End: felix.Some(uint64(2))})
+	page, err := c.StreamRead(ctx, sharded, shard, api.ReadOptions{From: 1, End: felix.Some(uint64(2))})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
-	require.Equal(t, conn.StreamRecord{Offset: 1, Payload: []byte("b"), Publisher: server.DemoTenant, Timestamp: uint64(t0.UnixMicro())}, page.Records[0])
-	_, err = c.StreamRead(ctx, sharded, shard, conn.ReadOptions{From: 99})
+	require.Equal(t, api.StreamRecord{Offset: 1, Payload: []byte("b"), Publisher: server.DemoTenant, Timestamp: uint64(t0.UnixMicro())}, page.Records[0])
+	_, err = c.StreamRead(ctx, sharded, shard, api.ReadOptions{From: 99})
 	var ce *conn.CursorError
 	require.True(t, errors.As(err, &ce), "got %v", err)
 	require.Equal(t, "in_future", ce.Reason)
@@ -82,12 +82,12 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
-	ops := dialRef(t, srv, func(cfg *conn.Config) { cfg.Token = "ops" })
+	ops := api.New(dialRef(t, srv, func(cfg *conn.Config) { cfg.Token = "ops" }))
 	view, err := ops.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, shard)
 	require.NoError(t, err)
 	require.Equal(t, felix.ShardInspection{Shards: 3, Role: "leader", Phase: "active", Serving: true,
 		Tail: felix.Some(uint64(3)), Committed: felix.Some(uint64(3))}, view)
-	sub, err := c.Subscribe(ctx, sharded, conn.SubscribeOptions{Shard: felix.Some(shard)})
+	sub, err := cc.Subscribe(ctx, sharded, conn.SubscribeOptions{Shard: felix.Some(shard)})
 	require.NoError(t, err)
 	defer sub.Close()
 	p, err := ops.Subscriptions(ctx, felix.SubscriptionsFilter{Stream: felix.Some("sharded")}, 0, nil)
@@ -98,7 +98,7 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	require.Nil(t, p.Next)
 
 	// A client that offered nothing has nothing advertised: not sent.
-	legacy := dialRef(t, srv, func(cfg *conn.Config) { cfg.Legacy = true; cfg.Token = "ops" })
+	legacy := api.New(dialRef(t, srv, func(cfg *conn.Config) { cfg.Legacy = true; cfg.Token = "ops" }))
 	_, err = legacy.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, 0)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = legacy.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
@@ -134,9 +134,9 @@ func TestInspectionCallsOverQUIC(t *testing.T) {
 			}
 			return nil
 		})
-	c := b.dial(t, func(cfg *conn.Config) {
+	c := api.New(b.dial(t, func(cfg *conn.Config) {
 		cfg.Features = felix.DefaultClientFeatures() | felix.FeatureInspect
-	})
+	}))
 	ctx := testCtx(t)
 	brokers, err := c.Topology(ctx)
 	require.NoError(t, err)
@@ -165,66 +165,12 @@ func TestInspectionCallsOverQUIC(t *testing.T) {
 		"subscriptions_list", "shard_owners"}, b.received())
 }
 
-func TestRawRequestsAndStreams(t *testing.T) {
-	srv := startRef(t, nil)
-	c := dialRef(t, srv, nil)
-	ctx := testCtx(t)
-
-	// One request, one answer, as it came.
-	ans, err := c.RawRequest(ctx, &felix.StreamShards{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s", RequestID: 5})
-	require.NoError(t, err)
-	require.Equal(t, &felix.StreamShardsView{Shards: 1, RequestID: 5}, ans)
-	ans, err = c.RawRequest(ctx, &felix.Extension{Name: "acme.ping"})
-	require.NoError(t, err)
-	require.Equal(t, &felix.Unsupported{RequestType: "extension", Extension: felix.Some("acme.ping")}, ans)
-
-	// A raw stream carries several requests and their answers.
-	rs, err := c.OpenRaw(ctx)
-	require.NoError(t, err)
-	defer rs.Close()
-	require.True(t, rs.Capabilities().Features.Has(felix.FeatureConsumerGroup))
-	require.NoError(t, rs.Send(ctx, &felix.CachePut{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c", Key: "k", Value: []byte("v"),
-		RequestID: felix.Some(uint64(1))}))
-	require.NoError(t, rs.Send(ctx, &felix.CacheGet{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c", Key: "k", RequestID: felix.Some(uint64(2))}))
-	require.NoError(t, rs.Send(ctx, &felix.UnknownMessage{Type: "frobnicate", Raw: []byte(`{"type":"frobnicate"}`)}))
-	require.NoError(t, rs.CloseWrite())
-	m, err := rs.Recv(ctx)
-	require.NoError(t, err)
-	require.Equal(t, &felix.CacheOK{RequestID: 1}, m)
-	m, err = rs.Recv(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []byte("v"), m.(*felix.CacheValue).Value.V)
-	m, err = rs.Recv(ctx)
-	require.NoError(t, err)
-	require.Equal(t, &felix.Unsupported{RequestType: "frobnicate"}, m)
-	_, err = rs.Recv(ctx)
-	require.ErrorIs(t, err, io.EOF)
-
-	// Refused without sending: a second auth, an unadvertised request.
-	require.ErrorIs(t, rs.Send(ctx, &felix.Auth{TenantID: "t1", Token: "x"}), conn.ErrNotAdvertised)
-	_, err = c.RawRequest(ctx, &felix.Topology{})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-
-	// Against a broker without FeatureUnsupported unknown types are not sent.
-	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags})
-	bc := b.dial(t, nil)
-	_, err = bc.RawRequest(ctx, &felix.UnknownMessage{Type: "frobnicate"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = bc.RawRequest(ctx, &felix.Extension{Name: "x"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.Empty(t, b.received())
-
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err = c.RawRequest(cctx, &felix.StreamShards{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s", RequestID: 6})
-	require.ErrorIs(t, err, context.Canceled)
-}
-
 // TestInspectionNotAdvertised: against a broker that advertises none of
 // the inspection features, no inspection call is sent.
 func TestInspectionNotAdvertised(t *testing.T) {
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes})
-	c := b.dial(t, nil)
+	cc := b.dial(t, nil)
+	c := api.New(cc)
 	ctx := testCtx(t)
 	tp := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 	_, err := c.StreamShards(ctx, tp)
@@ -237,13 +183,13 @@ func TestInspectionNotAdvertised(t *testing.T) {
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, _, err = c.OffsetForTime(ctx, tp, 0, time.Now())
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.StreamRead(ctx, tp, 0, conn.ReadOptions{})
+	_, err = c.StreamRead(ctx, tp, 0, api.ReadOptions{})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 0)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.RawRequest(ctx, &felix.StreamRead{TenantID: "t1", Namespace: "ns", Stream: "s"})
+	_, err = cc.RawRequest(ctx, &felix.StreamRead{TenantID: "t1", Namespace: "ns", Stream: "s"})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	require.Empty(t, b.received(), "nothing was sent")
 }
