@@ -59,8 +59,9 @@
 //		use(ev.Payload, ev.Offset)
 //	}
 //
-//	err = c.CachePut(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k", v, time.Minute)
-//	v, found, err := c.CacheGet(ctx, ref, "k") // a miss is found == false, not an error
+//	calls := api.New(c) // the typed one-answer requests, over c.Request
+//	err = calls.CachePut(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k", v, time.Minute)
+//	v, found, err := calls.CacheGet(ctx, ref, "k") // a miss is found == false, not an error
 //
 // Acked publishes are pipelined: up to the broker's publish_window of them
 // may be unanswered at once (shared by the connection's publish streams
@@ -98,24 +99,27 @@
 // Config.MaxFrameBytes is refused before sending with a *FrameLimitError.
 // A cancelled context ends a call with the context's error.
 //
-// # Queues, commits, inspection and raw requests
+// # Requests
 //
-// Client.Group returns a consumer-group handle: Poll claims records (each
-// with its offset and attempt count; an empty poll is an empty answer),
-// Ack, Nack, Extend and DeadLetter settle them, DeadLetters, Redrive and
-// Discard manage the records set aside, Seek, Describe and Delete manage
-// the group, and Records is a consumer loop that settles what its body
-// leaves unsettled. Client.Commit sends an atomic commit (one event plus
-// state changes, validated before sending: *CommitError naming the
-// offending operation), StateGet reads the state, PublishIf and
-// CachePutIf / CacheDeleteIf are conditional writes. StreamShards,
-// CacheShards, ShardOwners, Topology, OffsetForTime, StreamRead,
-// ShardInspect and Subscriptions inspect a broker. Each of these calls is
-// one request on a stream of its own (the protocol answers them on the
-// stream they came on; not_leader carries no request id) and is sent only
-// when the broker advertised its feature. OpenRaw and RawRequest send any
-// felix.Message on an authenticated, negotiated stream and return the
-// answers as they came, for message types this package does not wrap.
+// Client.Request sends any one-answer request of felix.Requests() and
+// returns its answer: it sets the request id, refuses (ErrNotAdvertised,
+// nothing sent) a request whose feature, or the feature of an option it
+// sets, the broker did not advertise (felix.Capabilities.Unadvertised),
+// sends caches and counters pipelined over the shared cache streams and
+// every other request on a stream of its own (the protocol answers those
+// on the stream they came on; not_leader carries no request id), and turns
+// failure answers into the typed errors above. The typed calls over it
+// (caches, counters, conditional writes, commits and state, consumer
+// groups, stream reads, offsets by time, inspection and cluster queries)
+// are package api's: api.New(c).Commit(ctx, ...), the same calls
+// client.Client makes through its routing and retries. What stays here is
+// what only a connection can do: the handshake, publish streams with their
+// window (Publish, PublishBatch, PublishBatchAsync, NewProducer,
+// PublishIdempotent), event streams (Subscribe, Watch) and Flush.
+//
+// OpenRaw and RawRequest send any felix.Message (an extension, a type this
+// package does not know) on an authenticated, negotiated stream and return
+// the answers as they came, error answers included, for tools and proxies.
 //
 // # Server
 //
