@@ -70,7 +70,7 @@ func TestCommitValidatedBeforeSending(t *testing.T) {
 	// A broker that advertises commits but records every request: the
 	// invalid commits below must never reach it.
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureAtomicCommit | felix.FeaturePublishConditional})
-	c := api.New(b.dial(t, nil))
+	c := api.New(b.Dial(t, nil))
 	ctx := testCtx(t)
 	ev := []byte("e")
 	cases := []struct {
@@ -96,7 +96,7 @@ func TestCommitValidatedBeforeSending(t *testing.T) {
 			require.Contains(t, err.Error(), "operation "+string(rune('0'+tc.index)), tc.name)
 		}
 	}
-	require.Empty(t, b.received(), "no invalid commit was sent")
+	require.Empty(t, b.Received(), "no invalid commit was sent")
 }
 
 func TestCommitNotAdvertised(t *testing.T) {
@@ -106,7 +106,7 @@ func TestCommitNotAdvertised(t *testing.T) {
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureUnsupported | felix.FeatureCacheConditional})
 	ctx := testCtx(t)
 	for _, legacy := range []bool{false, true} {
-		c := api.New(b.dial(t, func(cfg *conn.Config) { cfg.Legacy = legacy }))
+		c := api.New(b.Dial(t, func(cfg *conn.Config) { cfg.Legacy = legacy }))
 		_, err := c.Commit(ctx, api.CommitRequest{Topic: orders, EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", nil)}})
 		require.ErrorIs(t, err, conn.ErrNotAdvertised)
 		_, err = c.StateGet(ctx, orders, []byte("e"), "k")
@@ -116,12 +116,12 @@ func TestCommitNotAdvertised(t *testing.T) {
 	}
 	// Commits without conditional publishes: no expected_offset.
 	b2 := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureAtomicCommit})
-	c2 := api.New(b2.dial(t, nil))
+	c2 := api.New(b2.Dial(t, nil))
 	_, err := c2.Commit(ctx, api.CommitRequest{Topic: orders, EntityKey: []byte("e"), ExpectedOffset: felix.Some(uint64(0)),
 		Ops: []api.CommitOp{api.PublishEvent("", nil)}})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.Empty(t, b.received())
-	require.Empty(t, b2.received())
+	require.Empty(t, b.Received())
+	require.Empty(t, b2.Received())
 }
 
 func TestPublishIfEndToEnd(t *testing.T) {
@@ -178,10 +178,10 @@ func TestConditionalCacheEndToEnd(t *testing.T) {
 	require.False(t, item.Found)
 
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags})
-	bc := api.New(b.dial(t, nil))
+	bc := api.New(b.Dial(t, nil))
 	_, err = bc.CachePutIf(ctx, ref, "k", nil, felix.CacheCondition{}, 0)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = bc.CacheDeleteIf(ctx, ref, "k", 1)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.Empty(t, b.received())
+	require.Empty(t, b.Received())
 }

@@ -3,43 +3,20 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"github.com/flxproto/felix/internal/reftest"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/server"
 )
-
-// readmeBroker starts a reference broker on loopback and writes its
-// certificate; stop closes both.
-func readmeBroker() (addr, caFile string, stop func()) {
-	cfg := server.Config{Addr: "127.0.0.1:0"}
-	cfg.Engine.DefaultStream.Durable = true // consumer groups need a durable stream
-	srv, err := server.Listen(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve()
-	dir, err := os.MkdirTemp("", "felix-api-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	caFile = filepath.Join(dir, "broker.pem")
-	if err := srv.WriteCertificate(caFile); err != nil {
-		log.Fatal(err)
-	}
-	return srv.Addr().String(), caFile, func() { srv.Close(); os.RemoveAll(dir) }
-}
 
 // The typed calls are methods of the client (it embeds api.Calls): routed,
 // redirected and retried by its decision table. The README's api section
 // is the middle of this code.
 func Example_client() {
-	addr, caFile, stop := readmeBroker()
+	addr, caFile, stop := reftest.ExampleBroker()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

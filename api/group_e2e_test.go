@@ -176,7 +176,7 @@ func TestGroupRecordsLoopSettles(t *testing.T) {
 
 func TestGroupCallsNotAdvertised(t *testing.T) {
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes | felix.FeatureUnsupported})
-	c := api.New(b.dial(t, nil))
+	c := api.New(b.Dial(t, nil))
 	ctx := testCtx(t)
 	g := c.Group(api.GroupRef{Topic: jobs, Group: "g"})
 	_, err := g.Poll(ctx, api.PollOptions{})
@@ -199,15 +199,15 @@ func TestGroupCallsNotAdvertised(t *testing.T) {
 	for _, err := range g.Records(ctx, api.PollOptions{}) {
 		require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	}
-	require.Empty(t, b.received(), "nothing was sent")
+	require.Empty(t, b.Received(), "nothing was sent")
 
 	// Groups without claim control: the claim-control fields are refused.
 	b2 := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureConsumerGroup})
-	g2 := api.New(b2.dial(t, nil)).Group(api.GroupRef{Topic: jobs, Group: "g"})
+	g2 := api.New(b2.Dial(t, nil)).Group(api.GroupRef{Topic: jobs, Group: "g"})
 	_, err = g2.Poll(ctx, api.PollOptions{Visibility: time.Second})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = g2.Poll(ctx, api.PollOptions{Consumer: "me"})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	require.ErrorIs(t, g2.Nack(ctx, 0, api.NackOptions{Delay: time.Second}), conn.ErrNotAdvertised)
-	require.Empty(t, b2.received())
+	require.Empty(t, b2.Received())
 }

@@ -134,7 +134,7 @@ func TestInspectionCallsOverQUIC(t *testing.T) {
 			}
 			return nil
 		})
-	c := api.New(b.dial(t, func(cfg *conn.Config) {
+	c := api.New(b.Dial(t, func(cfg *conn.Config) {
 		cfg.Features = felix.DefaultClientFeatures() | felix.FeatureInspect
 	}))
 	ctx := testCtx(t)
@@ -162,14 +162,14 @@ func TestInspectionCallsOverQUIC(t *testing.T) {
 	_, err = c.ShardOwners(ctx, "t1", "ns", "c", felix.ShardKindCache)
 	require.ErrorIs(t, err, conn.ErrNotAdvertised, "unsupported answer maps to ErrNotAdvertised")
 	require.Equal(t, []string{"topology", "shard_owners", "shard_inspect", "shard_inspect", "subscriptions_list",
-		"subscriptions_list", "shard_owners"}, b.received())
+		"subscriptions_list", "shard_owners"}, b.Received())
 }
 
 // TestInspectionNotAdvertised: against a broker that advertises none of
 // the inspection features, no inspection call is sent.
 func TestInspectionNotAdvertised(t *testing.T) {
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes})
-	cc := b.dial(t, nil)
+	cc := b.Dial(t, nil)
 	c := api.New(cc)
 	ctx := testCtx(t)
 	tp := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
@@ -191,5 +191,5 @@ func TestInspectionNotAdvertised(t *testing.T) {
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = cc.RawRequest(ctx, &felix.StreamRead{TenantID: "t1", Namespace: "ns", Stream: "s"})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.Empty(t, b.received(), "nothing was sent")
+	require.Empty(t, b.Received(), "nothing was sent")
 }

@@ -3,14 +3,12 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"github.com/flxproto/felix/internal/reftest"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/examples/broker/server"
 )
 
 // Hello world: publish with an acknowledgement, then read the record
@@ -58,27 +56,9 @@ func Example() {
 	// order #1 at offset 0
 }
 
-// exampleBroker starts a reference broker in-process (durable streams
-// created on first use, the demo token) and writes its certificate to a
-// PEM file, as the broker's -cert-out flag does.
-func exampleBroker() (addr, caFile string, stop func()) {
-	cfg := server.Config{Addr: "127.0.0.1:0"}
-	cfg.Engine.DefaultStream.Durable = true
-	srv, err := server.Listen(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	go srv.Serve()
-	dir, err := os.MkdirTemp("", "felix-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	caFile = filepath.Join(dir, "broker.pem")
-	if err := srv.WriteCertificate(caFile); err != nil {
-		log.Fatal(err)
-	}
-	return srv.Addr().String(), caFile, func() { srv.Close(); os.RemoveAll(dir) }
-}
+// exampleBroker starts a reference broker in-process and writes its
+// certificate to a PEM file (internal/reftest.ExampleBroker).
+var exampleBroker = reftest.ExampleBroker
 
 // Info tells where a subscription from earliest began: the oldest record
 // the broker still keeps.

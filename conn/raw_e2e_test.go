@@ -53,12 +53,12 @@ func TestRawRequestsAndStreams(t *testing.T) {
 
 	// Against a broker without FeatureUnsupported unknown types are not sent.
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags})
-	bc := b.dial(t, nil)
+	bc := b.Dial(t, nil)
 	_, err = bc.RawRequest(ctx, &felix.UnknownMessage{Type: "frobnicate"})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
 	_, err = bc.RawRequest(ctx, &felix.Extension{Name: "x"})
 	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.Empty(t, b.received())
+	require.Empty(t, b.Received())
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
