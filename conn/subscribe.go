@@ -412,6 +412,11 @@ func (s *eventSub) end(err error) {
 	case errors.As(err, new(*BrokerError)), errors.As(err, new(*ShardMovedError)), errors.As(err, new(*LaggedError)),
 		errors.As(err, new(*StreamDeletedError)):
 	default:
+		if cause := context.Cause(s.c.Context()); isRemoteShutdown(cause) {
+			// The broker reset the stream as it shut down, and its close
+			// has arrived: the end is the shutdown, not a bare reset.
+			err = cause
+		}
 		err = clientErr("read event stream", err)
 	}
 	s.err = err
