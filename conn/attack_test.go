@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 
 // attack opens FELIX_CONN_ATTACK_CONNS connections to addr and floods each
 // with unauthenticated streams: every stream the server allows of both
-// kinds is opened by writing on the highest id, the first 16 carry half a
-// header (slowloris), and each of the others carries 200 bytes of a
+// kinds is opened by writing on the highest id, the first
+// DefaultPreAuthStreams (one per read slot) carry half a header
+// (slowloris), and each of the others carries 200 bytes of a
 // header announcing 60 KiB (unread data the server must buffer or drop).
 // It prints "ready" and then holds the connections until stdin closes.
 func attack(addr string) error {
@@ -83,7 +84,7 @@ func attack(addr string) error {
 						s = bs
 					}
 					switch {
-					case i < 16:
+					case i < DefaultPreAuthStreams:
 						s.Write([]byte("FLX1"))
 					default:
 						s.Write(payload)
@@ -227,8 +228,8 @@ func TestServerLimitsMemoryUnderStreamFlood(t *testing.T) {
 	t.Logf("server heap+stacks: before %d KiB, under attack %d KiB: %d KiB and %d goroutines per attacking connection; stats %+v",
 		before>>10, during>>10, per>>10, goPer, b.ln.Stats())
 	require.EqualValues(t, conns+2, b.ln.Stats().Connections)
-	require.LessOrEqual(t, per, int64(512<<10), "worst-case memory per connection at the defaults (≤ 4 GiB at MaxConnections)")
-	// 16 read slots, 2 accept loops, 1 watcher, and QUIC's own.
+	require.LessOrEqual(t, per, int64(320<<10), "memory per connection under the flood at the defaults (≤ 2.5 GiB at MaxConnections)")
+	// 8 read slots, 2 accept loops, 1 watcher, and QUIC's own.
 	require.LessOrEqual(t, goPer, DefaultPreAuthStreams+12, "goroutines per connection")
 }
 

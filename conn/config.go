@@ -40,8 +40,13 @@ const (
 	// same bound as the reference broker's event writes.
 	DefaultAnswerWriteTimeout = 30 * time.Second
 	// DefaultPreAuthStreams is how many unauthenticated streams per
-	// connection the server reads at once (docs/transport.md §6: 16).
-	DefaultPreAuthStreams = 16
+	// connection the server reads at once, each with a goroutine of its
+	// own (docs/transport.md §6: upstream reads 16). Reading an auth frame
+	// that has arrived takes microseconds and a slot waiting for one that
+	// has not gives it up after a short slice, so 8 serve a client's burst
+	// of new streams; each slot more costs every unauthenticated
+	// connection a goroutine.
+	DefaultPreAuthStreams = 8
 	// DefaultPipelineDepth bounds unanswered acked publishes per stream when
 	// the broker granted no publish_window.
 	DefaultPipelineDepth = 256

@@ -81,8 +81,6 @@ func (c *ServerConn) holdAuthBytes(st *Stream) (int64, bool) {
 // ended, reset, or found ended.
 func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	cfg := &c.l.cfg
-	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
-	st.r.SetLenientFlags(true)
 	// Wait for a whole header without consuming it.
 	for {
 		c.armHeaderWait(st)
@@ -211,7 +209,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	}
 	st.auth = a
 	st.identity = ident
-	st.r.SetMaxPayload(cfg.MaxFrameBytes)
+	st.r = requestReader(st.recv, cfg.MaxFrameBytes)
 	if !c.authed.Swap(true) && c.timer != nil {
 		// The connection's timer stops; every other unauthenticated
 		// stream keeps its own deadline.
