@@ -69,9 +69,9 @@ type Stream struct {
 const keepReadBuf = 1 << 20
 
 func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
-	// The frame reader is made when the stream authenticates: the auth
-	// frame is read without it, and the streams that never authenticate
-	// (all of a flood's) never need one.
+	// The frame reader is made when a read slot reads the stream's auth
+	// frame (authReader): the streams refused or still queued (most of a
+	// flood's) never need one.
 	st := &Stream{c: c, recv: recv, peer: felix.UnauthenticatedPeer()}
 	if send != nil {
 		st.send = send
