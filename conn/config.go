@@ -152,10 +152,12 @@ type ServerConfig struct {
 	// to arrive gives its read slot to a waiting stream after a short
 	// slice, so idle streams cannot starve the others.
 	PreAuthStreams int
-	// MaxUnauthStreams bounds the unauthenticated streams of one
-	// connection (being read or waiting): a stream opened beyond it is
-	// reset at once (ResetPreAuthBudget), never queued (0:
-	// DefaultMaxUnauthStreams; see ServerLimits).
+	// MaxUnauthStreams bounds the unauthenticated streams (being read or
+	// waiting) of a connection none of whose streams authenticated yet: a
+	// stream opened beyond it is reset at once (ResetPreAuthBudget), never
+	// queued (0: DefaultMaxUnauthStreams; see ServerLimits). Once one
+	// stream authenticated, MaxStreams bounds the connection's new streams
+	// as it bounds its authenticated ones.
 	MaxUnauthStreams int
 	// MaxStreams is the number of concurrent streams of each kind a client
 	// may open on one connection (0: DefaultMaxStreams, 1024). QUIC

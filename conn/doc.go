@@ -127,9 +127,10 @@
 // each with a clear refusal: 8192 established connections and 1024
 // handshakes in progress, apart (CONNECTION_REFUSED; past 64 handshakes a
 // new one must first answer a QUIC Retry), 1024 streams of each kind per
-// connection, 32 unauthenticated streams per connection of which 8 are
-// read at once (a stream beyond them is reset with ResetPreAuthBudget, and
-// a connection that opens as many again is closed), 10 s to authenticate
+// connection, 32 unauthenticated streams per connection (until one of its
+// streams authenticated) of which 8 are read at once (a stream beyond
+// them is reset with ResetPreAuthBudget, and a connection that opens as
+// many again is closed), 10 s to authenticate
 // each stream (reset with ResetAuthTimeout) and each connection
 // (CloseAuthTimeout), 64 KiB frames before auth and 16 MiB after (answered
 // limit_exceeded), 16 MiB of request bytes held per connection (further

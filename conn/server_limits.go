@@ -19,6 +19,7 @@ import (
 //	  before a Retry is asked for    64            QUIC Retry (source address validation)
 //	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
 //	unauthenticated streams          32            stream reset at once, code ResetPreAuthBudget;
+//	  (until a stream authenticated; then MaxStreams bounds them)
 //	  as many again refused          -             connection closed, CloseAuthTimeout
 //	auth frame bytes being read      96 KiB        the next auth frame waits
 //	unauthenticated streams read     8 at a time   others wait in a bounded queue
@@ -64,10 +65,12 @@ const (
 	// DefaultMaxConnections is ServerConfig.MaxConnections
 	// (max_client_connections, docs/transport.md §6).
 	DefaultMaxConnections = 8192
-	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams: four
-	// times DefaultPreAuthStreams, more than a client opens at once before
-	// its streams are answered (conn.Client: a publish stream, two cache
-	// streams, one per subscription or watch being set up).
+	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams, the
+	// unauthenticated streams of a connection none of whose streams
+	// authenticated yet: four times DefaultPreAuthStreams. conn.Client
+	// authenticates its publish stream in Dial, before any other, so its
+	// bursts (a stream per subscription or watch being set up) come once
+	// the connection is authenticated, when MaxStreams bounds them.
 	DefaultMaxUnauthStreams = 32
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
 	// (docs/transport.md §6: per-connection in-flight publish bytes).

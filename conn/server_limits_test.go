@@ -618,3 +618,33 @@ func TestMaximalAuthFrameAuthenticates(t *testing.T) {
 		})
 	}
 }
+
+// Once a stream of the connection authenticated, MaxUnauthStreams no
+// longer refuses its new streams (the client holds credentials; its
+// streams are bounded by MaxStreams as its authenticated ones are): a
+// burst of three times the budget, half-headers that never complete, is
+// queued and read, and a complete auth behind it is answered, nothing
+// refused. On a connection that never authenticated the budget holds
+// (TestUnauthStreamBudget).
+func TestUnauthStreamBudgetOnceAuthenticated(t *testing.T) {
+	leakCheck(t)
+	const budget = 4
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour,
+		server: func(c *ServerConfig) { c.MaxUnauthStreams = budget; c.PreAuthStreams = 2 }})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	good := openRaw(t, qc)
+	good.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, good.recv())
+	for range 3 * budget {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		_, err = s.Write([]byte("FLX"))
+		require.NoError(t, err)
+	}
+	last := openRaw(t, qc)
+	last.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, last.recv())
+	require.Zero(t, b.ln.Stats().RefusedStreams)
+	require.EqualValues(t, 1, b.ln.Stats().Connections)
+}
