@@ -35,12 +35,12 @@ import (
 //
 // Memory of a connection that never authenticates: at most
 // DefaultPreAuthConnWindow of unread data in QUIC, auth frames being read
-// of at most DefaultPreAuthConnWindow together, a queue of at most 32
-// waiting streams, QUIC's state for at most 2 × 32 + 1 streams (one more
-// refused stream closes the connection), and about 15 goroutines (8 read
-// slots): about 0.4 MiB derived, ≈ 3.1 GiB at DefaultMaxConnections, when
-// the unread data arrives in STREAM frames of a packet's size, as a
-// client's writes send it. quic-go keeps every STREAM frame it received
+// of at most DefaultPreAuthConnWindow together, at most 32
+// unauthenticated streams (8 read, the rest queued), QUIC's state for at
+// most 2 × 32 + 1 streams (one more refused stream closes the connection),
+// and about 15 goroutines: about 0.4 MiB derived, 2.8 to 3.2 GiB at
+// DefaultMaxConnections, when the unread data arrives in STREAM frames of
+// a packet's size, as a client's writes send it. quic-go keeps every STREAM frame it received
 // and the server has not read as an allocation of its own (a packet
 // buffer of 1.5 KiB for 128 bytes or more, about 125 bytes in all for a
 // 1-byte frame), so a client that splits the window into tiny frames
