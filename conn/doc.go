@@ -136,7 +136,7 @@
 // limit_exceeded), 16 MiB of request bytes held per connection (further
 // reads wait), and 16 MiB of answers being written per connection, each
 // within 30 s (ErrAnswerTimeout, stream reset). A connection that never
-// authenticates costs about 235 KiB measured (0.4 MiB derived; more when
+// authenticates costs about 240 KiB measured (0.4 MiB derived; more when
 // its unread bytes come in tiny QUIC frames, see docs/limits.md), a
 // handshake never completed at most about 63 KiB (measured);
 // Listener.Stats counts the refusals.

@@ -45,11 +45,11 @@ import (
 // buffer of 1.5 KiB for 128 bytes or more, about 125 bytes in all for a
 // 1-byte frame), so a client that splits the window into tiny frames
 // makes the server hold up to about 125 times the window, about 12 MiB
-// per connection: the window bounds it, nothing here bounds it lower
-// (docs/limits.md §2.1). Measured by TestServerLimitsMemoryUnderStreamFlood
+// per connection (TestServerLimitsMemoryUnderTinyFrames): the window
+// bounds it, nothing here bounds it lower (docs/limits.md §2.1). Measured by TestServerLimitsMemoryUnderStreamFlood
 // (8 connections from another process opening as many streams of both
 // kinds as they may without being closed, slowloris headers, 200 unread
-// bytes per stream): 210 to 235 KiB of heap and stacks per connection
+// bytes per stream): 210 to 240 KiB of heap and stacks per connection
 // (≈ 1.8 GiB at DefaultMaxConnections), which the test asserts to stay
 // under 320 KiB. A handshake that never completes costs 50 to 63 KiB
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
