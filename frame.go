@@ -193,6 +193,7 @@ type Reader struct {
 	max     uint32
 	lenient bool
 	fresh   bool
+	chunk   int // SetGrowChunk; 0: growChunk
 
 	// Progress of the frame being read.
 	hdr     [HeaderLen]byte
@@ -243,6 +244,25 @@ func (r *Reader) SetFreshPayloads(on bool) {
 	if on && !r.haveHdr {
 		r.buf = nil
 	}
+}
+
+// SetGrowChunk bounds how far the payload buffer is allocated ahead of the
+// bytes received: the first allocation for a payload is at most n bytes
+// and each later one at most max(twice the bytes received, those bytes +
+// n), so a header announcing a length its bytes do not back costs about n
+// (a stalled or hostile peer before authentication, for example). A bound
+// below the 64 KiB of the chunk fresh small payloads are carved from also
+// gives each fresh payload an allocation of its own. 0 (or less) restores
+// the default, 256 KiB. Allocating in smaller steps costs more copies for
+// large frames.
+func (r *Reader) SetGrowChunk(n int) { r.chunk = max(n, 0) }
+
+// growStep is the bound SetGrowChunk set.
+func (r *Reader) growStep() int {
+	if r.chunk > 0 {
+		return r.chunk
+	}
+	return growChunk
 }
 
 // Reset makes the Reader read from src, keeping its buffer and settings
@@ -345,7 +365,7 @@ func (r *Reader) header() error {
 	switch want := int(r.h.Length); {
 	case !r.fresh:
 		r.buf = r.buf[:cap(r.buf)]
-	case want <= slabMax:
+	case want <= slabMax && r.growStep() >= slabSize:
 		r.buf = r.carve(want)
 	default:
 		r.buf = nil
@@ -364,10 +384,10 @@ func (r *Reader) carve(n int) []byte {
 }
 
 // grow enlarges the buffer (keeping its first have bytes) towards want, to
-// at most max(2*have, have+growChunk): memory follows the bytes received,
+// at most max(2*have, have+growStep()): memory follows the bytes received,
 // not the announced length. A buffer already large enough is left alone.
 func (r *Reader) grow(have, want int) {
-	target := min(want, max(2*have, have+growChunk))
+	target := min(want, max(2*have, have+r.growStep()))
 	if target <= len(r.buf) {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 
 	"github.com/flxproto/felix"
@@ -177,4 +178,56 @@ func TestReaderBufferPolicy(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "reading with a reused buffer allocates")
+}
+
+// allocatedBytes returns the bytes f allocates, averaged over runs.
+func allocatedBytes(runs int, f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
+}
+
+// TestReaderGrowChunk: with SetGrowChunk, a header announcing 64 KiB that
+// only 10 payload bytes back (then the peer stalls) costs about the chunk,
+// not the announced length, with fresh payloads or a reused buffer; the
+// frame still reads whole once its bytes arrive, and resumes after the
+// stall.
+func TestReaderGrowChunk(t *testing.T) {
+	const announced, chunk = 64 << 10, 1 << 10
+	stalled := append(felix.AppendHeader(nil, felix.Header{Length: announced}), make([]byte, 10)...)
+	for _, fresh := range []bool{true, false} {
+		read := func(grow int) uint64 {
+			return allocatedBytes(50, func() {
+				// The header, the 10 bytes, then a read the deadline
+				// interrupts.
+				r := felix.NewReader(&chunkReader{data: stalled, sizes: []byte{255, 255, 0}})
+				r.SetFreshPayloads(fresh)
+				r.SetGrowChunk(grow)
+				if _, err := r.ReadFrame(); !isTimeout(err) {
+					t.Fatalf("want the stall's timeout, got %v", err)
+				}
+			})
+		}
+		assert.Less(t, read(chunk), uint64(2*chunk), "fresh=%v: bytes allocated for an unbacked 64 KiB length", fresh)
+		assert.GreaterOrEqual(t, read(0), uint64(announced), "fresh=%v: the default allocates the announced length at once", fresh)
+
+		payload := bytes.Repeat([]byte("p"), announced)
+		whole, err := felix.AppendFrame(nil, 0, payload)
+		require.NoError(t, err)
+		r := felix.NewReader(&chunkReader{data: whole, sizes: []byte{100, 0, 255}})
+		r.SetFreshPayloads(fresh)
+		r.SetGrowChunk(chunk)
+		var f felix.Frame
+		for f, err = r.ReadFrame(); isTimeout(err); f, err = r.ReadFrame() {
+		}
+		require.NoError(t, err)
+		require.Equal(t, payload, f.Payload, "fresh=%v", fresh)
+		_, err = r.ReadFrame()
+		require.Equal(t, io.EOF, err)
+	}
 }

@@ -164,3 +164,47 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReaderGrowChunk: any byte sequence, delivered in any chunk size,
+// reads with a small SetGrowChunk (fresh payloads, lenient flags, the
+// pre-auth limit: how a server reads auth frames) as the default Reader
+// reads it (or fails with an error of the same class), and the payload
+// buffer never grows past twice the bytes received or the chunk: an
+// announced length costs nothing until its bytes arrive.
+func FuzzReaderGrowChunk(f *testing.F) {
+	const chunk = 1 << 10
+	auth, _ := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t", Token: "x"})
+	f.Add(auth, uint8(7))
+	f.Add(felix.AppendHeader(nil, felix.Header{Length: 60 << 10}), uint8(1))
+	f.Add(append(felix.AppendHeader(nil, felix.Header{Length: 5000}), make([]byte, 300)...), uint8(200))
+	f.Add(append(felix.AppendHeader(nil, felix.Header{Length: 5000}), make([]byte, 5000)...), uint8(63))
+	f.Add([]byte("FLX1\x01"), uint8(3))
+	f.Add([]byte("XLX1\x01\x00\x00\x00\x00\x00\x00\x00"), uint8(12))
+	f.Fuzz(func(t *testing.T, data []byte, size uint8) {
+		r := felix.NewReader(&chunkReader{data: bytes.Clone(data), sizes: []byte{size%64 + 1}})
+		r.SetMaxPayload(felix.PreAuthMaxFrameBytes)
+		r.SetLenientFlags(true)
+		r.SetFreshPayloads(true)
+		r.SetGrowChunk(chunk)
+		fr, err := r.ReadFrame()
+		ref := felix.NewReader(bytes.NewReader(data))
+		ref.SetMaxPayload(felix.PreAuthMaxFrameBytes)
+		ref.SetLenientFlags(true)
+		want, werr := ref.ReadFrame()
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("chunked err %v, default err %v", err, werr)
+		}
+		if err != nil {
+			if felix.ErrorClass(err) != felix.ErrorClass(werr) || errors.Is(err, io.EOF) != errors.Is(werr, io.EOF) {
+				t.Fatalf("class %q vs %q (%v / %v)", felix.ErrorClass(err), felix.ErrorClass(werr), err, werr)
+			}
+			return
+		}
+		if fr.Header != want.Header || !bytes.Equal(fr.Payload, want.Payload) {
+			t.Fatalf("frame differs: %+v vs %+v", fr.Header, want.Header)
+		}
+		if limit := max(chunk, 2*len(data)); cap(fr.Payload) > limit {
+			t.Fatalf("payload buffer %d for %d bytes received", cap(fr.Payload), len(data))
+		}
+	})
+}

@@ -40,8 +40,13 @@ const (
 	// same bound as the reference broker's event writes.
 	DefaultAnswerWriteTimeout = 30 * time.Second
 	// DefaultPreAuthStreams is how many unauthenticated streams per
-	// connection the server reads at once (docs/transport.md §6: 16).
-	DefaultPreAuthStreams = 16
+	// connection the server reads at once, each with a goroutine of its
+	// own (docs/transport.md §6: upstream reads 16). Reading an auth frame
+	// that has arrived takes microseconds and a slot waiting for one that
+	// has not gives it up after a short slice, so 8 serve a client's burst
+	// of new streams; each slot more costs every unauthenticated
+	// connection a goroutine.
+	DefaultPreAuthStreams = 8
 	// DefaultPipelineDepth bounds unanswered acked publishes per stream when
 	// the broker granted no publish_window.
 	DefaultPipelineDepth = 256
@@ -147,10 +152,12 @@ type ServerConfig struct {
 	// to arrive gives its read slot to a waiting stream after a short
 	// slice, so idle streams cannot starve the others.
 	PreAuthStreams int
-	// MaxUnauthStreams bounds the unauthenticated streams of one
-	// connection (being read or waiting): a stream opened beyond it is
-	// reset at once (ResetPreAuthBudget), never queued (0:
-	// DefaultMaxUnauthStreams; see ServerLimits).
+	// MaxUnauthStreams bounds the unauthenticated streams (being read or
+	// waiting) of a connection none of whose streams authenticated yet: a
+	// stream opened beyond it is reset at once (ResetPreAuthBudget), never
+	// queued (0: DefaultMaxUnauthStreams; see ServerLimits). Once one
+	// stream authenticated, MaxStreams bounds the connection's new streams
+	// as it bounds its authenticated ones.
 	MaxUnauthStreams int
 	// MaxStreams is the number of concurrent streams of each kind a client
 	// may open on one connection (0: DefaultMaxStreams, 1024). QUIC

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/flxproto/felix"
@@ -81,8 +80,6 @@ func (c *ServerConn) holdAuthBytes(st *Stream) (int64, bool) {
 // ended, reset, or found ended.
 func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	cfg := &c.l.cfg
-	st.r.SetMaxPayload(cfg.PreAuthMaxFrameBytes)
-	st.r.SetLenientFlags(true)
 	// Wait for a whole header without consuming it.
 	for {
 		c.armHeaderWait(st)
@@ -131,7 +128,8 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 		return hsFailed
 	}
 	defer c.preBudget.release(held)
-	f, err := readAuthFrame(st.recv, cfg.PreAuthMaxFrameBytes)
+	st.r = authReader(st.recv, cfg.PreAuthMaxFrameBytes)
+	f, err := st.r.ReadFrame()
 	st.recv.SetReadDeadline(time.Time{})
 	// Answers are bounded by the stream's deadline too: a client that does
 	// not read them (a zero flow-control window) cannot hold the slot.
@@ -211,7 +209,11 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	}
 	st.auth = a
 	st.identity = ident
+	// The same reader reads the requests, their buffer reused and grown
+	// as a request reader's.
 	st.r.SetMaxPayload(cfg.MaxFrameBytes)
+	st.r.SetFreshPayloads(false)
+	st.r.SetGrowChunk(0)
 	if !c.authed.Swap(true) && c.timer != nil {
 		// The connection's timer stops; every other unauthenticated
 		// stream keeps its own deadline.
@@ -229,44 +231,21 @@ func (c *ServerConn) authWriteCtx(st *Stream) (context.Context, context.CancelFu
 	return context.WithDeadline(c.qc.Context(), st.authDeadline)
 }
 
-// authFrameChunk is the first payload allocation of an auth frame.
+// authFrameChunk bounds how far an auth frame's payload buffer is
+// allocated ahead of the bytes received (felix.Reader.SetGrowChunk).
 const authFrameChunk = 1 << 10
 
-// readAuthFrame reads one frame (header flags unchecked) of at most max
-// payload bytes. Unlike felix.Reader it grows the payload buffer with the
-// bytes received, not the announced length, so a stalled auth frame costs
-// the server about what the client sent.
-func readAuthFrame(r io.Reader, max uint32) (felix.Frame, error) {
-	var hdr [felix.HeaderLen]byte
-	if n, err := io.ReadFull(r, hdr[:]); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			return felix.Frame{}, &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: "header", Offset: n,
-				Detail: "stream ended inside a header", Err: err}
-		}
-		return felix.Frame{}, err
-	}
-	h, err := felix.ParseHeaderLenient(hdr[:])
-	if err != nil {
-		return felix.Frame{Header: h}, err
-	}
-	if h.Length > max {
-		return felix.Frame{Header: h}, felix.FrameTooLarge(uint64(h.Length), max)
-	}
-	want := int(h.Length)
-	buf := make([]byte, 0, min(want, authFrameChunk))
-	for len(buf) < want {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(want, 2*cap(buf))-len(buf))
-		}
-		n, err := r.Read(buf[len(buf):min(want, cap(buf))])
-		buf = buf[:len(buf)+n]
-		if err != nil && len(buf) < want {
-			if errors.Is(err, io.EOF) {
-				return felix.Frame{Header: h}, &felix.Error{Class: felix.ErrTruncated, Layout: "frame", Field: "payload",
-					Offset: felix.HeaderLen + len(buf), Detail: "stream finished inside the payload", Err: io.ErrUnexpectedEOF}
-			}
-			return felix.Frame{Header: h}, err
-		}
-	}
-	return felix.Frame{Header: h, Payload: buf}, nil
+// authReader returns the reader of a stream's auth frame: at most max
+// payload bytes, flags checked by the handshake (any frame but a JSON auth
+// is answered "auth required"), a payload of its own (the Auth decoded
+// from it is kept), and a buffer that grows with the bytes received, not
+// the announced length, so a stalled auth frame costs the server about
+// what the client sent.
+func authReader(src io.Reader, max uint32) *felix.Reader {
+	r := felix.NewReader(src)
+	r.SetMaxPayload(max)
+	r.SetLenientFlags(true)
+	r.SetFreshPayloads(true)
+	r.SetGrowChunk(authFrameChunk)
+	return r
 }

@@ -195,7 +195,7 @@ type ServerConn struct {
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
 		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)),
-		preBudget: newByteBudget(DefaultPreAuthConnWindow)}
+		preBudget: newByteBudget(int64(preAuthWindow(&l.cfg)))}
 	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), timeout: l.cfg.AnswerWriteTimeout,
 		timeouts: &l.st.answerTimeouts, waiting: &l.st.answersWaiting}
 	l.byQUIC.Store(qc, sc)

@@ -163,9 +163,6 @@ func (s *Stream) dropReservation(end bool) int64 {
 // reservation and drops a read buffer that grew beyond retainedReadBuffer.
 func (s *Stream) releaseFrame() {
 	if n := s.dropReservation(false); n > retainedReadBuffer {
-		r := felix.NewReader(s.recv)
-		r.SetMaxPayload(s.r.MaxPayload())
-		r.SetLenientFlags(true)
-		s.r = r
+		s.r = requestReader(s.recv, s.r.MaxPayload())
 	}
 }

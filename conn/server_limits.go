@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 )
 
@@ -17,10 +18,11 @@ import (
 //	  from one verified address      8             QUIC CONNECTION_REFUSED
 //	  before a Retry is asked for    64            QUIC Retry (source address validation)
 //	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
-//	unauthenticated streams          64            stream reset at once, code ResetPreAuthBudget;
+//	unauthenticated streams          32            stream reset at once, code ResetPreAuthBudget;
+//	  (until a stream authenticated; then MaxStreams bounds them)
 //	  as many again refused          -             connection closed, CloseAuthTimeout
-//	auth frame bytes being read      256 KiB       the next auth frame waits
-//	unauthenticated streams read     16 at a time  others wait in a bounded queue
+//	auth frame bytes being read      96 KiB        the next auth frame waits
+//	unauthenticated streams read     8 at a time   others wait in a bounded queue
 //	time to authenticate a stream    10 s          stream reset, code ResetAuthTimeout
 //	time to authenticate a conn      10 s          connection closed, CloseAuthTimeout
 //	frame before auth                64 KiB        error "auth frame too large", stream ended
@@ -29,19 +31,27 @@ import (
 //	answer bytes being written       16 MiB        the answer waits (holding no copy), within:
 //	one answer write                 30 s          ErrAnswerTimeout, stream reset
 //	unread bytes per connection      16 MiB        QUIC flow control (the client waits)
-//	unread bytes before auth         256 KiB       QUIC flow control (the window does not grow)
+//	unread bytes before auth         96 KiB        QUIC flow control (the window does not grow)
 //
 // Memory of a connection that never authenticates: at most
 // DefaultPreAuthConnWindow of unread data in QUIC, auth frames being read
-// of at most DefaultPreAuthConnWindow together, a queue of at most 64
-// waiting streams, QUIC's state for at most 2 × 64 + 1 streams (one more
-// refused stream closes the connection), and about 23 goroutines.
-// Measured by TestServerLimitsMemoryUnderStreamFlood (8 connections from
-// another process opening as many streams of both kinds as they may
-// without being closed, slowloris headers, 200 unread bytes per stream):
-// 350 to 370 KiB of heap and stacks per connection (≈ 2.9 GiB at
-// DefaultMaxConnections), which the test asserts to stay under 512 KiB. A
-// handshake that never completes costs 50 to 63 KiB
+// of at most DefaultPreAuthConnWindow together, at most 32
+// unauthenticated streams (8 read, the rest queued), QUIC's state for at
+// most 2 × 32 + 1 streams (one more refused stream closes the connection),
+// and about 15 goroutines: about 0.4 MiB derived, 2.8 to 3.2 GiB at
+// DefaultMaxConnections, when the unread data arrives in STREAM frames of
+// a packet's size, as a client's writes send it. quic-go keeps every STREAM frame it received
+// and the server has not read as an allocation of its own (a packet
+// buffer of 1.5 KiB for 128 bytes or more, about 125 bytes in all for a
+// 1-byte frame), so a client that splits the window into tiny frames
+// makes the server hold up to about 125 times the window, about 12 MiB
+// per connection (TestServerLimitsMemoryUnderTinyFrames): the window
+// bounds it, nothing here bounds it lower (docs/limits.md §2.1). Measured by TestServerLimitsMemoryUnderStreamFlood
+// (8 connections from another process opening as many streams of both
+// kinds as they may without being closed, slowloris headers, 200 unread
+// bytes per stream): 210 to 240 KiB of heap and stacks per connection
+// (≈ 1.8 GiB at DefaultMaxConnections), which the test asserts to stay
+// under 320 KiB. A handshake that never completes costs 50 to 63 KiB
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
 // DefaultMaxHandshakes).
 //
@@ -55,15 +65,25 @@ const (
 	// DefaultMaxConnections is ServerConfig.MaxConnections
 	// (max_client_connections, docs/transport.md §6).
 	DefaultMaxConnections = 8192
-	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams.
-	DefaultMaxUnauthStreams = 64
+	// DefaultMaxUnauthStreams is ServerConfig.MaxUnauthStreams, the
+	// unauthenticated streams of a connection none of whose streams
+	// authenticated yet: four times DefaultPreAuthStreams. conn.Client
+	// authenticates its publish stream in Dial, before any other, so its
+	// bursts (a stream per subscription or watch being set up) come once
+	// the connection is authenticated, when MaxStreams bounds them.
+	DefaultMaxUnauthStreams = 32
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
 	// (docs/transport.md §6: per-connection in-flight publish bytes).
 	DefaultMaxConnInFlightBytes = 16 << 20
 	// DefaultPreAuthConnWindow is the initial QUIC receive window of a
 	// server connection and of each of its streams: all a client can send
-	// before one of its streams authenticated.
-	DefaultPreAuthConnWindow = 256 << 10
+	// before one of its streams authenticated. It is also the size of the
+	// connection's budget for the auth frames being read. It holds one
+	// auth frame of felix.PreAuthMaxFrameBytes with its header and about
+	// 32 KiB to spare for the small auth frames of the client's other
+	// streams (a larger ServerConfig.PreAuthMaxFrameBytes raises both by
+	// as much: preAuthWindow).
+	DefaultPreAuthConnWindow = 96 << 10
 )
 
 // Stream reset codes of a server refusing an unauthenticated stream. A
@@ -76,6 +96,23 @@ const (
 	// ServerConfig.AuthTimeout of its arrival.
 	ResetAuthTimeout quic.StreamErrorCode = 0x102
 )
+
+// preAuthSpare is the part of DefaultPreAuthConnWindow left beside one
+// auth frame of felix.PreAuthMaxFrameBytes and its header, for the small
+// auth frames of the client's other new streams. The window must hold a
+// whole frame of the default limit, or a client sending one would depend
+// on the server reading it while it arrives: the array length below is
+// negative, and the package does not compile, otherwise.
+const preAuthSpare = DefaultPreAuthConnWindow - felix.PreAuthMaxFrameBytes - felix.HeaderLen
+
+var _ [preAuthSpare]struct{}
+
+// preAuthWindow is the pre-auth receive window and auth frame budget of a
+// connection for c: DefaultPreAuthConnWindow, or, when c raises
+// PreAuthMaxFrameBytes, one such frame with its header and preAuthSpare.
+func preAuthWindow(c *ServerConfig) uint64 {
+	return max(uint64(DefaultPreAuthConnWindow), uint64(c.PreAuthMaxFrameBytes)+felix.HeaderLen+preAuthSpare)
+}
 
 // errTooManyConnections is the cause quic-go logs for a refused connection.
 var errTooManyConnections = errors.New("conn: max_client_connections reached")
@@ -180,11 +217,12 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 		q.HandshakeIdleTimeout = DefaultHandshakeIdleTimeout
 	}
 	win := c.MaxConnInFlightBytes
+	pre := min(preAuthWindow(c), win)
 	if !userSet(func(q *quic.Config) uint64 { return q.InitialStreamReceiveWindow }) {
-		q.InitialStreamReceiveWindow = min(DefaultPreAuthConnWindow, win)
+		q.InitialStreamReceiveWindow = pre
 	}
 	if !userSet(func(q *quic.Config) uint64 { return q.InitialConnectionReceiveWindow }) {
-		q.InitialConnectionReceiveWindow = min(DefaultPreAuthConnWindow, win)
+		q.InitialConnectionReceiveWindow = pre
 	}
 	if !userSet(func(q *quic.Config) uint64 { return q.MaxStreamReceiveWindow }) {
 		q.MaxStreamReceiveWindow = win

@@ -2,9 +2,12 @@ package conn
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,10 +124,10 @@ func TestUnauthStreamFloodClosesConnection(t *testing.T) {
 }
 
 // Streams that send nothing, or only part of a header (slowloris), do not
-// starve a stream that sent its auth: with 16 read slots taken by
-// half-headers and 47 idle streams queued before it, the auth on the 64th
-// stream (the last the budget admits) is answered although no deadline
-// ever expires.
+// starve a stream that sent its auth: with every read slot
+// (DefaultPreAuthStreams) taken by half-headers and the other idle streams
+// queued before it, the auth on the last stream the budget admits
+// (DefaultMaxUnauthStreams) is answered although no deadline ever expires.
 func TestIdleStreamsDoNotStarve(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour})
@@ -152,8 +155,9 @@ func TestIdleStreamsDoNotStarve(t *testing.T) {
 }
 
 // The auth frames being read on one connection hold at most
-// DefaultPreAuthConnWindow together: with four 64 KiB auth frames stalled
-// mid-payload, a fifth stream's complete auth waits for room (until the
+// DefaultPreAuthConnWindow together: with auth frames that announce the
+// whole budget between them (64 KiB ones, then one for the rest) stalled
+// mid-payload, another stream's complete auth waits for room (until the
 // stalled ones expire) instead of growing the server's buffers, while an
 // authenticated stream of the connection, and another connection, go on.
 func TestAuthFrameBytesBoundedPerConnection(t *testing.T) {
@@ -166,15 +170,17 @@ func TestAuthFrameBytesBoundedPerConnection(t *testing.T) {
 	good := openRaw(t, qc)
 	good.s.Write(authFrame(t))
 	require.IsType(t, &felix.AuthOK{}, good.recv())
-	const held = DefaultPreAuthConnWindow / felix.PreAuthMaxFrameBytes // 4
 	var stalled []*quic.Stream
-	for range held {
+	for left := uint32(DefaultPreAuthConnWindow); left > 0; {
+		n := min(left, felix.PreAuthMaxFrameBytes)
+		left -= n
 		s, err := qc.OpenStreamSync(testCtx(t))
 		require.NoError(t, err)
-		_, err = s.Write(append(felix.AppendHeader(nil, felix.Header{Length: felix.PreAuthMaxFrameBytes}), make([]byte, 100)...))
+		_, err = s.Write(append(felix.AppendHeader(nil, felix.Header{Length: n}), make([]byte, 100)...))
 		require.NoError(t, err)
 		stalled = append(stalled, s)
 	}
+	require.Less(t, len(stalled), DefaultPreAuthStreams, "every stalled frame holds a read slot, with one to spare")
 	lastStalled := time.Now()
 	waitFor(t, func() bool { return b.ln.Stats().ExpiredStreams == 0 && connPreAuthHeld(b) == DefaultPreAuthConnWindow })
 	// The late stream's own auth deadline must fall well after the stalled
@@ -332,6 +338,14 @@ func TestServerQUICConfig(t *testing.T) {
 	require.EqualValues(t, 5<<20, q.MaxConnectionReceiveWindow)
 	require.EqualValues(t, 1<<20, q.MaxStreamReceiveWindow)
 	require.Zero(t, c.QUIC.MaxIncomingStreams, "the caller's config is not modified")
+	// A pre-auth frame limit above the default window raises the window
+	// to hold one such frame and the usual spare.
+	c = ServerConfig{PreAuthMaxFrameBytes: 1 << 20}
+	c.applyLimits()
+	q = l.serverQUIC(&c)
+	want := uint64(1<<20 + felix.HeaderLen + DefaultPreAuthConnWindow - felix.PreAuthMaxFrameBytes - felix.HeaderLen)
+	require.Equal(t, want, q.InitialConnectionReceiveWindow)
+	require.Equal(t, want, q.InitialStreamReceiveWindow)
 }
 
 // Request bytes held per connection are bounded by MaxConnInFlightBytes:
@@ -559,4 +573,81 @@ func TestAnswerBudgetAndWriteBound(t *testing.T) {
 	waitFor(t, func() bool { return sc.answers.budget.inUse() == 0 }, "every answer's bytes returned")
 	_, err = other.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
+}
+
+// maxAuthFrame returns an auth frame whose payload is exactly n bytes (its
+// token padded).
+func maxAuthFrame(t *testing.T, n int) []byte {
+	a := &felix.Auth{TenantID: "t1", ClientFlags: felix.Some[uint16](7), ClientFeatures: felix.Some(uint32(felix.FeatureErrorCodes))}
+	fr, err := felix.AppendMessageFrame(nil, a)
+	require.NoError(t, err)
+	a.Token = strings.Repeat("x", n-(len(fr)-felix.HeaderLen))
+	fr, err = felix.AppendMessageFrame(nil, a)
+	require.NoError(t, err)
+	require.Len(t, fr, felix.HeaderLen+n)
+	return fr
+}
+
+// The pre-auth window and auth frame budget hold an auth frame of the
+// largest size allowed before auth, on a connection none of whose streams
+// authenticated yet (its window at the initial size), next to the small
+// auth frames of the other read slots' streams: every one is answered
+// auth_ok. A PreAuthMaxFrameBytes above the default window raises the
+// window and the budget to fit one such frame.
+func TestMaximalAuthFrameAuthenticates(t *testing.T) {
+	leakCheck(t)
+	for _, limit := range []uint32{0, 2 * DefaultPreAuthConnWindow} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) { c.PreAuthMaxFrameBytes = limit }})
+			n := int(cmp.Or(limit, felix.PreAuthMaxFrameBytes))
+			qc, err := rawConn(t, b, nil)
+			require.NoError(t, err)
+			var streams []*rawStream
+			for range DefaultPreAuthStreams - 1 {
+				rs := openRaw(t, qc)
+				_, err := rs.s.Write(authFrame(t))
+				require.NoError(t, err)
+				streams = append(streams, rs)
+			}
+			big := openRaw(t, qc)
+			_, err = big.s.Write(maxAuthFrame(t, n))
+			require.NoError(t, err)
+			streams = append(streams, big)
+			for i, rs := range streams {
+				require.IsType(t, &felix.AuthOK{}, rs.recv(), "stream %d", i)
+			}
+			require.Zero(t, b.ln.Stats().ExpiredStreams)
+			require.Zero(t, b.ln.Stats().OversizeFrames)
+		})
+	}
+}
+
+// Once a stream of the connection authenticated, MaxUnauthStreams no
+// longer refuses its new streams (the client holds credentials; its
+// streams are bounded by MaxStreams as its authenticated ones are): a
+// burst of three times the budget, half-headers that never complete, is
+// queued and read, and a complete auth behind it is answered, nothing
+// refused. On a connection that never authenticated the budget holds
+// (TestUnauthStreamBudget).
+func TestUnauthStreamBudgetOnceAuthenticated(t *testing.T) {
+	leakCheck(t)
+	const budget = 4
+	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: time.Hour,
+		server: func(c *ServerConfig) { c.MaxUnauthStreams = budget; c.PreAuthStreams = 2 }})
+	qc, err := rawConn(t, b, nil)
+	require.NoError(t, err)
+	good := openRaw(t, qc)
+	good.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, good.recv())
+	for range 3 * budget {
+		s, err := qc.OpenStreamSync(testCtx(t))
+		require.NoError(t, err)
+		_, err = s.Write([]byte("FLX"))
+		require.NoError(t, err)
+	}
+	last := openRaw(t, qc)
+	last.s.Write(authFrame(t))
+	require.IsType(t, &felix.AuthOK{}, last.recv())
+	require.Zero(t, b.ln.Stats().RefusedStreams)
+	require.EqualValues(t, 1, b.ln.Stats().Connections)
 }

@@ -65,16 +65,21 @@ func (c *ServerConn) endHeaderWait(st *Stream) {
 	c.mu.Unlock()
 }
 
-// admit takes a newly accepted stream: it is reset when the connection
-// already has MaxUnauthStreams unauthenticated streams, else read by a
-// free worker or queued.
+// admit takes a newly accepted stream: it is reset when none of the
+// connection's streams authenticated yet and it already has
+// MaxUnauthStreams unauthenticated streams, else read by a free worker or
+// queued. Once a stream authenticated, the client holds credentials and
+// its streams are bounded by the connection's stream limits (MaxStreams
+// of each kind, which QUIC enforces) as its authenticated streams are:
+// the burst of a client that sets up many subscriptions at once (one
+// stream each) is queued, not refused.
 func (c *ServerConn) admit(st *Stream) {
 	cfg := &c.l.cfg
 	if cfg.AuthTimeout > 0 {
 		st.authDeadline = time.Now().Add(cfg.AuthTimeout)
 	}
 	c.mu.Lock()
-	if c.pre.closed || c.pre.pending >= cfg.MaxUnauthStreams {
+	if c.pre.closed || (c.pre.pending >= cfg.MaxUnauthStreams && !c.authed.Load()) {
 		c.mu.Unlock()
 		c.l.st.refusedStreams.Add(1)
 		c.log.Debug("stream refused", "reason", "unauthenticated stream budget", "limit", cfg.MaxUnauthStreams)

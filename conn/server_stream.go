@@ -69,7 +69,10 @@ type Stream struct {
 const keepReadBuf = 1 << 20
 
 func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
-	st := &Stream{c: c, recv: recv, r: felix.NewReader(recv), peer: felix.UnauthenticatedPeer()}
+	// The frame reader is made when a read slot reads the stream's auth
+	// frame (authReader): the streams refused or still queued (most of a
+	// flood's) never need one.
+	st := &Stream{c: c, recv: recv, peer: felix.UnauthenticatedPeer()}
 	if send != nil {
 		st.send = send
 		st.w = newFrameWriter(send)
@@ -79,6 +82,16 @@ func (c *ServerConn) newStream(recv receiver, send sender) *Stream {
 		}
 	}
 	return st
+}
+
+// requestReader returns the reader of an authenticated stream's requests:
+// frames of at most max payload bytes, flags checked by the caller (so that
+// a frame with unknown flags is answered, not a read error).
+func requestReader(recv receiver, max uint32) *felix.Reader {
+	r := felix.NewReader(recv)
+	r.SetMaxPayload(max)
+	r.SetLenientFlags(true)
+	return r
 }
 
 // Request is one frame read from a client stream. Payload aliases the
@@ -137,10 +150,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 		// The previous request's payload (now invalid) grew the read
 		// buffer past keepReadBuf: drop it, so that a long-lived stream
 		// that once carried a 16 MiB frame does not pin 16 MiB.
-		r := felix.NewReader(s.recv)
-		r.SetMaxPayload(s.r.MaxPayload())
-		r.SetLenientFlags(true)
-		s.r, s.bigBuf = r, false
+		s.r, s.bigBuf = requestReader(s.recv, s.r.MaxPayload()), false
 	}
 	for {
 		if err := ctx.Err(); err != nil {
