@@ -1,9 +1,9 @@
-// Package grouploop is the consumer loop behind conn.Group.Records and
-// client.Group.Records, written once: poll, yield every record, ack what
-// the loop body leaves unsettled, and hand back (nack) what it will not
-// process. The two packages differ only in how a poll and a settlement
-// reach the broker (one connection, or the cluster's shard leader), which
-// they pass in as functions; the record and delivery types are theirs.
+// Package grouploop is the consumer loop behind api.Group.Records: poll,
+// yield every record, ack what the loop body leaves unsettled, and hand
+// back (nack) what it will not process. How a poll and a settlement reach
+// the broker (one connection, or the cluster's shard leader) is the
+// Requestor's business; the loop gets them as functions, and the record
+// and delivery types are api's.
 package grouploop
 
 import (
