@@ -557,16 +557,25 @@ func TestReadRequestCancel(t *testing.T) {
 	sc := <-accepted
 	require.NotNil(t, sc)
 
-	// Already cancelled: nothing is read, the stream is aborted.
-	st, err := sc.AcceptStream(ctx) // the client's publish stream
+	// Already cancelled: nothing is read, the stream is aborted. (A raw
+	// stream, read by the test: a publish on the client's publish stream
+	// could find the reset already there and go on a fresh stream that
+	// nobody serves.)
+	pst, err := sc.AcceptStream(ctx) // the client's publish stream, opened by Dial
+	require.NoError(t, err)
+	defer pst.Abort() // unused: Close need not wait for it to drain
+	raw, err := c.OpenRaw(ctx)
+	require.NoError(t, err)
+	defer raw.Close()
+	st, err := sc.AcceptStream(ctx)
 	require.NoError(t, err)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = st.ReadRequest(cancelled)
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = c.Publish(ctx, topic, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+	_, err = raw.Recv(ctx)
 	var se *quic.StreamError
-	require.ErrorAs(t, err, &se)
+	require.ErrorAs(t, err, &se, "the client sees its stream reset")
 
 	// Cancelled while waiting for the next request.
 	got := make(chan error, 1)
