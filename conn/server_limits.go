@@ -39,8 +39,8 @@ import (
 // of at most DefaultPreAuthConnWindow together, at most 32
 // unauthenticated streams (8 read, the rest queued), QUIC's state for at
 // most 2 × 32 + 1 streams (one more refused stream closes the connection),
-// and about 15 goroutines: about 0.4 MiB derived, 2.8 to 3.2 GiB at
-// DefaultMaxConnections, when the unread data arrives in STREAM frames of
+// and about 15 goroutines: about 0.4 MiB derived (≈ 100 MiB at the
+// DefaultMaxUnauthConns connections that may be unauthenticated at once), when the unread data arrives in STREAM frames of
 // a packet's size, as a client's writes send it. quic-go keeps every STREAM frame it received
 // and the server has not read as an allocation of its own (a packet
 // buffer of 1.5 KiB for 128 bytes or more, about 125 bytes in all for a
@@ -54,7 +54,7 @@ import (
 // (8 connections from another process opening as many streams of both
 // kinds as they may without being closed, slowloris headers, 200 unread
 // bytes per stream): 210 to 240 KiB of heap and stacks per connection
-// (≈ 1.8 GiB at DefaultMaxConnections), which the test asserts to stay
+// (≈ 60 MiB at DefaultMaxUnauthConns), which the test asserts to stay
 // under 320 KiB. A handshake that never completes costs 50 to 63 KiB
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
 // DefaultMaxHandshakes).
