@@ -172,6 +172,14 @@ type ServerConfig struct {
 	// queued; one whose handshake completes when the cap was reached
 	// meanwhile is closed with CloseShuttingDown.
 	MaxConnections int
+	// MaxUnauthConns caps the connections that are unauthenticated at the
+	// same time: registered by Accept (their handshake completed) and none
+	// of whose streams authenticated yet (0: DefaultMaxUnauthConns, 256;
+	// negative: no cap). A connection accepted while MaxUnauthConns are
+	// unauthenticated is admitted, and the oldest unauthenticated one is
+	// closed with CloseAuthTimeout ("too many unauthenticated
+	// connections"); see server_unauth.go.
+	MaxUnauthConns int
 	// MaxHandshakes caps the handshakes in progress (0:
 	// DefaultMaxHandshakes; negative: no cap): a new connection beyond it
 	// is refused with CONNECTION_REFUSED. Handshakes never take the places

@@ -16,7 +16,10 @@ const (
 	// away (broker shutting down, client closing).
 	CloseShuttingDown quic.ApplicationErrorCode = 0
 	// CloseAuthTimeout (1) closes a connection on which no stream
-	// authenticated within the auth timeout.
+	// authenticated within the auth timeout, one that opened too many
+	// unauthenticated streams, or the oldest unauthenticated connection
+	// when a new one arrives while ServerConfig.MaxUnauthConns are
+	// unauthenticated ("too many unauthenticated connections").
 	CloseAuthTimeout quic.ApplicationErrorCode = 1
 )
 

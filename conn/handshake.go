@@ -214,7 +214,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	st.r.SetMaxPayload(cfg.MaxFrameBytes)
 	st.r.SetFreshPayloads(false)
 	st.r.SetGrowChunk(0)
-	if !c.authed.Swap(true) && c.timer != nil {
+	if c.setAuthed() && c.timer != nil {
 		// The connection's timer stops; every other unauthenticated
 		// stream keeps its own deadline.
 		c.timer.Stop()

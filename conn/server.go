@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"container/list"
 	"context"
 	"log/slog"
 	"net"
@@ -37,6 +38,7 @@ type Listener struct {
 
 	mu     sync.Mutex
 	conns  map[*ServerConn]struct{}
+	unauth list.List // unauthenticated conns, oldest first (server_unauth.go)
 	closed bool
 	wg     sync.WaitGroup
 
@@ -134,7 +136,11 @@ func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
 		return nil, ErrClosed
 	}
 	l.conns[sc] = struct{}{}
+	victim := l.admitUnauthLocked(sc)
 	l.mu.Unlock()
+	if victim != nil {
+		victim.evictUnauth()
+	}
 	l.cfg.Hooks.connOpened(sc.hookInfo())
 	sc.start()
 	return sc, nil
@@ -180,7 +186,7 @@ type ServerConn struct {
 	qc      *quic.Conn
 	log     *slog.Logger
 	streams chan *Stream
-	authed  atomic.Bool
+	authed  atomic.Bool // set under l.mu (setAuthed)
 	timer   *time.Timer
 	wg      sync.WaitGroup
 	done    chan struct{} // closed once the connection ended and wg is done
@@ -190,6 +196,8 @@ type ServerConn struct {
 	budget    *byteBudget // request bytes held (server_budget.go)
 	preBudget *byteBudget // auth frame bytes being read (handshake.go)
 	answers   answerBound // answer bytes being written (framing.go)
+
+	unauthEl *list.Element // in l.unauth while unauthenticated; guarded by l.mu
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
@@ -218,6 +226,7 @@ func (c *ServerConn) start() {
 		go c.acceptLoop(false)
 		go c.acceptLoop(true)
 		<-c.qc.Context().Done()
+		c.l.dropUnauth(c)
 		if h := c.l.cfg.Hooks; h != nil && h.ConnClosed != nil {
 			ev := c.hookInfo()
 			ev.Err = context.Cause(c.qc.Context())

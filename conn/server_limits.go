@@ -14,6 +14,7 @@ import (
 //
 //	limit                            default       refusal
 //	established connections          8192          QUIC CONNECTION_REFUSED during the handshake
+//	unauthenticated connections      256           the oldest closed, CloseAuthTimeout (server_unauth.go)
 //	handshakes in progress           1024          QUIC CONNECTION_REFUSED (server_handshake.go)
 //	  from one verified address      8             QUIC CONNECTION_REFUSED
 //	  before a Retry is asked for    64            QUIC Retry (source address validation)
@@ -38,19 +39,22 @@ import (
 // of at most DefaultPreAuthConnWindow together, at most 32
 // unauthenticated streams (8 read, the rest queued), QUIC's state for at
 // most 2 × 32 + 1 streams (one more refused stream closes the connection),
-// and about 15 goroutines: about 0.4 MiB derived, 2.8 to 3.2 GiB at
-// DefaultMaxConnections, when the unread data arrives in STREAM frames of
+// and about 15 goroutines: about 0.4 MiB derived (≈ 100 MiB at the
+// DefaultMaxUnauthConns connections that may be unauthenticated at once), when the unread data arrives in STREAM frames of
 // a packet's size, as a client's writes send it. quic-go keeps every STREAM frame it received
 // and the server has not read as an allocation of its own (a packet
 // buffer of 1.5 KiB for 128 bytes or more, about 125 bytes in all for a
 // 1-byte frame), so a client that splits the window into tiny frames
 // makes the server hold up to about 125 times the window, about 12 MiB
 // per connection (TestServerLimitsMemoryUnderTinyFrames): the window
-// bounds it, nothing here bounds it lower (docs/limits.md §2.1). Measured by TestServerLimitsMemoryUnderStreamFlood
+// bounds it, nothing here bounds it lower, so MaxUnauthConns bounds how
+// many connections are unauthenticated at once (256: ≈ 3 GiB in that
+// worst case instead of ≈ 94 GiB at DefaultMaxConnections; docs/limits.md
+// §2.1, server_unauth.go). Measured by TestServerLimitsMemoryUnderStreamFlood
 // (8 connections from another process opening as many streams of both
 // kinds as they may without being closed, slowloris headers, 200 unread
 // bytes per stream): 210 to 240 KiB of heap and stacks per connection
-// (≈ 1.8 GiB at DefaultMaxConnections), which the test asserts to stay
+// (≈ 60 MiB at DefaultMaxUnauthConns), which the test asserts to stay
 // under 320 KiB. A handshake that never completes costs 50 to 63 KiB
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
 // DefaultMaxHandshakes).
@@ -125,6 +129,12 @@ type ListenerStats struct {
 	// Handshakes is the number of handshakes in progress, the figure
 	// MaxHandshakes caps.
 	Handshakes int64
+	// UnauthConnections is the number of accepted connections none of
+	// whose streams authenticated yet, the figure MaxUnauthConns caps.
+	UnauthConnections int64
+	// UnauthEvicted counts unauthenticated connections closed to make room
+	// for a new one at MaxUnauthConns (server_unauth.go).
+	UnauthEvicted uint64
 	// RefusedConnections counts connections refused at MaxConnections.
 	RefusedConnections uint64
 	// RefusedHandshakes counts handshakes refused at MaxHandshakes or
@@ -149,6 +159,8 @@ type ListenerStats struct {
 
 type listenerCounters struct {
 	live                                         atomic.Int64 // established connections
+	unauthLive                                   atomic.Int64 // len(Listener.unauth)
+	unauthEvicted                                atomic.Uint64
 	answersWaiting                               atomic.Int64
 	refusedConns, refusedStreams, expiredStreams atomic.Uint64
 	refusedHandshakes, retries, answerTimeouts   atomic.Uint64
@@ -160,6 +172,8 @@ func (l *Listener) Stats() ListenerStats {
 	return ListenerStats{
 		Connections:        l.st.live.Load(),
 		Handshakes:         l.adm.handshaking.Load(),
+		UnauthConnections:  l.st.unauthLive.Load(),
+		UnauthEvicted:      l.st.unauthEvicted.Load(),
 		RefusedConnections: l.st.refusedConns.Load(),
 		RefusedHandshakes:  l.st.refusedHandshakes.Load(),
 		Retries:            l.st.retries.Load(),
@@ -181,6 +195,9 @@ func (c *ServerConfig) applyLimits() {
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxUnauthConns == 0 {
+		c.MaxUnauthConns = DefaultMaxUnauthConns
 	}
 	if c.MaxHandshakes == 0 {
 		c.MaxHandshakes = DefaultMaxHandshakes

@@ -62,6 +62,7 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultMaxConnections", count(conn.DefaultMaxConnections)},
 		{"DefaultMaxStreams", count(conn.DefaultMaxStreams)},
 		{"DefaultMaxUnauthStreams", count(conn.DefaultMaxUnauthStreams)},
+		{"DefaultMaxUnauthConns", count(conn.DefaultMaxUnauthConns)},
 		{"DefaultMaxHandshakes", count(conn.DefaultMaxHandshakes)},
 		{"DefaultRetryHandshakes", count(conn.DefaultRetryHandshakes)},
 		{"MaxHandshakesPerAddr", count(conn.MaxHandshakesPerAddr)},

@@ -104,6 +104,7 @@ func run(args []string) error {
 	maxConns := fs.Int("max-conns", conn.DefaultMaxConnections, "client connections accepted at once (beyond: QUIC CONNECTION_REFUSED)")
 	maxStreams := fs.Int64("max-streams", conn.DefaultMaxStreams, "concurrent client streams of each kind per connection")
 	maxUnauth := fs.Int("max-unauth-streams", conn.DefaultMaxUnauthStreams, "unauthenticated streams per connection (beyond: reset)")
+	maxUnauthConns := fs.Int("max-unauth-conns", conn.DefaultMaxUnauthConns, "connections not yet authenticated at once (beyond: the oldest of them is closed; negative: no cap)")
 	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection (and answer bytes being written)")
 	maxHandshakes := fs.Int("max-handshakes", conn.DefaultMaxHandshakes, "QUIC handshakes in progress at once (beyond: CONNECTION_REFUSED; they take no -max-conns place)")
 	retryHandshakes := fs.Int("retry-handshakes", conn.DefaultRetryHandshakes, "handshakes in progress from which new ones must validate their address with a QUIC Retry (negative: never)")
@@ -142,7 +143,7 @@ func run(args []string) error {
 	if *maxHandshakes < 1 {
 		return fmt.Errorf("-max-handshakes %d: want at least 1", *maxHandshakes)
 	}
-	if err := checkConnFlags(*maxConns, *maxStreams, *maxUnauth, *connInflight, *nodes); err != nil {
+	if err := checkConnFlags(*maxConns, *maxStreams, *maxUnauth, *maxUnauthConns, *connInflight, *nodes); err != nil {
 		return err
 	}
 	if err := checkAddrFlags(*statsAddr, *control); err != nil {
@@ -233,6 +234,7 @@ func run(args []string) error {
 		ConnLimits: func(c *conn.ServerConfig) {
 			c.MaxConnections, c.MaxStreams, c.MaxUnauthStreams, c.MaxConnInFlightBytes = *maxConns, *maxStreams, *maxUnauth, *connInflight
 			c.MaxHandshakes, c.RetryHandshakes, c.AnswerWriteTimeout = *maxHandshakes, *retryHandshakes, *answerTimeout
+			c.MaxUnauthConns = *maxUnauthConns
 		},
 	}
 	if *statsAddr != "" {
@@ -353,7 +355,7 @@ const brokerEnvHelp = `environment:
 
 // checkConnFlags refuses connection limits and node counts that the
 // server would otherwise silently replace by their defaults.
-func checkConnFlags(maxConns int, maxStreams int64, maxUnauth int, inflight uint64, nodes int) error {
+func checkConnFlags(maxConns int, maxStreams int64, maxUnauth, maxUnauthConns int, inflight uint64, nodes int) error {
 	switch {
 	case maxConns < 1:
 		return fmt.Errorf("-max-conns %d: want at least 1", maxConns)
@@ -361,6 +363,8 @@ func checkConnFlags(maxConns int, maxStreams int64, maxUnauth int, inflight uint
 		return fmt.Errorf("-max-streams %d: want at least 1", maxStreams)
 	case maxUnauth < 1:
 		return fmt.Errorf("-max-unauth-streams %d: want at least 1", maxUnauth)
+	case maxUnauthConns == 0:
+		return errors.New("-max-unauth-conns 0: want at least 1, or negative for no cap")
 	case inflight < 1:
 		return errors.New("-conn-inflight-bytes 0: want at least 1")
 	case nodes < 0:

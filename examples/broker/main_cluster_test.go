@@ -72,6 +72,8 @@ func TestBrokerFlagsRefusedBeforeListening(t *testing.T) {
 		{[]string{"-max-conns", "-5"}, "-max-conns -5"},
 		{[]string{"-max-streams", "0"}, "-max-streams 0"},
 		{[]string{"-max-unauth-streams", "0"}, "-max-unauth-streams 0"},
+		{[]string{"-max-unauth-conns", "0"}, "-max-unauth-conns 0"},
+		{[]string{"-nodes", "3", "-max-unauth-conns", "10"}, "-max-unauth-conns: not supported with -nodes"},
 		{[]string{"-conn-inflight-bytes", "0"}, "-conn-inflight-bytes 0"},
 		{[]string{"-nodes", "-1"}, "-nodes -1"},
 		{[]string{"-stats", "127.0.0.1:99999"}, "-stats"},
@@ -92,7 +94,7 @@ func TestBrokerHelpListsEnvironment(t *testing.T) {
 	cmd.Env = append(os.Environ(), "FELIX_BROKER_MAIN=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
-	for _, s := range []string{"-max-conns", "(default 8192)", "FELIX_TOKENS ", "FELIX_TOKENS_FILE", "SSLKEYLOGFILE"} {
+	for _, s := range []string{"-max-conns", "(default 8192)", "-max-unauth-conns", "(default 256)", "FELIX_TOKENS ", "FELIX_TOKENS_FILE", "SSLKEYLOGFILE"} {
 		require.Contains(t, string(out), s)
 	}
 }

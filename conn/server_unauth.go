@@ -1,0 +1,104 @@
+package conn
+
+// This file bounds the connections that are unauthenticated at the same
+// time (ServerConfig.MaxUnauthConns).
+//
+// A connection is unauthenticated from the moment Accept registers it
+// (its QUIC handshake completed) until the first of its streams
+// authenticates (ServerConn.Authenticated; MaxUnauthStreams stops applying
+// then), or until it ends. One that never authenticates can make the
+// server hold far more than its pre-auth window: quic-go keeps every
+// unread STREAM frame as an allocation of its own, so the 96 KiB window
+// sent as 1-byte frames costs about 12 MiB (TestServerLimitsMemoryUnderTinyFrames),
+// and nothing here can make quic-go coalesce the frames. Their number is
+// therefore bounded: at most MaxUnauthConns (DefaultMaxUnauthConns, 256:
+// ≈ 3 GiB in that worst case instead of ≈ 94 GiB at DefaultMaxConnections).
+//
+// When a connection is accepted while MaxUnauthConns are unauthenticated,
+// the OLDEST unauthenticated connection is closed with CloseAuthTimeout
+// ("too many unauthenticated connections", counted in
+// ListenerStats.UnauthEvicted) and the new one is admitted:
+//
+//   - a new client is never refused for this (an attacker holding the cap
+//     cannot lock anybody out);
+//   - a legitimate client is evicted only if MaxUnauthConns connections
+//     completed their handshakes after its own before its first auth was
+//     answered, one round trip: each of those is a full QUIC and TLS
+//     handshake, at most MaxHandshakes in progress and, past
+//     RetryHandshakes, each with a Retry round trip more (server_handshake.go),
+//     so a flooder needs far more than a round trip for them; a client
+//     evicted nevertheless fails its Dial with CloseAuthTimeout and may
+//     dial again;
+//   - authenticated connections are never evicted: a connection leaves the
+//     list, under Listener.mu, as its first stream authenticates.
+//
+// The list is Listener.unauth, oldest first, guarded by Listener.mu (taken
+// alone, never with ServerConn.mu held); each connection keeps its element
+// (ServerConn.unauthEl), so every event is O(1).
+
+// DefaultMaxUnauthConns is ServerConfig.MaxUnauthConns: 256 connections of
+// at most about 12.1 MiB each (tiny-frame worst case) ≈ 3 GiB.
+const DefaultMaxUnauthConns = 256
+
+// admitUnauthLocked lists sc, just registered, as unauthenticated, and
+// returns the oldest unauthenticated connection to evict when
+// MaxUnauthConns were already listed (nil otherwise). l.mu is held.
+func (l *Listener) admitUnauthLocked(sc *ServerConn) *ServerConn {
+	var victim *ServerConn
+	if limit := l.cfg.MaxUnauthConns; limit > 0 {
+		for victim == nil && l.unauth.Len() >= limit {
+			old := l.unauthRemoveLocked(l.unauth.Front().Value.(*ServerConn))
+			if old.qc.Context().Err() == nil {
+				victim = old
+			}
+			// else: it ended and is being torn down (dropUnauth comes):
+			// its place is free without an eviction.
+		}
+	}
+	sc.unauthEl = l.unauth.PushBack(sc)
+	l.st.unauthLive.Add(1)
+	return victim
+}
+
+// unauthRemoveLocked takes sc off the unauthenticated list, if it is on it,
+// and returns it. l.mu is held.
+func (l *Listener) unauthRemoveLocked(sc *ServerConn) *ServerConn {
+	if sc.unauthEl != nil {
+		l.unauth.Remove(sc.unauthEl)
+		sc.unauthEl = nil
+		l.st.unauthLive.Add(-1)
+	}
+	return sc
+}
+
+// dropUnauth takes sc off the unauthenticated list once it ended.
+func (l *Listener) dropUnauth(sc *ServerConn) {
+	l.mu.Lock()
+	l.unauthRemoveLocked(sc)
+	l.mu.Unlock()
+}
+
+// evictUnauth closes c, the oldest unauthenticated connection, to make room
+// for a new one.
+func (c *ServerConn) evictUnauth() {
+	c.l.st.unauthEvicted.Add(1)
+	c.log.Debug("connection closed", "reason", "too many unauthenticated connections", "limit", c.l.cfg.MaxUnauthConns)
+	c.qc.CloseWithError(CloseAuthTimeout, "too many unauthenticated connections")
+}
+
+// setAuthed marks the connection authenticated (a stream of it
+// authenticated) and takes it off the unauthenticated list, so it can no
+// longer be evicted; it reports whether this call did it (the first
+// stream).
+func (c *ServerConn) setAuthed() bool {
+	if c.authed.Load() {
+		return false
+	}
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.authed.Swap(true) {
+		return false
+	}
+	c.l.unauthRemoveLocked(c)
+	return true
+}
