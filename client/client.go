@@ -513,6 +513,10 @@ type call struct {
 	// safe: re-sending after an ambiguous outcome cannot apply it twice
 	// (reads, idempotent producers, explicit at-least-once publishes).
 	safe bool
+	// pin, when set, is the only broker the call goes to (Client.At):
+	// retried there, never moved to another one and never redirected (a
+	// redirect is returned as it came).
+	pin *broker
 }
 
 // run performs fn against the right broker: the shard owner when known,
@@ -579,6 +583,9 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 			}
 			return &AmbiguousError{Op: cl.op, Addr: o.b.addr, Err: st.lastErr}
 		case actRedirect:
+			if cl.pin != nil {
+				return st.lastErr
+			}
 			if c.redirect(ctx, st, o, v) {
 				continue
 			}
@@ -595,9 +602,12 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 	}
 }
 
-// target is the broker a call starts on: the shard owner when a hint
-// names a usable one, else none (the loop picks the home broker).
+// target is the broker a call starts on: its pin, or the shard owner when
+// a hint names a usable one, else none (the loop picks the home broker).
 func (c *Client) target(cl call) *broker {
+	if cl.pin != nil {
+		return cl.pin
+	}
 	if cl.key == nil {
 		return nil
 	}
@@ -634,6 +644,9 @@ func (c *Client) stopped(ctx context.Context, lastErr error) error {
 func (c *Client) attempt(ctx context.Context, st *runState, fn func(context.Context, *conn.Client, *broker) error) outcome {
 	b := st.target
 	st.target = nil
+	if b == nil {
+		b = st.cl.pin // a pinned call after a failure
+	}
 	if b == nil {
 		if b = c.pick(st.tried); b == nil {
 			// Every broker was tried in this round.

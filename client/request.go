@@ -24,11 +24,17 @@ import (
 // connection; one that is not returns an *AmbiguousError when its outcome
 // is unknown. Names are checked first (*NameError, nothing sent). The
 // answer and the errors are conn.Client.Request's.
-func (c *Client) Request(ctx context.Context, req felix.Message) (ans felix.Message, err error) {
+func (c *Client) Request(ctx context.Context, req felix.Message) (felix.Message, error) {
+	return c.request(ctx, req, nil)
+}
+
+// request sends req through the call loop, to pin only when it is set.
+func (c *Client) request(ctx context.Context, req felix.Message, pin *broker) (ans felix.Message, err error) {
 	cl, err := c.callFor(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	cl.pin = pin
 	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		ans, err = cc.Request(ctx, req)
@@ -43,29 +49,21 @@ func (c *Client) Request(ctx context.Context, req felix.Message) (ans felix.Mess
 // At returns a Requestor that sends every request to the broker at addr
 // only: retried there after a lost connection (with backoff, within
 // Config.MaxAttempts, when the request is safe to re-send), never moved to
-// another broker and never redirected. For per-broker views:
-// api.New(c.At(addr)).Subscriptions(...), ShardInspect(...).
+// another broker and never redirected: the same call loop as Request,
+// pinned. For per-broker views: api.New(c.At(addr)).Subscriptions(...),
+// ShardInspect(...).
 func (c *Client) At(addr string) api.Requestor {
-	return atBroker{c: c, addr: addr}
+	return atBroker{c: c, b: c.addBroker(addr, "At")}
 }
 
 type atBroker struct {
-	c    *Client
-	addr string
+	c *Client
+	b *broker
 }
 
-// Request sends req to the broker at addr (see Client.At).
-func (a atBroker) Request(ctx context.Context, req felix.Message) (ans felix.Message, err error) {
-	cl, err := a.c.callFor(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	err = a.c.at(ctx, a.addr, cl, func(ctx context.Context, cc *conn.Client) error {
-		var err error
-		ans, err = cc.Request(ctx, req)
-		return err
-	})
-	return ans, err
+// Request sends req to the broker of Client.At.
+func (a atBroker) Request(ctx context.Context, req felix.Message) (felix.Message, error) {
+	return a.c.request(ctx, req, a.b)
 }
 
 // callFor checks req's names and returns the call that sends it: its
@@ -121,45 +119,5 @@ func (c *Client) learnAnswer(req, ans felix.Message) {
 		c.mu.Lock()
 		c.shards[Topic{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream}] = shardInfo{shards: v.Shards, routing: v.Routing.V}
 		c.mu.Unlock()
-	}
-}
-
-// at runs cl on the broker at addr only: retried there (after a lost
-// connection, with backoff) when cl is safe to re-send, but never moved
-// to another broker, and never redirected.
-func (c *Client) at(ctx context.Context, addr string, cl call, fn func(ctx context.Context, cc *conn.Client) error) error {
-	c.stats.inFlight.Add(1)
-	defer c.stats.inFlight.Add(-1)
-	b := c.addBroker(addr, cl.op)
-	var lastErr error
-	for attempt := 0; ; attempt++ {
-		if err := c.stopped(ctx, bare(lastErr)); err != nil {
-			return err
-		}
-		cc, err := c.connect(ctx, b)
-		if err == nil {
-			err = fn(ctx, cc)
-			if err == nil {
-				return nil
-			}
-		} else {
-			err = &notSent{err}
-		}
-		lastErr = err
-		switch v := decide(err, cl.safe); v.act {
-		case actReturn, actRedirect:
-			return bare(err)
-		case actAmbiguous:
-			c.stats.ambiguous.Add(1)
-			return &AmbiguousError{Op: cl.op, Addr: addr, Err: bare(err)}
-		case actFailover:
-			if cc != nil {
-				c.markFailed(b, cc)
-			}
-		}
-		if attempt >= c.cfg.MaxAttempts {
-			return bare(lastErr)
-		}
-		sleep(ctx, c.ctx, c.cfg.backoff(attempt+1, 0))
 	}
 }

@@ -162,10 +162,10 @@ func TestRequestLostConnection(t *testing.T) {
 
 // A routed request sent to a broker that does not lead its shard follows
 // the not_leader to the owner it names; the redirect is not an error, and
-// the next request for that shard goes straight to the owner (once the
-// client has connected and so knows it talks to a cluster: the routing of
-// a first call made before that is the home broker's, as before the typed
-// calls moved to package api).
+// the next request for that shard goes straight to the owner (also when
+// the first was sent before the client connected, and so before it knew
+// it talks to a cluster: the redirect gives the call its key). A request
+// pinned with At goes to its broker even then.
 func TestRequestFollowsNotLeader(t *testing.T) {
 	for _, tc := range reqCases {
 		if !tc.routed {
@@ -202,6 +202,14 @@ func TestRequestFollowsNotLeader(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, &felix.StreamRecords{NextOffset: 9, RequestID: req.RequestID}, ans)
 		require.Equal(t, []int{0, 1}, nodesOf(cl, "stream_read"))
+		_, err = c.Request(ctxT(t), req)
+		require.NoError(t, err)
+		require.Equal(t, []int{0, 1, 1}, nodesOf(cl, "stream_read"), "the owner the first call's redirect named is kept")
+
+		_, err = c.At(cl.Nodes[0].Addr).Request(ctxT(t), req)
+		var nl *conn.NotLeaderError
+		require.ErrorAs(t, err, &nl, "a pinned request goes to its broker, not to the owner the client knows")
+		require.Equal(t, []int{0, 1, 1, 0}, nodesOf(cl, "stream_read"))
 	})
 }
 
