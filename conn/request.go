@@ -94,7 +94,7 @@ func (c *Client) ownStream(ctx context.Context, req felix.Message) (felix.Messag
 // checkAnswer returns ans when it is a success answer of the request
 // (with the request's id, when both carry one), else the error it is.
 func checkAnswer(facts felix.RequestFacts, req, ans felix.Message) (felix.Message, error) {
-	rid, _ := felix.RequestIDOf(req)
+	rid, sent := felix.RequestIDOf(req)
 	switch ans.(type) {
 	case *felix.ErrorMessage, *felix.PublishError, *felix.PublishRefused, *felix.NotLeader,
 		*felix.SubscribeCursorError, *felix.Unsupported:
@@ -103,10 +103,8 @@ func checkAnswer(facts felix.RequestFacts, req, ans felix.Message) (felix.Messag
 	if !answers(facts, ans.MessageType()) {
 		return nil, protocolErr("%s answered with %q", facts.Type, ans.MessageType())
 	}
-	if got, ok := felix.RequestIDOf(ans); ok {
-		if want, sent := felix.RequestIDOf(req); sent && got != want {
-			return nil, protocolErr("%s %d answered by %s for request %d", facts.Type, want, ans.MessageType(), got)
-		}
+	if got, ok := felix.RequestIDOf(ans); ok && sent && got != rid {
+		return nil, protocolErr("%s %d answered by %s for request %d", facts.Type, rid, ans.MessageType(), got)
 	}
 	return ans, nil
 }
