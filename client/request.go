@@ -30,11 +30,10 @@ func (c *Client) Request(ctx context.Context, req felix.Message) (felix.Message,
 
 // request sends req through the call loop, to pin only when it is set.
 func (c *Client) request(ctx context.Context, req felix.Message, pin *broker) (ans felix.Message, err error) {
-	cl, err := c.callFor(ctx, req)
+	cl, err := c.callFor(ctx, req, pin)
 	if err != nil {
 		return nil, err
 	}
-	cl.pin = pin
 	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, _ *broker) error {
 		var err error
 		ans, err = cc.Request(ctx, req)
@@ -67,19 +66,21 @@ func (a atBroker) Request(ctx context.Context, req felix.Message) (felix.Message
 }
 
 // callFor checks req's names and returns the call that sends it: its
-// operation name, safety and route from the protocol's facts.
-func (c *Client) callFor(ctx context.Context, req felix.Message) (call, error) {
+// operation name, safety and route from the protocol's facts, or pin
+// when it is set (a pinned call needs no route: finding a keyed
+// request's shard could cost a stream_shards round trip).
+func (c *Client) callFor(ctx context.Context, req felix.Message, pin *broker) (call, error) {
 	typ := req.MessageType()
 	facts, ok := felix.LookupRequest(typ)
 	if !ok {
 		return call{}, fmt.Errorf("%w: %q is not a client request", conn.ErrNotARequest, typ)
 	}
-	cl := call{op: typ, safe: facts.Safe}
+	cl := call{op: typ, safe: facts.Safe, pin: pin}
 	if t, ok := felix.RouteTargetOf(req); ok {
 		if err := c.checkNames(typ, t.TenantID, t.Namespace, t.Name, t.Kind == felix.ShardKindCache); err != nil {
 			return call{}, err
 		}
-		if facts.Route != felix.RouteAny {
+		if facts.Route != felix.RouteAny && pin == nil {
 			cl.key = c.keyOf(ctx, t)
 			// A first call, before the client knew it talks to a
 			// cluster, finds its key once a redirect shows it needs one,

@@ -253,6 +253,14 @@ func TestRequestAtOneBroker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, felix.Some(int64(1)), ans.(*felix.CounterValue).Value)
 	require.Equal(t, []int{1, 1}, nodesOf(cl, "counter_add"))
+
+	// A keyed request pinned to a broker needs no route: the client does
+	// not ask for the stream's shard count.
+	owner.Always("publish_if", reply(func() felix.Message { return &felix.PublishOK{} }))
+	_, err = api.New(c.At(owner.Addr)).PublishIf(ctxT(t), sTopic, [][]byte{[]byte("x")}, []byte("key"), 0)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, nodesOf(cl, "publish_if"))
+	require.Empty(t, nodesOf(cl, "stream_shards"))
 }
 
 // A request naming a tenant other than the client's, or an empty name,
