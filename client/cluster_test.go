@@ -7,8 +7,8 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/stretchr/testify/require"
 )
 

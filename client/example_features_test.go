@@ -11,11 +11,11 @@ import (
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/cluster"
 )
 
 // The examples below run against a three-node reference cluster started
-// in-process (examples/broker/cluster); the client is seeded with one node
+// in-process (internal/broker/cluster); the client is seeded with one node
 // and finds each shard's leader itself.
 
 // exampleCluster starts a cluster and returns a client on it (token

@@ -12,7 +12,7 @@ import (
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 // An idempotent Producer shared by several goroutines. The application

@@ -6,7 +6,7 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/stretchr/testify/require"
 )
 

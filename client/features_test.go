@@ -11,13 +11,13 @@ import (
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/stretchr/testify/require"
 )
 
 // The group, commit, conditional and inspection calls against the
-// reference cluster (examples/broker/cluster, three nodes over real QUIC):
+// reference cluster (internal/broker/cluster, three nodes over real QUIC):
 // each call is sent to a broker that does not lead the shard first, so
 // that it is redirected to the leader.
 

@@ -9,8 +9,8 @@ import (
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/engine"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 // TestFeatureScenariosOnReferenceBroker runs the queue, commit,

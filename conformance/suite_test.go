@@ -6,7 +6,7 @@ package conformance_test
 // client a user should use, and conn.Client where a scenario is about the
 // single-connection building block — run against a fixture cluster:
 //
-//   - by default an in-process reference cluster (examples/broker/cluster)
+//   - by default an in-process reference cluster (internal/broker/cluster)
 //     with its control endpoint and link interposer;
 //   - or the cluster described by the fixture file named in FELIX_FIXTURE
 //     (upstream's format: conformance.LoadFixture); the control endpoint's
@@ -25,7 +25,7 @@ import (
 	"testing"
 
 	"github.com/flxproto/felix/conformance"
-	"github.com/flxproto/felix/examples/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/cluster"
 	"go.uber.org/goleak"
 )
 

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/stretchr/testify/require"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix/examples/broker/engine"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/stretchr/testify/require"
 )
 

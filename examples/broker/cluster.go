@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
-	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/flxproto/felix/examples/metrics"
+	"github.com/flxproto/felix/internal/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

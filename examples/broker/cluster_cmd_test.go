@@ -17,7 +17,7 @@ import (
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/stretchr/testify/require"
 )
 

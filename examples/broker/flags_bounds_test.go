@@ -5,8 +5,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/flxproto/felix/examples/broker/engine"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/engine"
 
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 // authFlags registers the auth throttle flags (docs/limits.md).

@@ -13,7 +13,7 @@
 // closes every connection with application code 0.
 //
 // With -nodes N it serves a reference cluster instead (package
-// examples/broker/cluster): N nodes on loopback sharing one log, creating
+// internal/broker/cluster): N nodes on loopback sharing one log, creating
 // streams and caches on first use as the standalone broker does (-strict,
 // -stream, -cache and the auto-created streams' flags apply), a link
 // interposer, the fixture file of -fixture-out (mode 0600: it holds the
@@ -51,9 +51,9 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/engine"
-	"github.com/flxproto/felix/examples/broker/server"
 	"github.com/flxproto/felix/examples/metrics"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/stretchr/testify/require"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/webpki"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"

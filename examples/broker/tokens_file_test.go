@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/stretchr/testify/require"
 )
 

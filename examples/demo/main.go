@@ -24,8 +24,8 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/engine"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/quic-go/quic-go"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"

@@ -1,5 +1,5 @@
 // Package reftest starts brokers for the end-to-end tests of conn, api and
-// client: the reference broker (examples/broker/server) with durable
+// client: the reference broker (internal/broker/server) with durable
 // streams and a client dialled to it with the demo credentials, and a bare
 // broker that advertises a chosen feature set and records the requests it
 // receives (for the not-advertised paths). It is test support, not API.
@@ -18,7 +18,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/examples/broker/server"
+	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/stretchr/testify/require"
 )
 

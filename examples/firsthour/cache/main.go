@@ -20,8 +20,8 @@ import (
 
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/engine"
 )
 
 func main() {

@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/examples/broker/cluster"
-	"github.com/flxproto/felix/examples/broker/engine"
+	"github.com/flxproto/felix/internal/broker/cluster"
+	"github.com/flxproto/felix/internal/broker/engine"
 )
 
 // options are the program's knobs.

@@ -1,0 +1,287 @@
+package server
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/internal/broker/engine"
+)
+
+// subscribe handles subscribe, which is terminal for its control stream:
+// the event stream is opened (hello first), subscribed is answered, the
+// control stream is finished, and a pump goroutine writes history and live
+// batches. Errors (subscribe_cursor_error, error) come back on the control
+// stream and no event stream is opened.
+func (h *handler) subscribe(m *felix.Subscribe) {
+	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
+		h.refuse(felix.CodeForbidden, why)
+		return
+	}
+	req := engine.SubscribeRequest{
+		Topic:     engine.Topic{Tenant: m.TenantID, Namespace: m.Namespace, Stream: m.Stream},
+		Shard:     m.Shard.V,
+		Mods:      h.peer.EventFlags(),
+		LagReport: h.peer.SubscriptionLagged(),
+		ID:        m.SubscriptionID.V,
+	}
+	if m.Start.Set {
+		switch m.Start.V.Kind {
+		case felix.StartEarliest:
+			req.Start.Kind = engine.StartEarliest
+		case felix.StartOffset:
+			req.Start = engine.Start{Kind: engine.StartOffset, Offset: m.Start.V.Offset}
+		}
+	}
+	if m.QueueCapacity.Set {
+		req.QueueCapacity = max(int(m.QueueCapacity.V), 1)
+	}
+	place := h.placeRead(req.Topic, req.Shard)
+	if !place.Local || place.Refuse != nil {
+		h.redirect(place)
+		return
+	}
+	if !h.reserveSub() {
+		return
+	}
+	sub, info, err := h.s.eng.Subscribe(req)
+	if err != nil {
+		h.subs.Add(-1)
+		h.write(errorMessage(err))
+		h.st.Close()
+		return
+	}
+	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
+	if err != nil {
+		h.subs.Add(-1)
+		sub.Close()
+		h.refuse(felix.CodeInternal, "cannot open the event stream")
+		return
+	}
+	// Listed (subscriptions_list) from here until the pump ends; the pump
+	// is the only path that does not end the subscription below.
+	topic := sub.Topic() // the stream's own names, not the request's copies
+	unlist := h.registerSub(topic, req.Shard, sub)
+	ans := &felix.Subscribed{SubscriptionID: info.ID}
+	if info.Durable {
+		ans.StartOffset, ans.LiveOffset = felix.Some(info.StartOffset), felix.Some(info.LiveOffset)
+	}
+	if m.QueueCapacity.Set {
+		ans.QueueCapacity = felix.Some(uint32(info.QueueCapacity))
+	}
+	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
+		unlist()
+		h.subs.Add(-1)
+		sub.Close()
+		es.Abort()
+		h.st.Abort()
+		return
+	}
+	h.st.Close()
+	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
+	h.s.wg.Add(1)
+	h.s.pumps.Add(1)
+	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: topic, shard: req.Shard, unlist: unlist,
+		notify: h.peer.Features.Has(felix.FeatureShardMoved)})
+}
+
+// subMove is what a pump needs to end a subscription whose shard moved.
+type subMove struct {
+	place  Placement
+	topic  engine.Topic
+	shard  uint32
+	notify bool   // the client offered FeatureShardMoved
+	unlist func() // removes the subscription from subscriptions_list
+}
+
+// moved ends an event stream whose shard left this node: shard_moved
+// naming the next owner (and, on a durable stream, the first offset not
+// delivered) to a client that offered FeatureShardMoved, a reset for
+// others so that the end is never mistaken for a clean one.
+func (s *Server) moved(es *conn.EventStream, id uint64, mv subMove, resume uint64, durable bool) {
+	if !mv.notify || s.cfg.Router == nil {
+		es.Abort()
+		return
+	}
+	next := s.cfg.Router.Stream(mv.topic, mv.shard, false)
+	m := &felix.ShardMoved{SubscriptionID: id, Generation: next.Generation}
+	if durable {
+		m.ResumeFrom = felix.Some(resume)
+	}
+	if next.Refuse == nil && next.Owner.NodeID != "" {
+		m.NodeID = felix.Some(next.Owner.NodeID)
+		if next.Owner.Addr != "" {
+			m.Addr = felix.Some(next.Owner.Addr)
+		}
+	}
+	if err := es.WriteMessage(es.Context(), m); err != nil {
+		es.Abort()
+		return
+	}
+	_ = es.Close()
+}
+
+// pumpSubscription writes a subscription's deliveries to its event
+// stream. It ends with a clean FIN when the engine ends the subscription
+// (shutdown), after subscription_lagged when the subscriber lagged, and
+// with a reset when the client stopped reading or the connection died.
+func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slots *atomic.Int64, mv subMove) {
+	defer s.wg.Done()
+	defer s.pumps.Add(-1)
+	defer slots.Add(-1)
+	defer sub.Close()
+	defer mv.unlist()
+	// Writes run under wctx: the watchdog bounds each one. Next runs under
+	// ctx, which also ends when the shard moves away or the server stops
+	// serving subscriptions.
+	wctx, wd := s.watchdog(es.Context(), es.Abort)
+	defer wd.stop()
+	ctx, stop := s.pumpContext(wctx, mv.place.Moved)
+	defer stop()
+	info := sub.Info()
+	next := info.StartOffset // first offset not yet delivered (durable)
+	for {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			switch {
+			case errors.Is(err, engine.ErrClosed):
+				_ = es.Close()
+			case s.ending.Err() != nil && es.Context().Err() == nil:
+				// This node stops while the (shared) engine goes on: say
+				// where to resume, never end cleanly.
+				s.endDrained(wctx, es, sub.ID(), engine.Delivery{Drained: true, HasResume: info.Durable, ResumeFrom: next})
+			case mv.place.Moved != nil && mv.place.Moved.Err() != nil && es.Context().Err() == nil:
+				s.moved(es, sub.ID(), mv, next, info.Durable)
+			default:
+				es.Abort()
+			}
+			return
+		}
+		if d.Batch != nil && d.Batch.HasOffsets {
+			next = d.Batch.EndOffset()
+		}
+		if d.Drained {
+			wd.arm()
+			s.endDrained(wctx, es, sub.ID(), d)
+			wd.disarm()
+			return
+		}
+		if d.Lagged {
+			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
+			wd.arm()
+			_ = es.WriteMessage(wctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			wd.disarm()
+			_ = es.Close()
+			return
+		}
+		// Under the stream's own context: the write costs no
+		// context.AfterFunc; the watchdog resets the stream to cut it.
+		wd.arm()
+		err = es.WriteEncoded(es.Context(), d.Frame)
+		wd.disarm()
+		if err != nil {
+			es.Abort()
+			return
+		}
+	}
+}
+
+// watch handles cache_watch, terminal like subscribe.
+func (h *handler) watch(m *felix.CacheWatch) {
+	if why := h.deny(m.TenantID, PermCacheRead); why != "" {
+		h.refuse(felix.CodeForbidden, why)
+		return
+	}
+	if m.Key.Set == m.Prefix.Set {
+		h.refuse(felix.CodeInvalidRequest, "cache_watch needs exactly one of key and prefix")
+		return
+	}
+	if m.Key.Set && m.Shard.Set {
+		h.refuse(felix.CodeInvalidRequest, "shard is only valid on prefix watches")
+		return
+	}
+	if p := h.placeCache(engine.CacheRef{Tenant: m.TenantID, Namespace: m.Namespace, Cache: m.Cache}); !p.Local || p.Refuse != nil {
+		h.redirect(p)
+		return
+	}
+	req := engine.WatchRequest{
+		CacheRef: engine.CacheRef{Tenant: m.TenantID, Namespace: m.Namespace, Cache: m.Cache},
+		Key:      m.Key.V, IsPrefix: m.Prefix.Set, Prefix: m.Prefix.V, Shard: m.Shard.V,
+		HasFrom: m.FromOffset.Set, FromOffset: m.FromOffset.V, Retained: m.Retained,
+		ID: m.SubscriptionID.V,
+	}
+	if !h.reserveSub() {
+		return
+	}
+	w, info, err := h.s.eng.Watch(req)
+	if err != nil {
+		h.subs.Add(-1)
+		h.write(errorMessage(err))
+		h.st.Close()
+		return
+	}
+	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
+	if err != nil {
+		h.subs.Add(-1)
+		w.Close()
+		h.refuse(felix.CodeInternal, "cannot open the event stream")
+		return
+	}
+	ans := &felix.CacheWatchStarted{SubscriptionID: info.ID, ResumeOffset: info.ResumeOffset}
+	if m.Retained {
+		ans.RetainedCount = felix.Some(info.RetainedCount)
+	}
+	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
+		h.subs.Add(-1)
+		w.Close()
+		es.Abort()
+		h.st.Abort()
+		return
+	}
+	h.st.Close()
+	h.s.wg.Add(1)
+	h.s.pumps.Add(1)
+	go h.s.pumpWatch(w, es, h.subs)
+}
+
+// pumpWatch writes a watch's cache_event frames, then cache_watch_lagged
+// for a watcher that fell behind.
+func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.Int64) {
+	defer s.wg.Done()
+	defer s.pumps.Add(-1)
+	defer slots.Add(-1)
+	defer w.Close()
+	wctx, wd := s.watchdog(es.Context(), es.Abort)
+	defer wd.stop()
+	ctx, stop := s.pumpContext(wctx, nil)
+	defer stop()
+	for {
+		d, err := w.Next(ctx)
+		if err != nil {
+			// A node that stops while a shared engine goes on resets the
+			// watch: the watcher resumes from its last offset elsewhere.
+			if errors.Is(err, engine.ErrClosed) {
+				_ = es.Close()
+			} else {
+				es.Abort()
+			}
+			return
+		}
+		if d.Lagged {
+			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
+			wd.arm()
+			_ = es.WriteMessage(wctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			wd.disarm()
+			_ = es.Close()
+			return
+		}
+		wd.arm()
+		err = es.WriteEncoded(es.Context(), d.Frame()) // shared by the event's watches; cut by the watchdog's reset
+		wd.disarm()
+		if err != nil {
+			es.Abort()
+			return
+		}
+	}
+}
