@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 )
 
 // Cache and counter calls go to any broker (the broker reached forwards
@@ -16,7 +15,7 @@ import (
 
 // CachePut writes key = value with an optional TTL (0: no expiry) and
 // waits for the broker's cache_ok.
-func (x Calls) CachePut(ctx context.Context, ref conn.CacheRef, key string, value []byte, ttl time.Duration) error {
+func (x Calls) CachePut(ctx context.Context, ref felix.CacheRef, key string, value []byte, ttl time.Duration) error {
 	m := &felix.CachePut{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Value: value}
 	if ttl > 0 {
 		m.TTLMs = felix.Some(durMs(ttl))
@@ -27,7 +26,7 @@ func (x Calls) CachePut(ctx context.Context, ref conn.CacheRef, key string, valu
 
 // CacheGet reads key. A miss (or an expired entry) is found == false with
 // a nil error.
-func (x Calls) CacheGet(ctx context.Context, ref conn.CacheRef, key string) (value []byte, found bool, err error) {
+func (x Calls) CacheGet(ctx context.Context, ref felix.CacheRef, key string) (value []byte, found bool, err error) {
 	it, err := x.CacheGetVersioned(ctx, ref, key)
 	return it.Value, it.Found, err
 }
@@ -44,7 +43,7 @@ type CacheItem struct {
 }
 
 // CacheGetVersioned is CacheGet returning the entry's version too.
-func (x Calls) CacheGetVersioned(ctx context.Context, ref conn.CacheRef, key string) (CacheItem, error) {
+func (x Calls) CacheGetVersioned(ctx context.Context, ref felix.CacheRef, key string) (CacheItem, error) {
 	cv, err := do[*felix.CacheValue](ctx, x, &felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key})
 	if err != nil {
 		return CacheItem{}, err
@@ -54,7 +53,7 @@ func (x Calls) CacheGetVersioned(ctx context.Context, ref conn.CacheRef, key str
 
 // CacheDelete removes key and returns the value it held (found == false
 // when there was none). Needs felix.FeatureCacheDelete.
-func (x Calls) CacheDelete(ctx context.Context, ref conn.CacheRef, key string) (old []byte, found bool, err error) {
+func (x Calls) CacheDelete(ctx context.Context, ref felix.CacheRef, key string) (old []byte, found bool, err error) {
 	cv, err := do[*felix.CacheValue](ctx, x, &felix.CacheDelete{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key})
 	if err != nil {
 		return nil, false, err
@@ -84,7 +83,7 @@ func IfVersion(v uint64) felix.CacheCondition {
 // CachePutIf writes key = value only if cond holds: IfAbsent (no live
 // entry) or IfVersion (the entry's version is the one given). ttl 0 means
 // no expiry. Needs felix.FeatureCacheConditional; not safe to re-send.
-func (x Calls) CachePutIf(ctx context.Context, ref conn.CacheRef, key string, value []byte, cond felix.CacheCondition, ttl time.Duration) (CondResult, error) {
+func (x Calls) CachePutIf(ctx context.Context, ref felix.CacheRef, key string, value []byte, cond felix.CacheCondition, ttl time.Duration) (CondResult, error) {
 	m := &felix.CachePutIf{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Value: value, Condition: cond}
 	if ttl > 0 {
 		m.TTLMs = felix.Some(durMs(ttl))
@@ -94,7 +93,7 @@ func (x Calls) CachePutIf(ctx context.Context, ref conn.CacheRef, key string, va
 
 // CacheDeleteIf removes key only if its version is version. Needs
 // felix.FeatureCacheConditional; not safe to re-send.
-func (x Calls) CacheDeleteIf(ctx context.Context, ref conn.CacheRef, key string, version uint64) (CondResult, error) {
+func (x Calls) CacheDeleteIf(ctx context.Context, ref felix.CacheRef, key string, version uint64) (CondResult, error) {
 	return condResult(do[*felix.CacheConditionResult](ctx, x,
 		&felix.CacheDeleteIf{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Version: version}))
 }
@@ -113,12 +112,12 @@ func condResult(r *felix.CacheConditionResult, err error) (CondResult, error) {
 // re-send: counter_add carries nothing a broker could drop a duplicate
 // by, so client.Client reports an unknown outcome as ambiguous instead of
 // counting twice.
-func (x Calls) CounterAdd(ctx context.Context, ref conn.CacheRef, key string, delta int64) (value int64, found bool, err error) {
+func (x Calls) CounterAdd(ctx context.Context, ref felix.CacheRef, key string, delta int64) (value int64, found bool, err error) {
 	return counter(do[*felix.CounterValue](ctx, x, &felix.CounterAdd{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Delta: delta}))
 }
 
 // CounterGet reads a counter; found is false when it was never written.
-func (x Calls) CounterGet(ctx context.Context, ref conn.CacheRef, key string) (value int64, found bool, err error) {
+func (x Calls) CounterGet(ctx context.Context, ref felix.CacheRef, key string) (value int64, found bool, err error) {
 	return counter(do[*felix.CounterValue](ctx, x, &felix.CounterGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key}))
 }
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
-	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // recorder is a Requestor that records every request it is given, refuses
@@ -23,13 +23,13 @@ type recorder struct {
 
 func (r *recorder) Request(_ context.Context, req felix.Message) (felix.Message, error) {
 	if what := r.caps.Unadvertised(req); what != "" {
-		return nil, fmt.Errorf("%w: %s", conn.ErrNotAdvertised, what)
+		return nil, fmt.Errorf("%w: %s", felix.ErrNotAdvertised, what)
 	}
 	r.sent = append(r.sent, req)
 	return r.answer(req), nil
 }
 
-var callsCache = conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
+var callsCache = felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
 
 // The TTL of a put is sent in whole milliseconds, a positive
 // sub-millisecond one rounded up to 1, and no TTL is absent (null), not 0.
@@ -77,14 +77,14 @@ func TestCallsDeliveryNack(t *testing.T) {
 				}
 				return &felix.CacheOK{}
 			}}
-			g := api.New(r).Group(api.GroupRef{Topic: conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, Group: "g"})
+			g := api.New(r).Group(api.GroupRef{Topic: felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, Group: "g"})
 			for d, err := range g.Records(context.Background()) {
 				require.NoError(t, err)
 				err = d.Nack(context.Background(), time.Second)
 				if claim {
 					require.NoError(t, err)
 				} else {
-					require.ErrorIs(t, err, conn.ErrNotAdvertised, "a delay needs claim control")
+					require.ErrorIs(t, err, felix.ErrNotAdvertised, "a delay needs claim control")
 				}
 				require.NoError(t, d.Nack(context.Background(), 0))
 				break

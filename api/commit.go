@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 )
 
 // Commit validation errors (errors.Is-able; the error returned is a
@@ -125,7 +124,7 @@ func (e *CommitError) Unwrap() error { return e.Err }
 // stream and shard the entity key routes to, or none.
 type CommitRequest struct {
 	// Topic is the stream the entity lives on.
-	conn.Topic
+	felix.Topic
 	// EntityKey routes the commit to a shard (like a publish key) and
 	// scopes its state keys.
 	EntityKey []byte
@@ -133,7 +132,7 @@ type CommitRequest struct {
 	Ops []CommitOp
 	// ExpectedOffset, when set, makes the commit conditional: it is applied
 	// only if the shard's next offset is this one, else refused with a
-	// *conn.PublishRefusedError (offset_mismatch; Tail names the shard's tail).
+	// *felix.PublishRefusedError (offset_mismatch; Tail names the shard's tail).
 	// Needs felix.FeaturePublishConditional.
 	ExpectedOffset felix.Opt[uint64]
 }
@@ -193,8 +192,8 @@ func (r *CommitRequest) Validate() error {
 // the shard the entity key routes to. It returns the offset of the event,
 // which is also the version of every state key it wrote. Needs
 // felix.FeatureAtomicCommit, and felix.FeaturePublishConditional for
-// ExpectedOffset (conn.ErrNotAdvertised, nothing sent). A stale
-// ExpectedOffset is a *conn.PublishRefusedError (Tail names the shard's
+// ExpectedOffset (felix.ErrNotAdvertised, nothing sent). A stale
+// ExpectedOffset is a *felix.PublishRefusedError (Tail names the shard's
 // tail; nothing was written). A commit is not safe to re-send: an unknown
 // outcome is ambiguous (read the state with StateGet to find out).
 func (x Calls) Commit(ctx context.Context, req CommitRequest) (offset uint64, err error) {
@@ -233,7 +232,7 @@ type StateValue struct {
 // StateGet reads state key under entityKey on stream t, from the leader
 // of the shard the entity key routes to. A key never written or deleted
 // is Found == false (absent, not empty). Needs felix.FeatureAtomicCommit.
-func (x Calls) StateGet(ctx context.Context, t conn.Topic, entityKey []byte, key string) (StateValue, error) {
+func (x Calls) StateGet(ctx context.Context, t felix.Topic, entityKey []byte, key string) (StateValue, error) {
 	m := &felix.StateGet{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, EntityKey: entityKey, Key: key}
 	if m.EntityKey == nil {
 		m.EntityKey = []byte{}
@@ -250,17 +249,17 @@ func (x Calls) StateGet(ctx context.Context, t conn.Topic, entityKey []byte, key
 // the shard's leader only if the shard's next offset is expected. It
 // returns the offset of the first record (HasOffset when the client
 // offered flag 0x1000). A stale expected offset is a
-// *conn.PublishRefusedError whose Tail names the shard's next offset;
+// *felix.PublishRefusedError whose Tail names the shard's next offset;
 // nothing was written. Needs felix.FeaturePublishConditional; not safe to
 // re-send (a re-send of an applied write would be refused as stale).
-func (x Calls) PublishIf(ctx context.Context, t conn.Topic, payloads [][]byte, key []byte, expected uint64) (conn.PublishResult, error) {
+func (x Calls) PublishIf(ctx context.Context, t felix.Topic, payloads [][]byte, key []byte, expected uint64) (felix.PublishResult, error) {
 	m := &felix.PublishIf{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Payloads: payloads, ExpectedOffset: expected}
 	if key != nil {
 		m.Key = felix.Some(key)
 	}
 	ok, err := do[*felix.PublishOK](ctx, x, m)
 	if err != nil {
-		return conn.PublishResult{}, err
+		return felix.PublishResult{}, err
 	}
-	return conn.PublishResult{Offset: ok.Offset.V, HasOffset: ok.Offset.Set}, nil
+	return felix.PublishResult{Offset: ok.Offset.V, HasOffset: ok.Offset.Set}, nil
 }

@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
-var orders = conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "orders"}
+var orders = felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "orders"}
 
 func TestCommitAndStateGetEndToEnd(t *testing.T) {
 	srv := startRef(t, func(c *server.Config) { c.Engine.DefaultStream.Shards = 4 })
@@ -48,7 +49,7 @@ func TestCommitAndStateGetEndToEnd(t *testing.T) {
 	// Conditional commit: stale expected offset refused with the tail.
 	_, err = c.Commit(ctx, api.CommitRequest{Topic: orders, EntityKey: entity, ExpectedOffset: felix.Some(off),
 		Ops: []api.CommitOp{api.EnqueueEvent("", []byte("x")), api.DeleteState("", "tmp")}})
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	require.True(t, errors.As(err, &rf), "got %v", err)
 	tail, ok := rf.Tail()
 	require.True(t, ok)
@@ -108,18 +109,18 @@ func TestCommitNotAdvertised(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		c := api.New(b.Dial(t, func(cfg *conn.Config) { cfg.Legacy = legacy }))
 		_, err := c.Commit(ctx, api.CommitRequest{Topic: orders, EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", nil)}})
-		require.ErrorIs(t, err, conn.ErrNotAdvertised)
+		require.ErrorIs(t, err, felix.ErrNotAdvertised)
 		_, err = c.StateGet(ctx, orders, []byte("e"), "k")
-		require.ErrorIs(t, err, conn.ErrNotAdvertised)
+		require.ErrorIs(t, err, felix.ErrNotAdvertised)
 		_, err = c.PublishIf(ctx, orders, [][]byte{[]byte("x")}, nil, 0)
-		require.ErrorIs(t, err, conn.ErrNotAdvertised)
+		require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	}
 	// Commits without conditional publishes: no expected_offset.
 	b2 := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureAtomicCommit})
 	c2 := api.New(b2.Dial(t, nil))
 	_, err := c2.Commit(ctx, api.CommitRequest{Topic: orders, EntityKey: []byte("e"), ExpectedOffset: felix.Some(uint64(0)),
 		Ops: []api.CommitOp{api.PublishEvent("", nil)}})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	require.Empty(t, b.Received())
 	require.Empty(t, b2.Received())
 }
@@ -129,12 +130,12 @@ func TestPublishIfEndToEnd(t *testing.T) {
 	cc := dialRef(t, srv, nil)
 	c := api.New(cc)
 	ctx := testCtx(t)
-	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "ledger"}
+	topic := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "ledger"}
 	res, err := c.PublishIf(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, nil, 0)
 	require.NoError(t, err)
-	require.Equal(t, conn.PublishResult{Offset: 0, HasOffset: true}, res)
+	require.Equal(t, felix.PublishResult{Offset: 0, HasOffset: true}, res)
 	_, err = c.PublishIf(ctx, topic, [][]byte{[]byte("c")}, nil, 0)
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	require.True(t, errors.As(err, &rf))
 	require.Equal(t, "offset_mismatch", rf.Reason)
 	tail, ok := rf.Tail()
@@ -153,7 +154,7 @@ func TestConditionalCacheEndToEnd(t *testing.T) {
 	cc := dialRef(t, srv, nil)
 	c := api.New(cc)
 	ctx := testCtx(t)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
 	r, err := c.CachePutIf(ctx, ref, "k", []byte("v1"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
 	require.NoError(t, err)
 	require.True(t, r.Applied)
@@ -180,8 +181,8 @@ func TestConditionalCacheEndToEnd(t *testing.T) {
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags})
 	bc := api.New(b.Dial(t, nil))
 	_, err = bc.CachePutIf(ctx, ref, "k", nil, felix.CacheCondition{}, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = bc.CacheDeleteIf(ctx, ref, "k", 1)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	require.Empty(t, b.Received())
 }

@@ -19,7 +19,7 @@
 // routed are the protocol facts of felix.LookupRequest; the typed calls
 // only build the request and read its answer. A request whose feature
 // (or the feature of an option it sets) the broker did not advertise
-// fails with conn.ErrNotAdvertised and nothing is sent.
+// fails with felix.ErrNotAdvertised and nothing is sent.
 //
 // What stays outside this package is what only a connection or the
 // cluster-aware client can do: the handshake, publish streams with their
@@ -32,14 +32,13 @@ import (
 	"fmt"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 )
 
 // Requestor sends one client request and returns its answer: one of the
 // success answers of the request's felix.RequestFacts, or an error (a
-// failure answer as its typed error: *conn.BrokerError,
-// *conn.NotLeaderError, *conn.PublishRefusedError, *conn.CursorError,
-// conn.ErrNotAdvertised). It sets the request's request id.
+// failure answer as its typed error: *felix.BrokerError,
+// *felix.NotLeaderError, *felix.PublishRefusedError, *felix.CursorError,
+// felix.ErrNotAdvertised). It sets the request's request id.
 // *conn.Client and *client.Client implement it.
 type Requestor interface {
 	Request(ctx context.Context, req felix.Message) (felix.Message, error)
@@ -66,5 +65,5 @@ func do[T felix.Message](ctx context.Context, x Calls, req felix.Message) (T, er
 	if a, ok := ans.(T); ok {
 		return a, nil
 	}
-	return zero, fmt.Errorf("%w: %s answered with %s, not %T", conn.ErrProtocol, req.MessageType(), ans.MessageType(), zero)
+	return zero, fmt.Errorf("%w: %s answered with %s, not %T", felix.ErrProtocol, req.MessageType(), ans.MessageType(), zero)
 }

@@ -3,13 +3,14 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"github.com/flxproto/felix/internal/reftest"
 	"log"
 	"time"
 
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/internal/reftest"
+
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 )
 
 // The typed calls are methods of the client (it embeds api.Calls): routed,
@@ -30,7 +31,7 @@ func Example_client() {
 		log.Fatal(err)
 	}
 
-	ref := conn.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
+	ref := felix.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
 	err = c.CachePut(ctx, ref, "user-7", []byte("cart=3"), time.Minute)
 	n, _, err := c.CounterAdd(ctx, ref, "visits", 1)
 	g := c.Group(api.GroupRef{Topic: orders, Shard: 0, Group: "billing"})

@@ -70,7 +70,7 @@ func exampleCtx() (context.Context, context.CancelFunc) {
 // exampleQueue publishes payloads to a fresh stream and returns a group on
 // its shard 0 (unkeyed records land there).
 func exampleQueue(ctx context.Context, c *conn.Client, stream string, payloads ...string) *api.Group {
-	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: stream}
+	t := felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: stream}
 	for _, p := range payloads {
 		if _, err := c.Publish(ctx, t, []byte(p), conn.PublishOptions{Ack: felix.AckPerMessage}); err != nil {
 			log.Fatal(err)
@@ -108,7 +108,7 @@ func ExampleGroup_Ack() {
 	g := exampleQueue(ctx, cc, "ack", "a")
 	recs, _ := g.Poll(ctx, api.PollOptions{})
 	fmt.Println(g.Ack(ctx, recs[0].Offset))
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	err := g.Ack(ctx, recs[0].Offset) // no claim any more
 	fmt.Println(errors.As(err, &be) && be.Code == felix.CodeStaleClaim)
 	// Output:
@@ -290,7 +290,7 @@ func ExampleCalls_Commit() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	accounts := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "accounts"}
+	accounts := felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "accounts"}
 	off, err := c.Commit(ctx, api.CommitRequest{Topic: accounts, EntityKey: []byte("acct-1"), Ops: []api.CommitOp{
 		api.PublishEvent("", []byte(`{"deposit":10}`)),
 		api.PutState("", "balance", []byte("10")),
@@ -316,7 +316,7 @@ func ExampleCalls_StateGet() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	carts := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "carts"}
+	carts := felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "carts"}
 	off, _ := c.Commit(ctx, api.CommitRequest{Topic: carts, EntityKey: []byte("cart-9"), Ops: []api.CommitOp{
 		api.PublishEvent("", []byte("added")), api.PutState("", "items", []byte("1"))}})
 	v, err := c.StateGet(ctx, carts, []byte("cart-9"), "items")
@@ -334,11 +334,11 @@ func ExampleCalls_PublishIf() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ledger := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "ledger"}
+	ledger := felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "ledger"}
 	res, err := c.PublishIf(ctx, ledger, [][]byte{[]byte("entry")}, nil, 0)
 	fmt.Println(res.Offset, err)
 	_, err = c.PublishIf(ctx, ledger, [][]byte{[]byte("entry")}, nil, 0) // someone else got 0
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	if errors.As(err, &rf) {
 		tail, _ := rf.Tail()
 		fmt.Println(rf.Reason, "tail", tail)
@@ -354,7 +354,7 @@ func ExampleCalls_CachePutIf() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks"}
 	r, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-a"), felix.CacheCondition{Kind: felix.CondAbsent}, time.Minute)
 	fmt.Println("a:", r.Applied)
 	r2, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-b"), felix.CacheCondition{Kind: felix.CondAbsent}, time.Minute)
@@ -370,7 +370,7 @@ func ExampleCalls_CacheDeleteIf() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks2"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "locks2"}
 	r, _ := c.CachePutIf(ctx, ref, "leader", []byte("node-a"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
 	d, err := c.CacheDeleteIf(ctx, ref, "leader", r.Version) // release only our own lock
 	fmt.Println(d.Applied, err)
@@ -383,7 +383,7 @@ func ExampleCalls_CacheGetVersioned() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "versioned"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "versioned"}
 	r, _ := c.CachePutIf(ctx, ref, "k", []byte("v"), felix.CacheCondition{Kind: felix.CondAbsent}, 0)
 	item, err := c.CacheGetVersioned(ctx, ref, "k")
 	fmt.Println(string(item.Value), item.Version == r.Version, err)
@@ -396,7 +396,7 @@ func ExampleCalls_StreamShards() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	s, err := c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "orders"})
+	s, err := c.StreamShards(ctx, felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "orders"})
 	fmt.Println(s.Shards, s.Routing.V, err)
 	fmt.Println("customer-1 lands on shard", s.Routing.V.Shard([]byte("customer-1"), s.Shards))
 	// Output:
@@ -410,7 +410,7 @@ func ExampleCalls_CacheShards() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	n, err := c.CacheShards(ctx, conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c"})
+	n, err := c.CacheShards(ctx, felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "c"})
 	fmt.Println(n, err)
 	// Output: 1 <nil>
 }
@@ -421,7 +421,7 @@ func ExampleCalls_OffsetForTime() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "timeline"}
+	t := felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "timeline"}
 	_, _ = cc.Publish(ctx, t, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
 	off, found, err := c.OffsetForTime(ctx, t, 0, time.Unix(0, 0))
 	fmt.Println(off, found, err)
@@ -438,7 +438,7 @@ func ExampleCalls_StreamRead() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	t := conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "history"}
+	t := felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "history"}
 	_, _ = cc.PublishBatch(ctx, t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, conn.PublishOptions{Ack: felix.AckPerBatch})
 	for from := uint64(0); ; {
 		page, err := c.StreamRead(ctx, t, 0, api.ReadOptions{From: from, MaxRecords: 2})
@@ -466,7 +466,7 @@ func ExampleCalls_Topology() {
 	// A standalone broker is no cluster: it does not advertise topology,
 	// and nothing is sent.
 	_, err := c.Topology(ctx)
-	fmt.Println(errors.Is(err, conn.ErrNotAdvertised))
+	fmt.Println(errors.Is(err, felix.ErrNotAdvertised))
 	// Output: true
 }
 
@@ -477,7 +477,7 @@ func ExampleCalls_ShardOwners() {
 	defer cc.Close()
 	c := api.New(cc)
 	owners, err := c.ShardOwners(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream)
-	if errors.Is(err, conn.ErrNotAdvertised) {
+	if errors.Is(err, felix.ErrNotAdvertised) {
 		fmt.Println("standalone broker: every shard is local")
 		return
 	}
@@ -495,7 +495,7 @@ func ExampleCalls_ShardInspect() {
 	c := api.New(cc)
 	// The demo token is not granted node.view:cluster:*.
 	_, err := c.ShardInspect(ctx, server.DemoTenant, "examples", "orders", felix.ShardKindStream, 0)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	fmt.Println(errors.As(err, &be) && be.Code == felix.CodeForbidden)
 	opsc := exampleOpsClient(ctx)
 	defer opsc.Close()
@@ -515,7 +515,7 @@ func ExampleCalls_Subscriptions() {
 	defer cancel()
 	cc := exampleClient(ctx)
 	defer cc.Close()
-	sub, err := cc.Subscribe(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "watched"},
+	sub, err := cc.Subscribe(ctx, felix.Topic{TenantID: server.DemoTenant, Namespace: "examples", Stream: "watched"},
 		conn.SubscribeOptions{Shard: felix.Some(uint32(2))})
 	if err != nil {
 		log.Fatal(err)
@@ -579,7 +579,7 @@ func ExampleCalls_CacheGet() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	v, found, err := api.New(c).CacheGet(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k")
+	v, found, err := api.New(c).CacheGet(ctx, felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k")
 	fmt.Println(v, found, err)
 	// Output: [] false <nil>
 }
@@ -590,7 +590,7 @@ func ExampleCalls_CachePut() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "sessions"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "sessions"}
 	if err := c.CachePut(ctx, ref, "user:1", []byte("alice"), time.Hour); err != nil {
 		log.Fatal(err)
 	}
@@ -605,7 +605,7 @@ func ExampleCalls_CacheDelete() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "carts"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "carts"}
 	_ = c.CachePut(ctx, ref, "cart:9", []byte("3 items"), 0)
 	old, found, err := c.CacheDelete(ctx, ref, "cart:9")
 	fmt.Println(string(old), found, err)
@@ -622,7 +622,7 @@ func ExampleCalls_CounterAdd() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(cc)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "metrics"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "metrics"}
 	_, _, _ = c.CounterAdd(ctx, ref, "visits", 2)
 	n, _, err := c.CounterAdd(ctx, ref, "visits", 3)
 	fmt.Println(n, err)
@@ -658,12 +658,12 @@ func ExampleNew() {
 	cc := exampleClient(ctx)
 	defer cc.Close()
 	c := api.New(tracing{cc})
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "traced"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "examples", Cache: "traced"}
 	_ = c.CachePut(ctx, ref, "k", []byte("v"), 0)
 	_, _, _ = c.CacheGet(ctx, ref, "k")
 	_, _ = c.Topology(ctx) // a standalone broker: not advertised, nothing sent
 	// Output:
 	// cache_put -> cache_ok
 	// cache_get -> cache_value
-	// topology failed: conn: not advertised by the peer: topology (FEATURE_TOPOLOGY)
+	// topology failed: felix: not advertised by the peer: topology (FEATURE_TOPOLOGY)
 }

@@ -8,16 +8,15 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/grouploop"
 )
 
 // GroupRef names a consumer group on one shard of a stream. Group requests
 // go to the shard's leader; a broker that does not lead the shard answers
-// with a *conn.NotLeaderError naming it (client.Client re-sends there,
+// with a *felix.NotLeaderError naming it (client.Client re-sends there,
 // without reporting it).
 type GroupRef struct {
-	conn.Topic
+	felix.Topic
 	Shard uint32
 	Group string
 }
@@ -27,7 +26,7 @@ type GroupRef struct {
 // (Ack, Nack, DeadLetter). Every call is one request on a stream of its
 // own. Consumer groups need felix.FeatureConsumerGroup; the dead-letter
 // calls, claim control and admin calls need their own features (each call
-// says which) and fail with conn.ErrNotAdvertised, without sending, when
+// says which) and fail with felix.ErrNotAdvertised, without sending, when
 // the broker did not advertise them.
 //
 // Through client.Client, polls, dead-letter listings, describes and seeks
@@ -91,7 +90,7 @@ type PollOptions struct {
 // Poll claims up to o.Max records. Each carries its offset (to settle it
 // with) and its attempt count. An empty result is an answer, not an error.
 // An option whose feature the broker did not advertise fails with
-// conn.ErrNotAdvertised and nothing is sent.
+// felix.ErrNotAdvertised and nothing is sent.
 func (g *Group) Poll(ctx context.Context, o PollOptions) ([]GroupRecord, error) {
 	r := g.ref
 	m := &felix.GroupPoll{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream, Shard: r.Shard, Group: r.Group,
@@ -279,7 +278,7 @@ func (d *Delivery) Ack(ctx context.Context) error {
 func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 	d.settled = true
 	err := d.g.Nack(ctx, d.Offset, NackOptions{Delay: delay, Attempts: d.Attempts})
-	if errors.Is(err, conn.ErrNotAdvertised) && delay == 0 && d.Attempts != 0 {
+	if errors.Is(err, felix.ErrNotAdvertised) && delay == 0 && d.Attempts != 0 {
 		err = d.g.Nack(ctx, d.Offset, NackOptions{})
 	}
 	return err

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 type fakeNow struct{ ns atomic.Int64 }
@@ -19,9 +20,9 @@ type fakeNow struct{ ns atomic.Int64 }
 func (c *fakeNow) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeNow) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-var jobs = conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "jobs"}
+var jobs = felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "jobs"}
 
-func publishAll(t *testing.T, c *conn.Client, topic conn.Topic, payloads ...string) {
+func publishAll(t *testing.T, c *conn.Client, topic felix.Topic, payloads ...string) {
 	t.Helper()
 	for _, p := range payloads {
 		_, err := c.Publish(testCtx(t), topic, []byte(p), conn.PublishOptions{Ack: felix.AckPerMessage})
@@ -44,8 +45,8 @@ func offsets(recs []api.GroupRecord) []offAtt {
 
 func requireCode(t *testing.T, err error, code felix.ErrorCode) {
 	t.Helper()
-	var be *conn.BrokerError
-	require.True(t, errors.As(err, &be), "want *conn.BrokerError, got %v", err)
+	var be *felix.BrokerError
+	require.True(t, errors.As(err, &be), "want *felix.BrokerError, got %v", err)
 	require.Equal(t, code, be.Code)
 }
 
@@ -180,24 +181,24 @@ func TestGroupCallsNotAdvertised(t *testing.T) {
 	ctx := testCtx(t)
 	g := c.Group(api.GroupRef{Topic: jobs, Group: "g"})
 	_, err := g.Poll(ctx, api.PollOptions{})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.ErrorIs(t, g.Ack(ctx, 0), conn.ErrNotAdvertised)
-	require.ErrorIs(t, g.Nack(ctx, 0, api.NackOptions{}), conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
+	require.ErrorIs(t, g.Ack(ctx, 0), felix.ErrNotAdvertised)
+	require.ErrorIs(t, g.Nack(ctx, 0, api.NackOptions{}), felix.ErrNotAdvertised)
 	_, err = g.Extend(ctx, 0, 1, time.Second)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.ErrorIs(t, g.DeadLetter(ctx, 0), conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
+	require.ErrorIs(t, g.DeadLetter(ctx, 0), felix.ErrNotAdvertised)
 	_, err = g.DeadLetters(ctx)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.ErrorIs(t, g.Redrive(ctx, 0), conn.ErrNotAdvertised)
-	require.ErrorIs(t, g.Discard(ctx, 0), conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
+	require.ErrorIs(t, g.Redrive(ctx, 0), felix.ErrNotAdvertised)
+	require.ErrorIs(t, g.Discard(ctx, 0), felix.ErrNotAdvertised)
 	_, err = g.Seek(ctx, felix.StartPosition{}, false)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = g.Describe(ctx)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = g.Delete(ctx)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	for _, err := range g.Records(ctx, api.PollOptions{}) {
-		require.ErrorIs(t, err, conn.ErrNotAdvertised)
+		require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	}
 	require.Empty(t, b.Received(), "nothing was sent")
 
@@ -205,9 +206,9 @@ func TestGroupCallsNotAdvertised(t *testing.T) {
 	b2 := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureConsumerGroup})
 	g2 := api.New(b2.Dial(t, nil)).Group(api.GroupRef{Topic: jobs, Group: "g"})
 	_, err = g2.Poll(ctx, api.PollOptions{Visibility: time.Second})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = g2.Poll(ctx, api.PollOptions{Consumer: "me"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	require.ErrorIs(t, g2.Nack(ctx, 0, api.NackOptions{Delay: time.Second}), conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
+	require.ErrorIs(t, g2.Nack(ctx, 0, api.NackOptions{Delay: time.Second}), felix.ErrNotAdvertised)
 	require.Empty(t, b2.Received())
 }

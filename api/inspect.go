@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 )
 
 // Inspection, reads and cluster queries. Each is safe to re-send (a
@@ -15,7 +14,7 @@ import (
 
 // CacheShards asks for a cache's shard count (0: unknown cache). Needs
 // felix.FeatureCacheShards.
-func (x Calls) CacheShards(ctx context.Context, ref conn.CacheRef) (uint32, error) {
+func (x Calls) CacheShards(ctx context.Context, ref felix.CacheRef) (uint32, error) {
 	m := &felix.CacheShards{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache}
 	v, err := do[*felix.CacheShardsView](ctx, x, m)
 	if err != nil {
@@ -27,7 +26,7 @@ func (x Calls) CacheShards(ctx context.Context, ref conn.CacheRef) (uint32, erro
 // OffsetForTime returns the offset of the first record of a shard appended
 // at or after at; found is false when no readable record is that recent.
 // Needs felix.FeatureRecordTimestamps; in-memory streams are refused.
-func (x Calls) OffsetForTime(ctx context.Context, t conn.Topic, shard uint32, at time.Time) (offset uint64, found bool, err error) {
+func (x Calls) OffsetForTime(ctx context.Context, t felix.Topic, shard uint32, at time.Time) (offset uint64, found bool, err error) {
 	micros := at.UnixMicro()
 	m := &felix.OffsetForTime{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Shard: shard,
 		AtMicros: uint64(max(micros, 0))}
@@ -68,9 +67,9 @@ type ReadPage struct {
 }
 
 // StreamRead reads a bounded page of a durable shard without a
-// subscription. An offset outside the retained range is a *conn.CursorError.
+// subscription. An offset outside the retained range is a *felix.CursorError.
 // Needs felix.FeatureStreamRead.
-func (x Calls) StreamRead(ctx context.Context, t conn.Topic, shard uint32, o ReadOptions) (ReadPage, error) {
+func (x Calls) StreamRead(ctx context.Context, t felix.Topic, shard uint32, o ReadOptions) (ReadPage, error) {
 	m := &felix.StreamRead{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Shard: shard, From: o.From,
 		End: o.End, MaxRecords: o.MaxRecords, MaxBytes: o.MaxBytes}
 	v, err := do[*felix.StreamRecords](ctx, x, m)
@@ -135,7 +134,7 @@ func (x Calls) Subscriptions(ctx context.Context, filter felix.SubscriptionsFilt
 // felix.RoutingModulo, so v.Routing.V.Shard(key, v.Shards) is the shard a
 // routing key lands on. Needs felix.FeatureStreamShards. client.Client
 // keeps the answer to route keyed requests of the stream.
-func (x Calls) StreamShards(ctx context.Context, t conn.Topic) (*felix.StreamShardsView, error) {
+func (x Calls) StreamShards(ctx context.Context, t felix.Topic) (*felix.StreamShardsView, error) {
 	return do[*felix.StreamShardsView](ctx, x, &felix.StreamShards{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream})
 }
 

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
@@ -23,7 +24,7 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 		c.Tokens = map[string]server.Identity{server.DemoToken: {Tenant: server.DemoTenant, Principal: server.DemoTenant},
 			"ops": {Tenant: server.DemoTenant, Principal: "ops", Deny: server.PermAll, Grant: server.PermNodeView}}
 	})
-	sharded := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "sharded"}
+	sharded := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "sharded"}
 	require.NoError(t, srv.Engine().CreateStream(engine.Topic{Tenant: sharded.TenantID, Namespace: sharded.Namespace, Stream: sharded.Stream},
 		engine.StreamConfig{Durable: true, Shards: 3}))
 	srv.Engine().CreateCache(engine.CacheRef{Tenant: server.DemoTenant, Namespace: "ns", Cache: "c"})
@@ -35,10 +36,10 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint32(3), s.Shards)
 	require.Equal(t, felix.RoutingModulo, s.Routing.V)
-	s, err = c.StreamShards(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "missing"})
+	s, err = c.StreamShards(ctx, felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "missing"})
 	require.NoError(t, err)
 	require.Equal(t, uint32(0), s.Shards, "unknown stream: 0, not 1")
-	n, err := c.CacheShards(ctx, conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"})
+	n, err := c.CacheShards(ctx, felix.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"})
 	require.NoError(t, err)
 	require.Equal(t, uint32(1), n)
 
@@ -66,17 +67,17 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	require.Len(t, page.Records, 1)
 	require.Equal(t, api.StreamRecord{Offset: 1, Payload: []byte("b"), Publisher: server.DemoTenant, Timestamp: uint64(t0.UnixMicro())}, page.Records[0])
 	_, err = c.StreamRead(ctx, sharded, shard, api.ReadOptions{From: 99})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.True(t, errors.As(err, &ce), "got %v", err)
 	require.Equal(t, "in_future", ce.Reason)
 
 	// What a standalone reference broker does not advertise is not sent.
 	_, err = c.Topology(ctx)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 
 	// Inspection needs a token granted node.view:cluster:*.
 	_, err = c.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, shard)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
@@ -100,9 +101,9 @@ func TestInspectionAgainstTheReferenceBroker(t *testing.T) {
 	// A client that offered nothing has nothing advertised: not sent.
 	legacy := api.New(dialRef(t, srv, func(cfg *conn.Config) { cfg.Legacy = true; cfg.Token = "ops" }))
 	_, err = legacy.ShardInspect(ctx, server.DemoTenant, "ns", "sharded", felix.ShardKindStream, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = legacy.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 }
 
 // TestInspectionCallsOverQUIC drives the cluster-only calls against a
@@ -148,7 +149,7 @@ func TestInspectionCallsOverQUIC(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, view, insp)
 	_, err = c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 0)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.True(t, errors.As(err, &be))
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	p, err := c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 1, nil)
@@ -160,7 +161,7 @@ func TestInspectionCallsOverQUIC(t *testing.T) {
 	require.Nil(t, p.Next)
 	// An answer of the wrong type is a protocol error, not a result.
 	_, err = c.ShardOwners(ctx, "t1", "ns", "c", felix.ShardKindCache)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised, "unsupported answer maps to ErrNotAdvertised")
+	require.ErrorIs(t, err, felix.ErrNotAdvertised, "unsupported answer maps to ErrNotAdvertised")
 	require.Equal(t, []string{"topology", "shard_owners", "shard_inspect", "shard_inspect", "subscriptions_list",
 		"subscriptions_list", "shard_owners"}, b.Received())
 }
@@ -172,24 +173,24 @@ func TestInspectionNotAdvertised(t *testing.T) {
 	cc := b.Dial(t, nil)
 	c := api.New(cc)
 	ctx := testCtx(t)
-	tp := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+	tp := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 	_, err := c.StreamShards(ctx, tp)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
-	_, err = c.CacheShards(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
+	_, err = c.CacheShards(ctx, felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"})
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.ShardOwners(ctx, "t1", "ns", "s", felix.ShardKindStream)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.Topology(ctx)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, _, err = c.OffsetForTime(ctx, tp, 0, time.Now())
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.StreamRead(ctx, tp, 0, api.ReadOptions{})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.ShardInspect(ctx, "t1", "ns", "s", felix.ShardKindStream, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = cc.RawRequest(ctx, &felix.StreamRead{TenantID: "t1", Namespace: "ns", Stream: "s"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	require.Empty(t, b.Received(), "nothing was sent")
 }

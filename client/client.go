@@ -18,10 +18,10 @@ import (
 )
 
 // Topic names a stream.
-type Topic = conn.Topic
+type Topic = felix.Topic
 
 // CacheRef names a cache.
-type CacheRef = conn.CacheRef
+type CacheRef = felix.CacheRef
 
 // Client is a cluster-aware Felix client: it holds one connection per
 // broker it talks to (dialled on demand, re-dialled after a loss), routes

@@ -6,12 +6,12 @@ import (
 	"io"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 var acked = client.PublishOptions{Ack: felix.AckPerBatch}
@@ -205,7 +205,7 @@ func TestTerminalFailureNotRetried(t *testing.T) {
 	})
 	c, n := newClient(t, []string{b.addr}, nil)
 	_, err := c.Publish(ctxT(t), topic, []byte("x"), acked)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
@@ -357,7 +357,7 @@ func TestUnknownStreamIsTyped(t *testing.T) {
 	b := startBrokerCfg(t, func(c *server.Config) { c.Engine.NoAutoCreateStreams = true })
 	c, n := newClient(t, []string{b.addr}, nil)
 	_, err := c.Publish(ctxT(t), topic, []byte("x"), acked)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
 	require.LessOrEqual(t, n.count(client.NoticeRetry), 2)

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/flxproto/felix/internal/broker/engine"
-	"github.com/stretchr/testify/require"
 )
 
 // startCluster starts a three-node reference cluster for the test.
@@ -137,7 +137,7 @@ func TestSubscriberSurvivesTwoShardMoves(t *testing.T) {
 		require.Greater(t, ngen, gen)
 		read(publish(fmt.Sprint("move", move))...)
 		ev := n.wait(t, client.NoticeResumed, func(ev client.Notice) bool { return ev.Addr == cl.Addr(to) })
-		var moved *conn.ShardMovedError
+		var moved *felix.ShardMovedError
 		require.ErrorAs(t, ev.Err, &moved, "resumed because the shard moved")
 	}
 }

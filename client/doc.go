@@ -74,8 +74,8 @@
 // # Retries
 //
 // Failures are handled by retry class (felix.RetryClass): fatal answers
-// are returned at once, typed (*conn.BrokerError with its code,
-// *conn.CursorError, ...); retry and retry_after answers and failed dials
+// are returned at once, typed (*felix.BrokerError with its code,
+// *felix.CursorError, ...); retry and retry_after answers and failed dials
 // are retried within Config.MaxAttempts; a lost connection moves the call
 // to another broker. A request that may have been applied — an
 // outcome_unknown answer, or a connection lost after a publish was
@@ -114,7 +114,7 @@
 // Mistakes are refused before anything is sent when the client can tell:
 // a Topic or CacheRef of another tenant than Config.TenantID or with an
 // empty name (*NameError: ErrTenantMismatch, ErrEmptyName), a request
-// above the frame limit (*conn.FrameLimitError, errors.Is
+// above the frame limit (*felix.FrameLimitError, errors.Is
 // felix.ErrFrameTooLarge). A failed dial is a *conn.DialError naming the
 // address and what to check (conn.ErrBadAddress, conn.ErrNoAnswer,
 // conn.ErrCertUntrusted, conn.ErrAuthRejected). Cancelling ctx ends a call
@@ -163,7 +163,7 @@
 // CacheShards and StreamShards describe the cluster; ShardInspect and
 // Subscriptions (a token granted node.view:cluster:*) describe the broker
 // they reach — api.New(c.At(addr)) picks it. Each call is sent only when
-// the broker it reaches advertised its feature (conn.ErrNotAdvertised
+// the broker it reaches advertised its feature (felix.ErrNotAdvertised
 // otherwise, nothing sent). Reads are re-sent after a lost connection;
 // writes and settling calls are not, once they may have been applied
 // (*AmbiguousError).

@@ -54,7 +54,7 @@ type AmbiguousError struct {
 	// Producer and Sequence name an idempotent batch (Op
 	// "publish_idempotent").
 	Producer, Sequence uint64
-	// Err is the cause (a *conn.BrokerError, a *conn.TransportError, the
+	// Err is the cause (a *felix.BrokerError, a *conn.TransportError, the
 	// context's error joined with the last failure, ...).
 	Err error
 }
@@ -165,19 +165,19 @@ const notFoundAttempts = 2
 //	  anything else (unreachable, timeout)      failover     failover
 //	permanent: bad address, unknown port,
 //	  certificate not trusted, auth refused     return       return
-//	*conn.NotLeaderError, not_leader refusal    redirect     redirect
-//	other *conn.PublishRefusedError             return       return
-//	*conn.BrokerError by retry class:
+//	*felix.NotLeaderError, not_leader refusal    redirect     redirect
+//	other *felix.PublishRefusedError             return       return
+//	*felix.BrokerError by retry class:
 //	  redirect                                  redirect     redirect
 //	  not_found (any class)                     retry ≤2     retry ≤2
 //	  retry / retry_after (auth, draining)      failover     failover
 //	  retry / retry_after                       retry        retry
 //	  outcome_unknown                           retry        ambiguous
 //	  fatal                                     return       return
-//	conn.ErrNotAdvertised, *felix.Error,
-//	  *conn.CursorError                         return       return
+//	felix.ErrNotAdvertised, *felix.Error,
+//	  *felix.CursorError                         return       return
 //	lost connection: *conn.TransportError,
-//	  conn.ErrProtocol, conn.ErrClosed, io.EOF  failover     ambiguous
+//	  felix.ErrProtocol, conn.ErrClosed, io.EOF  failover     ambiguous
 //	anything else                               return       return
 //
 // A request the broker refused to accept before writing it is free to be
@@ -187,12 +187,12 @@ func decide(err error, safe bool) verdict {
 	var (
 		amb *AmbiguousError
 		ns  *notSent
-		nl  *conn.NotLeaderError
-		pr  *conn.PublishRefusedError
-		be  *conn.BrokerError
+		nl  *felix.NotLeaderError
+		pr  *felix.PublishRefusedError
+		be  *felix.BrokerError
 		te  *conn.TransportError
 		fe  *felix.Error
-		ce  *conn.CursorError
+		ce  *felix.CursorError
 	)
 	switch {
 	case errors.As(err, &amb):
@@ -225,9 +225,9 @@ func decide(err error, safe bool) verdict {
 		return verdict{act: actReturn, class: felix.RetryFatal}
 	case errors.As(err, &be):
 		return brokerVerdict(be, safe)
-	case errors.Is(err, conn.ErrNotAdvertised), errors.As(err, &fe), errors.As(err, &ce):
+	case errors.Is(err, felix.ErrNotAdvertised), errors.As(err, &fe), errors.As(err, &ce):
 		return verdict{act: actReturn, class: felix.RetryFatal}
-	case errors.As(err, &te), errors.Is(err, conn.ErrProtocol), errors.Is(err, conn.ErrClosed), errors.Is(err, io.EOF):
+	case errors.As(err, &te), errors.Is(err, felix.ErrProtocol), errors.Is(err, conn.ErrClosed), errors.Is(err, io.EOF):
 		if !safe {
 			return verdict{act: actAmbiguous, class: felix.RetryOutcomeUnknown}
 		}
@@ -237,7 +237,7 @@ func decide(err error, safe bool) verdict {
 }
 
 // brokerVerdict is the table's rows for a broker's error answer.
-func brokerVerdict(be *conn.BrokerError, safe bool) verdict {
+func brokerVerdict(be *felix.BrokerError, safe bool) verdict {
 	class := be.RetryClass()
 	v := verdict{retryAfter: be.RetryAfter, class: class}
 	if be.HasOwner {
@@ -279,6 +279,6 @@ func permanent(err error) bool {
 	if errors.Is(err, conn.ErrBadAddress) || errors.Is(err, conn.ErrCertUntrusted) {
 		return true
 	}
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	return errors.As(err, &be) && be.Auth && be.RetryClass() == felix.RetryFatal
 }

@@ -37,7 +37,7 @@ const (
 	NoticeShardLost
 	// NoticeLagged: a subscription (Op "subscribe") or cache watch (Op
 	// "cache_watch") on Addr fell too far behind and the broker ended it
-	// (Err is the *conn.LaggedError; Offset is where the client resumes,
+	// (Err is the *felix.LaggedError; Offset is where the client resumes,
 	// or would resume: the one after the last delivered record, the
 	// broker's resume_from before any). A subscription resumes there
 	// unless SubscribeOptions.LagAsError; a watch ends with the error.

@@ -147,7 +147,7 @@ func ExampleClient_Commit() {
 	// A commit expecting a stale offset writes nothing.
 	_, err = c.Commit(ctx, api.CommitRequest{Topic: exampleStream, EntityKey: account, ExpectedOffset: felix.Some(off),
 		Ops: []api.CommitOp{api.PublishEvent("", nil), api.PutState("", "balance", []byte("0"))}})
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	if errors.As(err, &rf) {
 		tail, _ := rf.Tail()
 		fmt.Println(rf.Reason, tail == off+1)
@@ -183,7 +183,7 @@ func ExampleClient_PublishIf() {
 	}
 	fmt.Println("landed at", res.Offset)
 	_, err = c.PublishIf(ctx, stream, [][]byte{[]byte("again")}, nil, 0)
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	if errors.As(err, &rf) {
 		tail, _ := rf.Tail()
 		fmt.Println(rf.Reason, "tail", tail)

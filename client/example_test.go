@@ -3,9 +3,10 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"github.com/flxproto/felix/internal/reftest"
 	"log"
 	"time"
+
+	"github.com/flxproto/felix/internal/reftest"
 
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
@@ -35,7 +36,7 @@ func Example() {
 	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
 	res, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{Key: []byte("customer-7")})
 	if err != nil {
-		log.Fatal(err) // typed: *conn.BrokerError, *client.AmbiguousError, ...
+		log.Fatal(err) // typed: *felix.BrokerError, *client.AmbiguousError, ...
 	}
 	fmt.Println("acked at offset", res.Offset) // the zero PublishOptions waits for the ack
 

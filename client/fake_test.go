@@ -3,11 +3,12 @@ package client_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // fakeNode is a clustered-looking broker that owns nothing (a scripted
@@ -57,7 +58,7 @@ func startFake(t testing.TB, real string, closeOnPublish bool, adjust ...func(*f
 			}
 			return es.End(nil)
 		}
-		return x.Fail(&conn.NotLeaderError{NodeID: "real", Addr: real, Generation: 1})
+		return x.Fail(&felix.NotLeaderError{NodeID: "real", Addr: real, Generation: 1})
 	})
 	nd.Always("publish", func(x *conntest.Exchange) error {
 		if f.closeOnPublish {

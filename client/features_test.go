@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/flxproto/felix/internal/broker/engine"
-	"github.com/stretchr/testify/require"
 )
 
 // The group, commit, conditional and inspection calls against the
@@ -104,7 +104,7 @@ func TestGroupOnTheClusterGoesToTheLeader(t *testing.T) {
 	require.Equal(t, uint32(1), recs[0].Attempts)
 	require.NoError(t, g.Ack(ctx, recs[0].Offset))
 	// A second ack of the same offset holds no claim: stale_claim, typed.
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, g.Ack(ctx, recs[0].Offset), &be)
 	require.Equal(t, felix.CodeStaleClaim, be.Code)
 	granted, err := g.Extend(ctx, recs[1].Offset, recs[1].Attempts, time.Minute)
@@ -208,7 +208,7 @@ func TestCommitOnTheClusterGoesToTheLeader(t *testing.T) {
 	// A stale expected offset: refused with the tail, nothing written.
 	_, err = c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: entity, ExpectedOffset: felix.Some(off),
 		Ops: []api.CommitOp{api.PublishEvent("", []byte("late")), api.DeleteState("", "balance")}})
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	require.ErrorAs(t, err, &rf)
 	tail, ok := rf.Tail()
 	require.True(t, ok)
@@ -279,24 +279,24 @@ func TestFeaturesNotAdvertisedAreNotSent(t *testing.T) {
 	c, _ := seedClient(t, cl, 0, func(c *client.Config) { c.Conn.Legacy = true })
 	ctx := ctxT(t)
 	_, err := c.Commit(ctx, api.CommitRequest{Topic: work, EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", nil)}})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.StateGet(ctx, work, []byte("e"), "k")
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.PublishIf(ctx, work, [][]byte{nil}, nil, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.Group(api.GroupRef{Topic: work, Group: "g"}).Poll(ctx, api.PollOptions{})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.Topology(ctx)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.StreamRead(ctx, work, 0, api.ReadOptions{})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.CachePutIf(ctx, client.CacheRef{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Cache: cluster.Cache},
 		"k", nil, felix.CacheCondition{Kind: felix.CondAbsent}, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, 0)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 }
 
 func TestInspectionOnTheCluster(t *testing.T) {
@@ -343,13 +343,13 @@ func TestInspectionOnTheCluster(t *testing.T) {
 	require.Equal(t, "b", string(page.Records[0].Payload))
 	require.Equal(t, uint64(3), page.Next)
 	_, err = c.StreamRead(ctx, work, shard, api.ReadOptions{From: 99})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.True(t, errors.As(err, &ce), "got %v", err)
 
 	// Shard inspection and subscription listing need the operator token
 	// (node.view:cluster:*); the application's token is refused.
 	_, err = c.ShardInspect(ctx, work.TenantID, work.Namespace, work.Stream, felix.ShardKindStream, shard)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	ops, _ := seedClient(t, cl, 0, func(c *client.Config) { c.Conn.Token = cluster.InspectToken })

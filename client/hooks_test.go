@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // recorder keeps every notice it observes.
@@ -68,7 +70,7 @@ func TestObserversJoinedRedirectAndLag(t *testing.T) {
 	require.NoError(t, err)
 	defer lagged.Close()
 	_, err = lagged.Next(ctxT(t))
-	var le *conn.LaggedError
+	var le *felix.LaggedError
 	require.ErrorAs(t, err, &le)
 	ln := n.wait(t, client.NoticeLagged, nil)
 	require.Equal(t, uint64(5), ln.Offset)

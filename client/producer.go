@@ -30,7 +30,7 @@ import (
 // sent and may be passed again). Any other error means the batch was not
 // written. A publish_refused other than not_leader (a sequence gap, an
 // unknown producer, a reused sequence) stops the Producer: that call
-// returns the *conn.PublishRefusedError and every later one an error
+// returns the *felix.PublishRefusedError and every later one an error
 // matching ErrProducerStopped.
 //
 // A Producer is safe for concurrent use. Batches of one route (stream and
@@ -76,7 +76,7 @@ type pending struct {
 const opIdempotent = "publish_idempotent"
 
 // NewProducer asks a broker for a producer id (producer_init; needs
-// FeatureIdempotentProducer, else an error matching conn.ErrNotAdvertised).
+// FeatureIdempotentProducer, else an error matching felix.ErrNotAdvertised).
 func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
 	var id uint64
 	err := c.run(ctx, call{op: "producer_init", safe: true}, func(ctx context.Context, cc *conn.Client, _ *broker) error {
@@ -195,7 +195,7 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 		r.inDoubt = nil
 		return res, nil
 	}
-	var pr *conn.PublishRefusedError
+	var pr *felix.PublishRefusedError
 	if errors.As(err, &pr) && pr.Reason != "not_leader" {
 		p.mu.Lock()
 		if p.stopped == nil {

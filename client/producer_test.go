@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // loseNextAck runs publish while the relay drops broker → client traffic:
@@ -79,7 +81,7 @@ func TestProducerStopsOnRefusal(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("b")}, client.PublishOptions{})
-	var refused *conn.PublishRefusedError
+	var refused *felix.PublishRefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, "sequence_reused", refused.Reason)
 	_, err = p.PublishBatch(ctxT(t), topic, [][]byte{[]byte("c")}, client.PublishOptions{})

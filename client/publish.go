@@ -10,7 +10,7 @@ import (
 // PublishResult is the broker's answer to an acked publish: the offset of
 // the batch's first record when the broker said (HasOffset), and the shard
 // owner it was forwarded to (HasOwner).
-type PublishResult = conn.PublishResult
+type PublishResult = felix.PublishResult
 
 // PublishOptions selects how a publish is acknowledged and routed.
 type PublishOptions struct {
@@ -46,7 +46,7 @@ func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o Publish
 // dial, a redirect (followed, never reported), or a broker answer of retry
 // class retry / retry_after (after a backoff honouring retry_after_ms).
 // Terminal answers (fatal class: forbidden, invalid request, ...) are
-// returned at once as *conn.BrokerError. When the batch may have been
+// returned at once as *felix.BrokerError. When the batch may have been
 // applied — the broker answered outcome_unknown, or the connection was
 // lost after the batch was written — it is NOT re-sent: the call returns an
 // *AmbiguousError (errors.Is(err, ErrAmbiguous)). Use

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
-	"github.com/stretchr/testify/require"
 )
 
 // The client's request surface (Request, the api.Calls it embeds, At)
@@ -25,13 +26,13 @@ const reqFeatures = conntest.Features | felix.FeatureStreamRead | felix.FeatureC
 	felix.FeaturePublishConditional | felix.FeatureCounters | felix.FeatureCacheConditional | felix.FeatureAtomicCommit
 
 // reqCache is the cache the table's cache requests name.
-var reqCache = conn.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
+var reqCache = felix.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
 
 // reqCase is one request: the typed call that sends it (over any
 // Requestor, naming stream t or cache ref) and a success answer.
 type reqCase struct {
 	typ    string
-	call   func(ctx context.Context, x api.Calls, t conn.Topic, ref conn.CacheRef) error
+	call   func(ctx context.Context, x api.Calls, t felix.Topic, ref felix.CacheRef) error
 	answer func() felix.Message
 	// routed: the request names a stream shard (felix.RouteStreamShard).
 	routed bool
@@ -40,7 +41,7 @@ type reqCase struct {
 var reqCases = []reqCase{
 	{typ: "cache_get", answer: func() felix.Message {
 		return &felix.CacheValue{TenantID: reqCache.TenantID, Namespace: reqCache.Namespace, Cache: reqCache.Cache, Key: "k", Value: felix.Some([]byte("v"))}
-	}, call: func(ctx context.Context, x api.Calls, _ conn.Topic, ref conn.CacheRef) error {
+	}, call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
 		v, found, err := x.CacheGet(ctx, ref, "k")
 		if err == nil && (!found || string(v) != "v") {
 			err = fmt.Errorf("cache_get: %q %v", v, found)
@@ -48,7 +49,7 @@ var reqCases = []reqCase{
 		return err
 	}},
 	{typ: "counter_get", answer: func() felix.Message { return &felix.CounterValue{Value: felix.Some(int64(3))} },
-		call: func(ctx context.Context, x api.Calls, _ conn.Topic, ref conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
 			v, _, err := x.CounterGet(ctx, ref, "k")
 			if err == nil && v != 3 {
 				err = fmt.Errorf("counter_get: %d", v)
@@ -56,49 +57,49 @@ var reqCases = []reqCase{
 			return err
 		}},
 	{typ: "counter_add", answer: func() felix.Message { return &felix.CounterValue{Value: felix.Some(int64(4))} },
-		call: func(ctx context.Context, x api.Calls, _ conn.Topic, ref conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
 			_, _, err := x.CounterAdd(ctx, ref, "k", 1)
 			return err
 		}},
 	{typ: "cache_put_if", answer: func() felix.Message {
 		return &felix.CacheConditionResult{Applied: true, Version: felix.Some(uint64(1))}
 	},
-		call: func(ctx context.Context, x api.Calls, _ conn.Topic, ref conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
 			_, err := x.CachePutIf(ctx, ref, "k", []byte("v"), api.IfAbsent, 0)
 			return err
 		}},
 	{typ: "stream_read", routed: true, answer: func() felix.Message { return &felix.StreamRecords{NextOffset: 0} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.StreamRead(ctx, t, 2, api.ReadOptions{})
 			return err
 		}},
 	{typ: "state_get", routed: true, answer: func() felix.Message { return &felix.StateValue{} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.StateGet(ctx, t, []byte("entity"), "k")
 			return err
 		}},
 	{typ: "publish_if", routed: true, answer: func() felix.Message { return &felix.PublishOK{Offset: felix.Some(uint64(0))} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.PublishIf(ctx, t, [][]byte{[]byte("x")}, []byte("key"), 0)
 			return err
 		}},
 	{typ: "commit", routed: true, answer: func() felix.Message { return &felix.CommitOK{Offset: 0} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.Commit(ctx, api.CommitRequest{Topic: t, EntityKey: []byte("entity"), Ops: []api.CommitOp{api.PublishEvent("", []byte("x"))}})
 			return err
 		}},
 	{typ: "group_describe", routed: true, answer: func() felix.Message { return &felix.GroupInfo{Tail: 1} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.Group(api.GroupRef{Topic: t, Shard: 1, Group: "g"}).Describe(ctx)
 			return err
 		}},
 	{typ: "group_poll", routed: true, answer: func() felix.Message { return &felix.GroupRecords{} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.Group(api.GroupRef{Topic: t, Shard: 1, Group: "g"}).Poll(ctx, api.PollOptions{Max: 1})
 			return err
 		}},
 	{typ: "group_ack", routed: true, answer: func() felix.Message { return &felix.CacheOK{} },
-		call: func(ctx context.Context, x api.Calls, t conn.Topic, _ conn.CacheRef) error {
+		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
 			return x.Group(api.GroupRef{Topic: t, Shard: 1, Group: "g"}).Ack(ctx, 7)
 		}},
 }
@@ -175,7 +176,7 @@ func TestRequestFollowsNotLeader(t *testing.T) {
 			cl := startReq(t, 2)
 			owner := cl.Nodes[1]
 			cl.Nodes[0].Always(tc.typ, func(x *conntest.Exchange) error {
-				return x.Fail(&conn.NotLeaderError{NodeID: owner.ID, Addr: owner.Addr, Generation: 1})
+				return x.Fail(&felix.NotLeaderError{NodeID: owner.ID, Addr: owner.Addr, Generation: 1})
 			})
 			owner.Always(tc.typ, reply(tc.answer))
 			c, n := scriptedClient(t, cl, nil, nil) // seeded with node 0 only
@@ -193,7 +194,7 @@ func TestRequestFollowsNotLeader(t *testing.T) {
 		cl := startReq(t, 2)
 		owner := cl.Nodes[1]
 		cl.Nodes[0].Always("stream_read", func(x *conntest.Exchange) error {
-			return x.Fail(&conn.NotLeaderError{NodeID: owner.ID, Addr: owner.Addr, Generation: 1})
+			return x.Fail(&felix.NotLeaderError{NodeID: owner.ID, Addr: owner.Addr, Generation: 1})
 		})
 		owner.Always("stream_read", reply(func() felix.Message { return &felix.StreamRecords{NextOffset: 9} }))
 		c, _ := scriptedClient(t, cl, nil, nil)
@@ -207,7 +208,7 @@ func TestRequestFollowsNotLeader(t *testing.T) {
 		require.Equal(t, []int{0, 1, 1}, nodesOf(cl, "stream_read"), "the owner the first call's redirect named is kept")
 
 		_, err = c.At(cl.Nodes[0].Addr).Request(ctxT(t), req)
-		var nl *conn.NotLeaderError
+		var nl *felix.NotLeaderError
 		require.ErrorAs(t, err, &nl, "a pinned request goes to its broker, not to the owner the client knows")
 		require.Equal(t, []int{0, 1, 1, 0}, nodesOf(cl, "stream_read"))
 	})
@@ -220,12 +221,12 @@ func TestRequestAtOneBroker(t *testing.T) {
 	cl := startReq(t, 2)
 	owner := cl.Nodes[1]
 	cl.Nodes[0].Always("stream_read", func(x *conntest.Exchange) error {
-		return x.Fail(&conn.NotLeaderError{NodeID: owner.ID, Addr: owner.Addr, Generation: 1})
+		return x.Fail(&felix.NotLeaderError{NodeID: owner.ID, Addr: owner.Addr, Generation: 1})
 	})
 	owner.Always("stream_read", reply(func() felix.Message { return &felix.StreamRecords{} }))
 	c, n := scriptedClient(t, cl, nil, nil)
 	_, err := api.New(c.At(cl.Nodes[0].Addr)).StreamRead(ctxT(t), sTopic, 0, api.ReadOptions{})
-	var nl *conn.NotLeaderError
+	var nl *felix.NotLeaderError
 	require.ErrorAs(t, err, &nl)
 	require.Equal(t, owner.Addr, nl.Addr)
 	require.Equal(t, []int{0}, nodesOf(cl, "stream_read"), "not redirected")
@@ -270,8 +271,8 @@ func TestRequestNameChecks(t *testing.T) {
 	cl := startReq(t, 1)
 	c, _ := scriptedClient(t, cl, nil, nil)
 	require.NoError(t, c.Connect(ctxT(t)))
-	otherTopic := conn.Topic{TenantID: "other", Namespace: sTopic.Namespace, Stream: sTopic.Stream}
-	otherCache := conn.CacheRef{TenantID: "other", Namespace: reqCache.Namespace, Cache: reqCache.Cache}
+	otherTopic := felix.Topic{TenantID: "other", Namespace: sTopic.Namespace, Stream: sTopic.Stream}
+	otherCache := felix.CacheRef{TenantID: "other", Namespace: reqCache.Namespace, Cache: reqCache.Cache}
 	at := api.New(c.At(cl.Nodes[0].Addr))
 	for _, tc := range reqCases {
 		t.Run(tc.typ, func(t *testing.T) {
@@ -284,7 +285,7 @@ func TestRequestNameChecks(t *testing.T) {
 				require.Equal(t, "other", ne.Tenant)
 				require.Equal(t, conntest.Tenant, ne.ClientTenant)
 
-				err = tc.call(ctxT(t), x, conn.Topic{}, conn.CacheRef{})
+				err = tc.call(ctxT(t), x, felix.Topic{}, felix.CacheRef{})
 				require.ErrorIs(t, err, client.ErrEmptyName)
 			}
 		})
@@ -316,7 +317,7 @@ func TestRequestKeepsStreamShards(t *testing.T) {
 					m := x.Request.Message.(*felix.PublishIf)
 					if owner := min(int(routing.ShardOf(m.Key.V, true, shards)), 1); owner != x.Node.Index {
 						o := cl.Nodes[owner]
-						return x.Fail(&conn.NotLeaderError{NodeID: o.ID, Addr: o.Addr, Generation: 1})
+						return x.Fail(&felix.NotLeaderError{NodeID: o.ID, Addr: o.Addr, Generation: 1})
 					}
 					return x.Reply(&felix.PublishOK{RequestID: m.RequestID, Offset: felix.Some(uint64(0))})
 				})

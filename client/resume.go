@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
 )
 
 // resumer is what a Subscription and a Watch share: the position to
@@ -78,8 +77,8 @@ func (r *resumer) ended(ctx context.Context, addr string, err error) error {
 // judge is ended without the bound on fruitless resumes.
 func (r *resumer) judge(ctx context.Context, addr string, err error) error {
 	var (
-		moved *conn.ShardMovedError
-		lag   *conn.LaggedError
+		moved *felix.ShardMovedError
+		lag   *felix.LaggedError
 	)
 	switch {
 	case errors.As(err, &moved):
@@ -111,7 +110,7 @@ func (r *resumer) judge(ctx context.Context, addr string, err error) error {
 			return &used
 		}
 		return nil
-	case errors.As(err, new(*conn.StreamDeletedError)):
+	case errors.As(err, new(*felix.StreamDeletedError)):
 		return err
 	}
 	switch decide(err, true).act {
@@ -131,7 +130,7 @@ func (r *resumer) judge(ctx context.Context, addr string, err error) error {
 // moved sets the position after shard_moved: max(last delivered + 1,
 // resume_from); resume_from before any delivery; the new owner's tail when
 // the broker sent none (an in-memory stream) and no offset is known.
-func (r *resumer) moved(m *conn.ShardMovedError) {
+func (r *resumer) moved(m *felix.ShardMovedError) {
 	switch {
 	case m.HasResumeFrom:
 		if !r.delivered || m.ResumeFrom > r.next {

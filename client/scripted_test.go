@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
-	"github.com/stretchr/testify/require"
 )
 
 // The rules of failure handling, each against scripted brokers
@@ -143,11 +144,11 @@ func TestScriptedEventStreamEnds(t *testing.T) {
 		end    error
 		resume bool
 	}{
-		{"retry", &conn.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}, true},
-		{"retry_after", &conn.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Millisecond}, true},
-		{"redirect", &conn.BrokerError{Message: "not here", Code: felix.CodeNotLeader, Retry: felix.RetryRedirect}, true},
-		{"fatal", &conn.BrokerError{Message: "revoked", Code: felix.CodeForbidden}, false},
-		{"stream deleted", &conn.StreamDeletedError{}, false},
+		{"retry", &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}, true},
+		{"retry_after", &felix.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Millisecond}, true},
+		{"redirect", &felix.BrokerError{Message: "not here", Code: felix.CodeNotLeader, Retry: felix.RetryRedirect}, true},
+		{"fatal", &felix.BrokerError{Message: "revoked", Code: felix.CodeForbidden}, false},
+		{"stream deleted", &felix.StreamDeletedError{}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,8 +161,8 @@ func TestScriptedEventStreamEnds(t *testing.T) {
 			if !tc.resume {
 				// stream_deleted reaches a client that did not offer
 				// FEATURE_STREAM_DELETED as not_found (fatal).
-				var be *conn.BrokerError
-				var sd *conn.StreamDeletedError
+				var be *felix.BrokerError
+				var sd *felix.StreamDeletedError
 				require.True(t, errors.As(err, &be) || errors.As(err, &sd), "ends with the typed end: %v", err)
 				require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
 				require.Len(t, subscribesOn(cl, 0), 1, "not resumed")
@@ -184,15 +185,15 @@ func TestScriptedShardMovedResume(t *testing.T) {
 		name      string
 		start     felix.StartPosition
 		delivered *felix.EventBatch
-		moved     conn.ShardMovedError
+		moved     felix.ShardMovedError
 		want      felix.StartPosition
 	}{
-		{"resume_from below the next offset", felix.StartAt(10), offsets(10, 3), conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 8}, felix.StartAt(13)},
-		{"resume_from beyond the next offset", felix.StartAt(10), offsets(10, 3), conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 20}, felix.StartAt(20)},
-		{"before any delivery", felix.StartPosition{Kind: felix.StartEarliest}, nil, conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 5}, felix.StartAt(5)},
-		{"no resume_from, nothing delivered", felix.StartPosition{Kind: felix.StartEarliest}, nil, conn.ShardMovedError{}, latest},
-		{"no resume_from, records without offsets", felix.StartPosition{Kind: felix.StartEarliest}, noOffsets, conn.ShardMovedError{}, latest},
-		{"no resume_from, offsets known", felix.StartAt(10), offsets(10, 3), conn.ShardMovedError{}, felix.StartAt(13)},
+		{"resume_from below the next offset", felix.StartAt(10), offsets(10, 3), felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 8}, felix.StartAt(13)},
+		{"resume_from beyond the next offset", felix.StartAt(10), offsets(10, 3), felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 20}, felix.StartAt(20)},
+		{"before any delivery", felix.StartPosition{Kind: felix.StartEarliest}, nil, felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 5}, felix.StartAt(5)},
+		{"no resume_from, nothing delivered", felix.StartPosition{Kind: felix.StartEarliest}, nil, felix.ShardMovedError{}, latest},
+		{"no resume_from, records without offsets", felix.StartPosition{Kind: felix.StartEarliest}, noOffsets, felix.ShardMovedError{}, latest},
+		{"no resume_from, offsets known", felix.StartAt(10), offsets(10, 3), felix.ShardMovedError{}, felix.StartAt(13)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,10 +235,10 @@ func TestScriptedShardMovedFollowsNotLeader(t *testing.T) {
 		// From now on the old owner would redirect straight to n2: a
 		// client ignoring shard_moved's owner is seen asking it.
 		cl.SetOwner("s", 0, 2)
-		return deliverThen(&conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 3, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(0, 3))(x)
+		return deliverThen(&felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 3, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(0, 3))(x)
 	})
 	n1.Always("subscribe", func(x *conntest.Exchange) error {
-		return x.Fail(&conn.NotLeaderError{NodeID: n2.ID, Addr: n2.Addr, Generation: 3})
+		return x.Fail(&felix.NotLeaderError{NodeID: n2.ID, Addr: n2.Addr, Generation: 3})
 	})
 	n2.Always("subscribe", echoFrom)
 	c, _ := scriptedClient(t, cl, nil, nil)
@@ -275,7 +276,7 @@ func TestScriptedLag(t *testing.T) {
 			if tc.delivered != nil {
 				batches = append(batches, tc.delivered)
 			}
-			cl.Nodes[0].On("subscribe", deliverThen(&conn.LaggedError{ResumeFrom: tc.resumeFrom}, batches...))
+			cl.Nodes[0].On("subscribe", deliverThen(&felix.LaggedError{ResumeFrom: tc.resumeFrom}, batches...))
 			cl.Nodes[0].Always("subscribe", echoFrom)
 			c, n := scriptedClient(t, cl, nil, nil)
 			delivered := 0
@@ -286,7 +287,7 @@ func TestScriptedLag(t *testing.T) {
 			ev, err := sub.Next(ctxT(t))
 			require.Equal(t, tc.want, noticed(t, n, client.NoticeLagged).Offset, "the notice reports the position used")
 			if tc.asError {
-				var le *conn.LaggedError
+				var le *felix.LaggedError
 				require.ErrorAs(t, err, &le)
 				require.Equal(t, tc.want, le.ResumeFrom, "the error reports where to resume without a gap")
 				require.Len(t, subscribesOn(cl, 0), 1, "not resumed")
@@ -377,7 +378,7 @@ func TestScriptedRetryAfterWaits(t *testing.T) {
 				c.Offer.Flags, c.Offer.Features = tc.flags, tc.features
 			}})
 			cl.Nodes[0].On("publish", func(x *conntest.Exchange) error {
-				return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: wait})
+				return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: wait})
 			})
 			c, n := scriptedClient(t, cl, nil, nil)
 			require.NoError(t, c.Connect(ctxT(t)))
@@ -409,7 +410,7 @@ func TestScriptedRedirectChain(t *testing.T) {
 			for i := range 3 {
 				next := cl.Nodes[i+1]
 				cl.Nodes[i].Always("publish", func(x *conntest.Exchange) error {
-					return x.AnswerPublish(conn.PublishResult{}, &conn.NotLeaderError{NodeID: next.ID, Addr: next.Addr, Generation: uint64(i + 1)})
+					return x.AnswerPublish(felix.PublishResult{}, &felix.NotLeaderError{NodeID: next.ID, Addr: next.Addr, Generation: uint64(i + 1)})
 				})
 			}
 			c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxRedirects, cfg.MaxAttempts = tc.maxRedirects, -1 })
@@ -448,7 +449,7 @@ func TestScriptedRedirectWithoutOwner(t *testing.T) {
 			}})
 			cl.SetOwner("s", 0, 1)
 			cl.Nodes[0].Always("publish", func(x *conntest.Exchange) error {
-				return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "not the leader", Code: felix.CodeNotLeader, Retry: felix.RetryRedirect})
+				return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "not the leader", Code: felix.CodeNotLeader, Retry: felix.RetryRedirect})
 			})
 			c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = -1 })
 			_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
@@ -554,7 +555,7 @@ func TestScriptedAmbiguousAndFatal(t *testing.T) {
 		"connection reset": func(x *conntest.Exchange) error { return x.ResetConn() },
 		"stream reset":     func(x *conntest.Exchange) error { return x.ResetStream() },
 		"outcome_unknown": func(x *conntest.Exchange) error {
-			return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "may have been written", Code: felix.CodeInternal, Retry: felix.RetryOutcomeUnknown})
+			return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "may have been written", Code: felix.CodeInternal, Retry: felix.RetryOutcomeUnknown})
 		},
 	}
 	for name, h := range lose {
@@ -587,11 +588,11 @@ func TestScriptedAmbiguousAndFatal(t *testing.T) {
 	t.Run("fatal", func(t *testing.T) {
 		cl := conntest.Start(t, conntest.Options{})
 		cl.Nodes[0].Always("publish", func(x *conntest.Exchange) error {
-			return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "no", Code: felix.CodeForbidden})
+			return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "no", Code: felix.CodeForbidden})
 		})
 		c, n := scriptedClient(t, cl, nil, nil)
 		_, err := c.PublishBatchMayDuplicate(ctxT(t), sTopic, [][]byte{[]byte("x")}, acked)
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeForbidden, be.Code)
 		require.Len(t, publishes(cl), 1, "never retried")
@@ -688,7 +689,7 @@ func TestScriptedProducerInDoubtKeepsSequence(t *testing.T) {
 		},
 		"outcome_unknown": func(x *conntest.Exchange) error {
 			x.PublishResult()
-			return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "?", Code: felix.CodeInternal, Retry: felix.RetryOutcomeUnknown})
+			return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "?", Code: felix.CodeInternal, Retry: felix.RetryOutcomeUnknown})
 		},
 	}
 	for name, h := range lose {
@@ -832,9 +833,9 @@ func TestScriptedNegotiation(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, publishes(cl)[0].Publish.Binary, "0x0008 is not in ORIGINAL_V1_FLAGS")
 		_, err = c.Subscribe(ctxT(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(3)})
-		require.ErrorIs(t, err, conn.ErrNotAdvertised, "offsets (0x0020) were not negotiated")
+		require.ErrorIs(t, err, felix.ErrNotAdvertised, "offsets (0x0020) were not negotiated")
 		_, err = c.StreamShards(ctxT(t), sTopic)
-		require.ErrorIs(t, err, conn.ErrNotAdvertised)
+		require.ErrorIs(t, err, felix.ErrNotAdvertised)
 		for _, r := range cl.Received() {
 			require.NotContains(t, []string{"subscribe", "stream_shards", "topology", "shard_owners"}, r.Type, "never sent")
 		}
@@ -860,11 +861,11 @@ func TestScriptedNegotiation(t *testing.T) {
 func TestScriptedNotFoundShortBudget(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{})
 	cl.Nodes[0].Always("publish", func(x *conntest.Exchange) error {
-		return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+		return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
 	})
 	c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 8 })
 	_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
 	require.Len(t, publishes(cl), 3, "sent once and retried twice")
@@ -892,7 +893,7 @@ func TestScriptedPermanentFailuresNotRetried(t *testing.T) {
 			cl := conntest.Start(t, conntest.Options{Configure: func(_ int, c *conn.ServerConfig) {
 				c.Authenticate = func(_ context.Context, a *felix.Auth) (any, error) {
 					if a.Token != conntest.Token {
-						return nil, &conn.BrokerError{Message: "authentication failed", Code: felix.CodeUnauthenticated}
+						return nil, &felix.BrokerError{Message: "authentication failed", Code: felix.CodeUnauthenticated}
 					}
 					return a.TenantID, nil
 				}
@@ -916,7 +917,7 @@ func TestScriptedPermanentFailuresNotRetried(t *testing.T) {
 func TestScriptedResumeDropsRepeats(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{Nodes: 2})
 	n1 := cl.Nodes[1]
-	cl.Nodes[0].On("subscribe", deliverThen(&conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 13, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(10, 3)))
+	cl.Nodes[0].On("subscribe", deliverThen(&felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 13, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(10, 3)))
 	n1.Always("subscribe", func(x *conntest.Exchange) error {
 		// The new owner starts over at 10, whatever was asked.
 		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
@@ -943,11 +944,11 @@ func TestScriptedResumeDropsRepeats(t *testing.T) {
 // then the subscription ends with the cause.
 func TestScriptedFruitlessResumesBounded(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{})
-	cl.Nodes[0].Always("subscribe", deliverThen(&conn.LaggedError{ResumeFrom: 5}))
+	cl.Nodes[0].Always("subscribe", deliverThen(&felix.LaggedError{ResumeFrom: 5}))
 	c, _ := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 2 })
 	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(5)}, 0)
 	_, err := sub.Next(ctxT(t))
-	var le *conn.LaggedError
+	var le *felix.LaggedError
 	require.ErrorAs(t, err, &le)
 	require.Len(t, subscribesOn(cl, 0), 3, "the first subscribe and two resumes")
 }

@@ -41,7 +41,7 @@ type ShardedSubscription struct {
 // SubscribeSharded asks the stream's shard count and subscribes to every
 // shard. A stream the broker reports with 0 shards (unknown) is refused
 // with ErrUnknownStream. A shard that cannot start (e.g. its From offset
-// was trimmed: *conn.CursorError) is reported by Next as a lost shard
+// was trimmed: *felix.CursorError) is reported by Next as a lost shard
 // while the others deliver; when no shard can start, the last shard's
 // error is returned.
 func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions) (*ShardedSubscription, error) {

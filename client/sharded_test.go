@@ -3,9 +3,10 @@ package client_test
 import (
 	"testing"
 
-	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 )
 
 // sharded.a_lost_shard_is_surfaced: shard 1 ends (lagged) while shard 0,
@@ -22,7 +23,7 @@ func TestShardedLostShardSurfaced(t *testing.T) {
 	var lost *client.ShardLostError
 	require.ErrorAs(t, err, &lost)
 	require.Equal(t, uint32(1), lost.Shard)
-	var lag *conn.LaggedError
+	var lag *felix.LaggedError
 	require.ErrorAs(t, err, &lag)
 	require.Equal(t, uint64(5), lag.ResumeFrom)
 	n.wait(t, client.NoticeShardLost, nil)

@@ -24,7 +24,7 @@ type SubscribeOptions struct {
 	Shard uint32
 	// QueueCapacity asks for a broker-side queue (0: broker default).
 	QueueCapacity uint32
-	// LagAsError ends the subscription with the *conn.LaggedError when the
+	// LagAsError ends the subscription with the *felix.LaggedError when the
 	// broker reports it fell behind (subscription_lagged), instead of
 	// resuming; its ResumeFrom is then the offset to resume at without a
 	// gap (the one after the last delivered record).
@@ -49,7 +49,7 @@ type SubscribeOptions struct {
 // Resumes in a row that deliver nothing (a broker ending every event
 // stream at once) are bounded by Config.MaxAttempts, with backoff; then
 // it ends with the last cause. A start position that cannot be served
-// (*conn.CursorError), a deleted stream and terminal broker errors end it
+// (*felix.CursorError), a deleted stream and terminal broker errors end it
 // with that typed error; it never ends quietly on a dead connection. It ends with io.EOF (All just
 // stops) only when a live broker finished the event stream.
 //

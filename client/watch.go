@@ -23,7 +23,7 @@ type WatchOptions = conn.WatchOptions
 // shutdown or a moved shard it re-watches from the offset after the last
 // change it delivered (or, before any, from where the first watch went
 // live), so nothing is missed. cache_watch_lagged stays a typed
-// *conn.LaggedError for the caller to act on; it never ends quietly on a
+// *felix.LaggedError for the caller to act on; it never ends quietly on a
 // dead connection.
 type Watch struct {
 	c    *Client

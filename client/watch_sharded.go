@@ -34,7 +34,7 @@ type ShardedWatchOptions struct {
 // resumable Watch per shard, each following its own owner and resuming
 // from its own cache-log offset (offsets are per shard), merged into one
 // iterator (order holds within a shard, not across shards). A shard whose
-// watch ends with an error (e.g. *conn.LaggedError) is reported once as a
+// watch ends with an error (e.g. *felix.LaggedError) is reported once as a
 // *ShardLostError while the other shards keep delivering; Next returns
 // io.EOF when every shard has ended. Next and All are not safe for
 // concurrent use; Close may be called from any goroutine.

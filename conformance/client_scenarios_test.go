@@ -24,12 +24,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // scNotices records a client's notices (Config.OnNotice) and lets a test
@@ -130,7 +131,7 @@ func (fx *Fx) scDefault() *client.Client {
 }
 
 // scPub publishes one record through c, acked per message.
-func (fx *Fx) scPub(c *client.Client, t conn.Topic, p []byte) (client.PublishResult, error) {
+func (fx *Fx) scPub(c *client.Client, t felix.Topic, p []byte) (client.PublishResult, error) {
 	return c.Publish(fx.ctx(), t, p, client.PublishOptions{Ack: felix.AckPerMessage})
 }
 
@@ -154,7 +155,7 @@ func (fx *Fx) scLinkClient(adjust func(*client.Config)) (*client.Client, *scNoti
 
 // scSubscribe subscribes through c; the subscription is closed when the
 // test ends.
-func (fx *Fx) scSubscribe(c *client.Client, t conn.Topic, o client.SubscribeOptions) *client.Subscription {
+func (fx *Fx) scSubscribe(c *client.Client, t felix.Topic, o client.SubscribeOptions) *client.Subscription {
 	fx.t.Helper()
 	sub, err := c.Subscribe(fx.ctx(), t, o)
 	require.NoError(fx.t, err)
@@ -171,7 +172,7 @@ func (fx *Fx) scNext(sub *client.Subscription) client.Event {
 }
 
 // scPublish publishes one acked record through c and returns its offset.
-func (fx *Fx) scPublish(c *client.Client, t conn.Topic, p string) uint64 {
+func (fx *Fx) scPublish(c *client.Client, t felix.Topic, p string) uint64 {
 	fx.t.Helper()
 	res, err := c.Publish(fx.ctx(), t, []byte(p), client.PublishOptions{Ack: felix.AckPerMessage})
 	require.NoError(fx.t, err)
@@ -181,7 +182,7 @@ func (fx *Fx) scPublish(c *client.Client, t conn.Topic, p string) uint64 {
 
 // scRead reads n records of shard 0 of t from offset from, through a
 // fresh client over every fixture broker.
-func (fx *Fx) scRead(t conn.Topic, from uint64, n int) []client.Event {
+func (fx *Fx) scRead(t felix.Topic, from uint64, n int) []client.Event {
 	fx.t.Helper()
 	c, _ := fx.scClient(fx.Addrs, nil)
 	sub := fx.scSubscribe(c, t, client.SubscribeOptions{Start: felix.StartAt(from)})
@@ -439,7 +440,7 @@ func Test_redirect_is_not_reported_as_a_failure(t *testing.T) {
 			cfg.MaxAttempts = -1
 		})
 		prod, err := c2.NewProducer(fx.ctx())
-		if errors.Is(err, conn.ErrNotAdvertised) {
+		if errors.Is(err, felix.ErrNotAdvertised) {
 			fx.Skip("the broker has no idempotent producers")
 		}
 		require.NoError(t, err)
@@ -490,7 +491,7 @@ func Test_retry_ambiguous_outcomes_are_not_silently_retried(t *testing.T) {
 		require.ErrorIs(t, err, client.ErrAmbiguous, "reported, not re-sent")
 		var ae *client.AmbiguousError
 		require.ErrorAs(t, err, &ae)
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeQuorumTimeout, be.Code)
 		require.Equal(t, felix.RetryOutcomeUnknown, client.RetryClassOf(err))
@@ -770,7 +771,7 @@ func Test_error_unauthorized_is_typed(t *testing.T) {
 // ---- sharded ----
 
 // scKeys returns one routing key per shard of t.
-func (fx *Fx) scKeys(c *client.Client, t conn.Topic) [][]byte {
+func (fx *Fx) scKeys(c *client.Client, t felix.Topic) [][]byte {
 	fx.t.Helper()
 	n, routing, err := shardsOf(c.StreamShards(fx.ctx(), t))
 	require.NoError(fx.t, err)
@@ -789,7 +790,7 @@ func (fx *Fx) scKeys(c *client.Client, t conn.Topic) [][]byte {
 
 // scPublishShards publishes one record to every shard and returns the
 // payloads, by shard.
-func (fx *Fx) scPublishShards(c *client.Client, t conn.Topic, keys [][]byte, tag string) []string {
+func (fx *Fx) scPublishShards(c *client.Client, t felix.Topic, keys [][]byte, tag string) []string {
 	fx.t.Helper()
 	out := make([]string, len(keys))
 	for s, k := range keys {
@@ -883,7 +884,7 @@ func Test_sharded_a_lost_shard_is_surfaced(t *testing.T) {
 		var lost *client.ShardLostError
 		require.ErrorAs(t, err, &lost, "the lost shard is reported")
 		require.Equal(t, uint32(0), lost.Shard)
-		var ce *conn.CursorError
+		var ce *felix.CursorError
 		require.ErrorAs(t, err, &ce, "with its cause")
 		want := fx.scPublishShards(c, tp, keys, "alive")
 		got := make(map[uint32]string)
@@ -1119,7 +1120,7 @@ func Test_fault_cache_through_a_reset_link(t *testing.T) {
 type scLostAck struct {
 	c        *client.Client
 	prod     *client.Producer
-	tp       conn.Topic
+	tp       felix.Topic
 	payload  string
 	res      client.PublishResult // what the producer's call returned
 	written  uint64               // where the broker wrote the batch first
@@ -1145,7 +1146,7 @@ func scResendAfterLostAck(t *testing.T, fx *Fx) scLostAck {
 	c, n := fx.scLinkClient(nil)
 	tp := fx.topic(fx.LinkStream)
 	prod, err := c.NewProducer(fx.ctx())
-	if errors.Is(err, conn.ErrNotAdvertised) {
+	if errors.Is(err, felix.ErrNotAdvertised) {
 		fx.Skip("the broker has no idempotent producers")
 	}
 	require.NoError(t, err)
@@ -1245,7 +1246,7 @@ func Test_retry_idempotent_producers_re_send_ambiguous_outcomes(t *testing.T) {
 		require.NoError(t, err)
 		m := la.notices.mark()
 		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("refused"))}, client.PublishOptions{})
-		var refused *conn.PublishRefusedError
+		var refused *felix.PublishRefusedError
 		require.ErrorAs(t, err, &refused, "publish_refused stops the producer")
 		scNoRetry(t, la.notices, m)
 		_, err = la.prod.PublishBatch(fx.ctx(), la.tp, [][]byte{[]byte(fx.key("after"))}, client.PublishOptions{})

@@ -6,11 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
-	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 func Test_client_concurrent_calls(t *testing.T) {
@@ -102,7 +102,7 @@ func Test_client_subscription_ends_cleanly(t *testing.T) {
 		require.Equal(t, p, string(ev.Payload), "delivery continues after the broker closed the stream")
 		require.Equal(t, next, ev.Offset)
 		res := n.wait(fx, m, client.NoticeResumed, nil)
-		var moved *conn.ShardMovedError
+		var moved *felix.ShardMovedError
 		require.ErrorAs(t, res.Err, &moved, "the broker closed the event stream with shard_moved")
 		require.Equal(t, first+1, res.Offset, "resumed at the next offset")
 

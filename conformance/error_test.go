@@ -5,20 +5,20 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
-	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // brokerError requires err to be a broker's typed answer (not a transport
 // failure) and returns it.
-func (fx *Fx) brokerError(err error) *conn.BrokerError {
+func (fx *Fx) brokerError(err error) *felix.BrokerError {
 	fx.t.Helper()
 	require.Error(fx.t, err)
 	require.False(fx.t, isTransport(err), "a broker's answer, not a transport failure: %v", err)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(fx.t, err, &be)
 	return be
 }
@@ -47,7 +47,7 @@ func Test_error_bad_offset_is_typed(t *testing.T) {
 			fx.Skip("the fixture's durable stream has discarded no offset (earliest is 0)")
 		}
 		err := subscribeErr(fx, c, tp, client.SubscribeOptions{Start: felix.StartAt(0)})
-		var ce *conn.CursorError
+		var ce *felix.CursorError
 		require.ErrorAs(t, err, &ce, "identifiable")
 		require.Equal(t, "too_old", ce.Reason)
 		require.Equal(t, earliest, ce.Available, "recovery: restart from earliest")
@@ -82,7 +82,7 @@ func Test_error_shard_unavailable_is_retryable(t *testing.T) {
 		require.True(t, after.HasOffset, "re-sent until written")
 		for _, ev := range n.since(0) {
 			if ev.Kind == client.NoticeRetry {
-				var be *conn.BrokerError
+				var be *felix.BrokerError
 				require.ErrorAs(t, ev.Err, &be)
 				require.Contains(t, []felix.ErrorCode{felix.CodeShardUnavailable, felix.CodeNotLeader}, be.Code)
 			}

@@ -47,7 +47,7 @@ func skipf(format string, args ...any) error {
 
 // notAdvertised turns a call the broker did not advertise into a skip.
 func notAdvertised(err error, what string) error {
-	if errors.Is(err, conn.ErrNotAdvertised) {
+	if errors.Is(err, felix.ErrNotAdvertised) {
 		return skipf("the broker does not advertise %s", what)
 	}
 	return err
@@ -82,8 +82,8 @@ func uniqueName(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
-func (e *scenarioEnv) topic() conn.Topic {
-	return conn.Topic{TenantID: e.fx.TenantID, Namespace: e.fx.Namespace, Stream: e.fx.DurableStream}
+func (e *scenarioEnv) topic() felix.Topic {
+	return felix.Topic{TenantID: e.fx.TenantID, Namespace: e.fx.Namespace, Stream: e.fx.DurableStream}
 }
 
 // freshGroup returns a group on shard 0 of the durable stream (where
@@ -97,7 +97,7 @@ func (e *scenarioEnv) freshGroup(ctx context.Context, c *client.Client) (*api.Gr
 	return g, nil
 }
 
-func publishN(ctx context.Context, c *client.Client, t conn.Topic, n int, tag string) ([]string, error) {
+func publishN(ctx context.Context, c *client.Client, t felix.Topic, n int, tag string) ([]string, error) {
 	var out []string
 	for i := range n {
 		p := fmt.Sprintf("%s-%d", tag, i)
@@ -418,7 +418,7 @@ func commitExpectedOffsetRefuses(ctx context.Context, t testing.TB, e *scenarioE
 	if err := notAdvertised(err, "conditional publishes (expected_offset)"); errors.Is(err, errSkip) {
 		return nil, err
 	}
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	if !errors.As(err, &rf) || rf.Reason != "offset_mismatch" {
 		return nil, fmt.Errorf("stale commit: %v (want publish_refused offset_mismatch)", err)
 	}
@@ -485,11 +485,11 @@ func commitNegotiated(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 	// state_get: the broker did not advertise them to it.
 	c := e.client(t, func(cfg *client.Config) { cfg.Conn.Legacy = true })
 	_, err = c.Commit(ctx, api.CommitRequest{Topic: e.topic(), EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", nil)}})
-	if !errors.Is(err, conn.ErrNotAdvertised) {
+	if !errors.Is(err, felix.ErrNotAdvertised) {
 		return nil, fmt.Errorf("commit without FEATURE_ATOMIC_COMMIT: %v, want ErrNotAdvertised", err)
 	}
 	refused := err.Error()
-	if _, err = c.StateGet(ctx, e.topic(), []byte("e"), "k"); !errors.Is(err, conn.ErrNotAdvertised) {
+	if _, err = c.StateGet(ctx, e.topic(), []byte("e"), "k"); !errors.Is(err, felix.ErrNotAdvertised) {
 		return nil, fmt.Errorf("state_get without FEATURE_ATOMIC_COMMIT: %v, want ErrNotAdvertised", err)
 	}
 	return conformance.Evidence{"legacy_answer": fmt.Sprintf("legacy %v, features %#x", caps.Legacy, uint64(caps.Features)), "refused": refused}, nil
@@ -497,12 +497,12 @@ func commitNegotiated(ctx context.Context, t testing.TB, e *scenarioEnv) (confor
 
 // tailOf learns the next offset of the shard key routes to from a
 // publish_if that expects an offset no shard can have.
-func tailOf(ctx context.Context, c *client.Client, t conn.Topic, key []byte) (uint64, error) {
+func tailOf(ctx context.Context, c *client.Client, t felix.Topic, key []byte) (uint64, error) {
 	_, err := c.PublishIf(ctx, t, [][]byte{[]byte("probe")}, key, 1<<63)
 	if err := notAdvertised(err, "publish_if"); errors.Is(err, errSkip) {
 		return 0, err
 	}
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	if !errors.As(err, &rf) {
 		return 0, fmt.Errorf("publish_if at an impossible offset: %v (want publish_refused)", err)
 	}
@@ -541,7 +541,7 @@ func publishIfRefusedWithTheTail(ctx context.Context, t testing.TB, e *scenarioE
 		return nil, fmt.Errorf("first publish_if: %w", err)
 	}
 	_, err = c.PublishIf(ctx, e.topic(), [][]byte{[]byte("second")}, key, tail)
-	var rf *conn.PublishRefusedError
+	var rf *felix.PublishRefusedError
 	if !errors.As(err, &rf) || rf.Reason != "offset_mismatch" {
 		return nil, fmt.Errorf("second publish_if expecting %d: %v (want publish_refused offset_mismatch)", tail, err)
 	}
@@ -564,7 +564,7 @@ func shardedReportsTheShardCount(ctx context.Context, t testing.TB, e *scenarioE
 	if err != nil || n == 0 {
 		return nil, fmt.Errorf("shard count of %s: %d, %v (want at least 1)", e.fx.DurableStream, n, err)
 	}
-	missing := conn.Topic{TenantID: e.fx.TenantID, Namespace: e.fx.Namespace, Stream: e.fx.MissingStream}
+	missing := felix.Topic{TenantID: e.fx.TenantID, Namespace: e.fx.Namespace, Stream: e.fx.MissingStream}
 	m, _, err := shardsOf(c.StreamShards(ctx, missing))
 	if err != nil || m != 0 {
 		return nil, fmt.Errorf("shard count of the missing stream: %d, %v (want 0, not 1)", m, err)

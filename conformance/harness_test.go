@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // Fx is what a scenario body gets: the fixture and helpers bound to its
@@ -123,13 +125,13 @@ func (fx *Fx) dial(addr string, adjust func(*conn.Config)) *conn.Client {
 func (fx *Fx) client() *conn.Client { return fx.dial(fx.Addrs[0], nil) }
 
 // topic names a stream of the fixture.
-func (fx *Fx) topic(stream string) conn.Topic {
-	return conn.Topic{TenantID: fx.TenantID, Namespace: fx.Namespace, Stream: stream}
+func (fx *Fx) topic(stream string) felix.Topic {
+	return felix.Topic{TenantID: fx.TenantID, Namespace: fx.Namespace, Stream: stream}
 }
 
 // cache names a cache of the fixture.
-func (fx *Fx) cache(name string) conn.CacheRef {
-	return conn.CacheRef{TenantID: fx.TenantID, Namespace: fx.Namespace, Cache: name}
+func (fx *Fx) cache(name string) felix.CacheRef {
+	return felix.CacheRef{TenantID: fx.TenantID, Namespace: fx.Namespace, Cache: name}
 }
 
 var (
@@ -146,10 +148,10 @@ func (fx *Fx) key(prefix string) string {
 // by the application: today's conn.Client reports redirects (typed) and
 // leaves following them to its caller. The subscription is closed when
 // the test ends.
-func (fx *Fx) subscribe(c *conn.Client, t conn.Topic, o conn.SubscribeOptions) *conn.Subscription {
+func (fx *Fx) subscribe(c *conn.Client, t felix.Topic, o conn.SubscribeOptions) *conn.Subscription {
 	fx.t.Helper()
 	sub, err := c.Subscribe(fx.ctx(), t, o)
-	var nl *conn.NotLeaderError
+	var nl *felix.NotLeaderError
 	if errors.As(err, &nl) && nl.Addr != "" {
 		sub, err = fx.dial(nl.Addr, nil).Subscribe(fx.ctx(), t, o)
 	}

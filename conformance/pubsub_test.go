@@ -4,11 +4,11 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
-	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // The publish and subscribe scenarios use shard 0 of the fixture's durable
@@ -125,7 +125,7 @@ func Test_pubsub_start_earliest(t *testing.T) {
 			fx.Skip("the fixture's durable stream has no trimmed head (earliest is 0): the trimmed-offset half cannot be tried")
 		}
 		err := subscribeErr(fx, c, tp, client.SubscribeOptions{Start: felix.StartAt(start.V - 1)})
-		var ce *conn.CursorError
+		var ce *felix.CursorError
 		require.ErrorAs(t, err, &ce, "a trimmed offset is an error")
 		require.Equal(t, "too_old", ce.Reason)
 		require.Equal(t, start.V, ce.Available)
@@ -135,7 +135,7 @@ func Test_pubsub_start_earliest(t *testing.T) {
 
 // subscribeErr subscribes through c and returns the error (closing a
 // subscription that succeeded).
-func subscribeErr(fx *Fx, c *client.Client, tp conn.Topic, o client.SubscribeOptions) error {
+func subscribeErr(fx *Fx, c *client.Client, tp felix.Topic, o client.SubscribeOptions) error {
 	sub, err := c.Subscribe(fx.ctx(), tp, o)
 	if err == nil {
 		_ = sub.Close()

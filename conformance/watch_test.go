@@ -7,11 +7,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // The watch scenarios run through the cluster-aware client's resumable
@@ -26,7 +27,7 @@ func (fx *Fx) nextChange(w *client.Watch) client.CacheEvent {
 }
 
 // scWatch starts a watch through c; it is closed when the test ends.
-func (fx *Fx) scWatch(c *client.Client, ref conn.CacheRef, o client.WatchOptions) *client.Watch {
+func (fx *Fx) scWatch(c *client.Client, ref felix.CacheRef, o client.WatchOptions) *client.Watch {
 	fx.t.Helper()
 	w, err := c.CacheWatch(fx.ctx(), ref, o)
 	require.NoError(fx.t, err)
@@ -150,7 +151,7 @@ func Test_watch_lag_is_reported_rather_than_silent(t *testing.T) {
 			ev, err := w.Next(fx.ctx())
 			if err != nil {
 				require.False(t, errors.Is(err, io.EOF), "a lagging watch must not end like a normal end")
-				var lag *conn.LaggedError
+				var lag *felix.LaggedError
 				require.ErrorAs(t, err, &lag, "the end is an explicit lag signal")
 				require.True(t, lag.Watch)
 				require.Greater(t, lag.ResumeFrom, last, "it carries the offset to resume from")

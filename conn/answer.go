@@ -74,7 +74,7 @@ type answerQueue struct {
 // publish with publish_ok / publish_error / publish_refused carrying the
 // request id, and a fire-and-forget publish with nothing. A request that is
 // not a publish, or an acked JSON publish without request_id, returns a
-// *BrokerError with code invalid_request (answer it with WriteErr).
+// *felix.BrokerError with code invalid_request (answer it with WriteErr).
 //
 // A client may finish its side of the stream (io.EOF from ReadRequest)
 // before its answers were written: call WaitAnswers before Close, which
@@ -88,14 +88,14 @@ func (s *Stream) ReservePublish(req Request) (*PendingAnswer, error) {
 		case felix.LayoutAckedPublishBatch:
 			pre, err := felix.PeekAckedPrefix(req.Flags, req.Payload)
 			if err != nil {
-				return nil, &BrokerError{Type: "error", Message: "malformed publish batch: " + err.Error(), Code: felix.CodeInvalidRequest}
+				return nil, &felix.BrokerError{Type: "error", Message: "malformed publish batch: " + err.Error(), Code: felix.CodeInvalidRequest}
 			}
 			pa.rid, pa.form = pre.RequestID, formBinary
 			if pre.Idempotent {
 				pa.form = formJSON
 			}
 		default:
-			return nil, &BrokerError{Type: "error", Message: "not a publish: frame " + req.Flags.String(), Code: felix.CodeInvalidRequest}
+			return nil, &felix.BrokerError{Type: "error", Message: "not a publish: frame " + req.Flags.String(), Code: felix.CodeInvalidRequest}
 		}
 	} else {
 		var (
@@ -116,7 +116,7 @@ func (s *Stream) ReservePublish(req Request) (*PendingAnswer, error) {
 			if req.Message != nil {
 				typ = req.Message.MessageType()
 			}
-			return nil, &BrokerError{Type: "error", Message: "not a publish: " + typ, Code: felix.CodeInvalidRequest}
+			return nil, &felix.BrokerError{Type: "error", Message: "not a publish: " + typ, Code: felix.CodeInvalidRequest}
 		}
 		if ack.Set && ack.V == felix.AckNone {
 			return pa, nil // fire-and-forget
@@ -124,7 +124,7 @@ func (s *Stream) ReservePublish(req Request) (*PendingAnswer, error) {
 		if !rid.Set {
 			// An absent ack means acked, and an acked publish needs an id
 			// to be answered with.
-			return nil, &BrokerError{Type: "error", Message: "acked publish without request_id", Code: felix.CodeInvalidRequest}
+			return nil, &felix.BrokerError{Type: "error", Message: "acked publish without request_id", Code: felix.CodeInvalidRequest}
 		}
 		pa.rid, pa.form = rid.V, formJSON
 	}
@@ -145,11 +145,11 @@ func (s *Stream) ReservePublish(req Request) (*PendingAnswer, error) {
 // Resolve answers the publish: res on success (its offset and owner hint
 // are sent when the client offered them), or err, converted to the frame of
 // the answer's form:
-//   - *BrokerError: a failed binary ack or publish_error with its code,
+//   - *felix.BrokerError: a failed binary ack or publish_error with its code,
 //     retry class (zero: the code's default, docs/errors.md), detail and
 //     owner hint;
-//   - *PublishRefusedError: publish_refused (Refusal, or the Reason word);
-//   - *NotLeaderError: a failure with code not_leader (retry redirect)
+//   - *felix.PublishRefusedError: publish_refused (Refusal, or the Reason word);
+//   - *felix.NotLeaderError: a failure with code not_leader (retry redirect)
 //     naming the owner (owner section 0x0080 of a binary ack);
 //   - anything else: code internal (outcome_unknown), the error's text as
 //     the message.
@@ -161,7 +161,7 @@ func (s *Stream) ReservePublish(req Request) (*PendingAnswer, error) {
 // written in its turn. A fire-and-forget publish writes nothing. Resolve
 // must be called once per reservation: an unresolved reservation holds
 // back every later answer of the stream.
-func (p *PendingAnswer) Resolve(ctx context.Context, res PublishResult, err error) error {
+func (p *PendingAnswer) Resolve(ctx context.Context, res felix.PublishResult, err error) error {
 	if p.form == formNone {
 		return nil
 	}
@@ -205,7 +205,7 @@ func (p *PendingAnswer) Resolve(ctx context.Context, res PublishResult, err erro
 // such as the done callback of Client.PublishBatchAsync or
 // PublishViewAsync (a proxy answering its client from the upstream's
 // answer). A second Post or Resolve is ignored.
-func (p *PendingAnswer) Post(res PublishResult, err error) {
+func (p *PendingAnswer) Post(res felix.PublishResult, err error) {
 	if p.form == formNone {
 		return
 	}
@@ -262,7 +262,7 @@ func (s *Stream) WaitAnswers(ctx context.Context) error {
 }
 
 // build converts the outcome into the answer's message or ack.
-func (p *PendingAnswer) build(res PublishResult, err error) {
+func (p *PendingAnswer) build(res felix.PublishResult, err error) {
 	if err == nil {
 		if p.form == formBinary {
 			p.ack = felix.PublishAck{Status: felix.AckOK, RequestID: p.rid, HasOffset: res.HasOffset, Offset: res.Offset,
@@ -276,7 +276,7 @@ func (p *PendingAnswer) build(res PublishResult, err error) {
 		p.msg = ok
 		return
 	}
-	var pr *PublishRefusedError
+	var pr *felix.PublishRefusedError
 	if errors.As(err, &pr) {
 		p.msg = refusedMessage(pr, p.rid)
 		return
@@ -309,9 +309,9 @@ func (p *PendingAnswer) write(ctx context.Context) error {
 
 // AnswerPublish answers a publish request at once: ReservePublish and
 // Resolve in one call (see both). For a request that is not a publish it
-// answers the *BrokerError ReservePublish returned, with WriteErr, and
+// answers the *felix.BrokerError ReservePublish returned, with WriteErr, and
 // returns it.
-func (s *Stream) AnswerPublish(ctx context.Context, req Request, res PublishResult, err error) error {
+func (s *Stream) AnswerPublish(ctx context.Context, req Request, res felix.PublishResult, err error) error {
 	p, rerr := s.ReservePublish(req)
 	if rerr != nil {
 		if werr := s.WriteErr(ctx, rerr); werr != nil {
@@ -322,29 +322,29 @@ func (s *Stream) AnswerPublish(ctx context.Context, req Request, res PublishResu
 	return p.Resolve(ctx, res, err)
 }
 
-// BrokerErrorOf returns err as the *BrokerError a client would decode from
-// the frame this package answers it with: a *BrokerError as it is (Type
-// "error" when empty); a *NotLeaderError as code not_leader (retry
-// redirect) with the owner hint; a *LaggedError, *ShardMovedError or
-// *StreamDeletedError as the error an event stream ends with for a client
+// BrokerErrorOf returns err as the *felix.BrokerError a client would decode from
+// the frame this package answers it with: a *felix.BrokerError as it is (Type
+// "error" when empty); a *felix.NotLeaderError as code not_leader (retry
+// redirect) with the owner hint; a *felix.LaggedError, *felix.ShardMovedError or
+// *felix.StreamDeletedError as the error an event stream ends with for a client
 // that cannot parse their own frames (see EventStream.End); a
-// *CursorError as invalid_request; anything else as code internal with the
+// *felix.CursorError as invalid_request; anything else as code internal with the
 // error's text (retry outcome_unknown: a server that does not know whether
 // it applied a request must not let the client assume it did not). A nil
 // err returns nil, and so does a context's cancellation or expiry
 // (context.Canceled, context.DeadlineExceeded): no broker answered it, and
 // none is made up.
-func BrokerErrorOf(err error) *BrokerError {
+func BrokerErrorOf(err error) *felix.BrokerError {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
 	var (
-		be *BrokerError
-		nl *NotLeaderError
-		lg *LaggedError
-		sm *ShardMovedError
-		sd *StreamDeletedError
-		ce *CursorError
+		be *felix.BrokerError
+		nl *felix.NotLeaderError
+		lg *felix.LaggedError
+		sm *felix.ShardMovedError
+		sd *felix.StreamDeletedError
+		ce *felix.CursorError
 	)
 	switch {
 	case errors.As(err, &be):
@@ -355,34 +355,34 @@ func BrokerErrorOf(err error) *BrokerError {
 		}
 		return be
 	case errors.As(err, &nl):
-		return &BrokerError{Type: "error", Message: "not leader; owner " + nl.NodeID, Code: felix.CodeNotLeader,
+		return &felix.BrokerError{Type: "error", Message: "not leader; owner " + nl.NodeID, Code: felix.CodeNotLeader,
 			Retry: felix.RetryRedirect, HasOwner: true, Owner: felix.AckOwner{NodeID: nl.NodeID, Addr: nl.Addr, Generation: nl.Generation}}
 	case errors.As(err, &lg):
-		return &BrokerError{Type: "error", Message: "lagged; resume from " + strconv.FormatUint(lg.ResumeFrom, 10),
+		return &felix.BrokerError{Type: "error", Message: "lagged; resume from " + strconv.FormatUint(lg.ResumeFrom, 10),
 			Code: felix.CodeOverloaded, Retry: felix.RetryRetry, Reason: "lagged"}
 	case errors.As(err, &sm):
-		return &BrokerError{Type: "error", Message: "shard moved to " + sm.NodeID, Code: felix.CodeShardUnavailable,
+		return &felix.BrokerError{Type: "error", Message: "shard moved to " + sm.NodeID, Code: felix.CodeShardUnavailable,
 			Retry: felix.RetryRetry, Reason: "moving"}
 	case errors.As(err, &sd):
-		return &BrokerError{Type: "error", Message: "stream deleted", Code: felix.CodeNotFound, Retry: felix.RetryFatal}
+		return &felix.BrokerError{Type: "error", Message: "stream deleted", Code: felix.CodeNotFound, Retry: felix.RetryFatal}
 	case errors.As(err, &ce):
-		return &BrokerError{Type: "error", Message: ce.Error(), Code: felix.CodeInvalidRequest}
+		return &felix.BrokerError{Type: "error", Message: ce.Error(), Code: felix.CodeInvalidRequest}
 	}
-	return &BrokerError{Type: "error", Message: err.Error(), Code: felix.CodeInternal}
+	return &felix.BrokerError{Type: "error", Message: err.Error(), Code: felix.CodeInternal}
 }
 
 // brokerAnswer is the error frame a server half answers err with:
 // BrokerErrorOf's, and for a request abandoned because its context ended
 // (no broker decision to convey) code internal, retry outcome_unknown.
-func brokerAnswer(err error) *BrokerError {
+func brokerAnswer(err error) *felix.BrokerError {
 	if be := BrokerErrorOf(err); be != nil {
 		return be
 	}
-	return &BrokerError{Type: "error", Message: "request abandoned: " + err.Error(), Code: felix.CodeInternal}
+	return &felix.BrokerError{Type: "error", Message: "request abandoned: " + err.Error(), Code: felix.CodeInternal}
 }
 
 // refusedMessage builds the publish_refused of pr for request rid.
-func refusedMessage(pr *PublishRefusedError, rid uint64) *felix.PublishRefused {
+func refusedMessage(pr *felix.PublishRefusedError, rid uint64) *felix.PublishRefused {
 	if pr.Refusal != nil {
 		c := *pr.Refusal
 		c.RequestID = rid
@@ -398,10 +398,10 @@ func refusedMessage(pr *PublishRefusedError, rid uint64) *felix.PublishRefused {
 }
 
 // WriteErr answers err on the control stream s with the frame a client
-// decodes back into it: *BrokerError → error (code, retry, detail shaped
-// to the client's offer); *NotLeaderError → not_leader when the client
+// decodes back into it: *felix.BrokerError → error (code, retry, detail shaped
+// to the client's offer); *felix.NotLeaderError → not_leader when the client
 // offered FeatureRedirect, else an error with code not_leader;
-// *CursorError → subscribe_cursor_error; *PublishRefusedError →
+// *felix.CursorError → subscribe_cursor_error; *felix.PublishRefusedError →
 // publish_refused; anything else → the error BrokerErrorOf gives. It does
 // not end the stream. ctx bounds the write (see Stream).
 func (s *Stream) WriteErr(ctx context.Context, err error) error {
@@ -409,9 +409,9 @@ func (s *Stream) WriteErr(ctx context.Context, err error) error {
 		return errors.New("conn: WriteErr with a nil error")
 	}
 	var (
-		nl *NotLeaderError
-		ce *CursorError
-		pr *PublishRefusedError
+		nl *felix.NotLeaderError
+		ce *felix.CursorError
+		pr *felix.PublishRefusedError
 	)
 	switch {
 	case errors.As(err, &nl) && s.peer.Features.Has(felix.FeatureRedirect):
@@ -456,10 +456,10 @@ func (s *Stream) StartSubscription(ctx context.Context, ans *felix.Subscribed) (
 }
 
 // End ends the event stream with the frame err stands for, then finishes
-// it: nil or io.EOF is a clean end (FIN only); *LaggedError is
+// it: nil or io.EOF is a clean end (FIN only); *felix.LaggedError is
 // subscription_lagged (cache_watch_lagged for a watch) carrying this
-// stream's subscription id and the error's resume offset; *ShardMovedError
-// is shard_moved; *StreamDeletedError is stream_deleted; anything else is
+// stream's subscription id and the error's resume offset; *felix.ShardMovedError
+// is shard_moved; *felix.StreamDeletedError is stream_deleted; anything else is
 // an error frame (BrokerErrorOf). A client that did not offer what a
 // terminal frame needs (FeatureSubscriptionLagged with flag 0x0020,
 // FeatureShardMoved, FeatureStreamDeleted) gets the fallback the protocol
@@ -484,9 +484,9 @@ func (e *EventStream) End(ctx context.Context, err error) error {
 // terminal picks the last frame for err (see End).
 func (e *EventStream) terminal(err error) felix.Message {
 	var (
-		lg *LaggedError
-		sm *ShardMovedError
-		sd *StreamDeletedError
+		lg *felix.LaggedError
+		sm *felix.ShardMovedError
+		sd *felix.StreamDeletedError
 	)
 	shardMoved := e.peer.Features.Has(felix.FeatureShardMoved)
 	switch {

@@ -10,8 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // handlerServer is a listener whose every authenticated stream is given to
@@ -136,7 +137,7 @@ func TestSubscribeUnderEventStreamContext(t *testing.T) {
 						return
 					}
 				}
-				es.End(es.Context(), &LaggedError{ResumeFrom: n})
+				es.End(es.Context(), &felix.LaggedError{ResumeFrom: n})
 			})
 			c := h.dial(t, nil)
 			ctx := testCtx(t)
@@ -150,28 +151,28 @@ func TestSubscribeUnderEventStreamContext(t *testing.T) {
 				require.Equal(t, uint64(i), ev.Offset)
 			}
 			_, err = sub.Next(ctx)
-			var lg *LaggedError
+			var lg *felix.LaggedError
 			require.ErrorAs(t, err, &lg)
-			require.Equal(t, &LaggedError{SubscriptionID: 7, ResumeFrom: n}, lg)
+			require.Equal(t, &felix.LaggedError{SubscriptionID: 7, ResumeFrom: n}, lg)
 		})
 	}
 }
 
 // publishOutcome maps a stream name to the outcome the test server
 // answers.
-func publishOutcome(stream string) (PublishResult, error) {
+func publishOutcome(stream string) (felix.PublishResult, error) {
 	switch {
 	case strings.HasPrefix(stream, "unavail"):
-		return PublishResult{}, &BrokerError{Message: "no owner", Code: felix.CodeShardUnavailable, Reason: "not_assigned"} // zero retry
+		return felix.PublishResult{}, &felix.BrokerError{Message: "no owner", Code: felix.CodeShardUnavailable, Reason: "not_assigned"} // zero retry
 	case strings.HasPrefix(stream, "refused"):
-		return PublishResult{}, &PublishRefusedError{Refusal: &felix.PublishRefused{
+		return felix.PublishResult{}, &felix.PublishRefusedError{Refusal: &felix.PublishRefused{
 			Reason: felix.PublishRefusalReason{Kind: felix.RefusalOffsetMismatch, Tail: 9}, Message: "tail moved"}}
 	case strings.HasPrefix(stream, "moved"):
-		return PublishResult{}, &NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 7}
+		return felix.PublishResult{}, &felix.NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 7}
 	case strings.HasPrefix(stream, "boom"):
-		return PublishResult{}, errors.New("disk on fire")
+		return felix.PublishResult{}, errors.New("disk on fire")
 	}
-	return PublishResult{Offset: 41, HasOffset: true}, nil
+	return felix.PublishResult{Offset: 41, HasOffset: true}, nil
 }
 
 // publishStream returns the stream name of a publish request.
@@ -232,17 +233,17 @@ func TestAnswerPublishForms(t *testing.T) {
 	}
 	for name, c := range clients {
 		t.Run(name, func(t *testing.T) {
-			publish := func(stream string) (PublishResult, error) {
+			publish := func(stream string) (felix.PublishResult, error) {
 				tp := topic
 				tp.Stream = stream
 				return c.Publish(ctx, tp, []byte("x"), PublishOptions{Ack: felix.AckPerBatch})
 			}
 			res, err := publish("ok")
 			require.NoError(t, err)
-			require.Equal(t, PublishResult{Offset: 41, HasOffset: true}, res)
+			require.Equal(t, felix.PublishResult{Offset: 41, HasOffset: true}, res)
 
 			_, err = publish("unavail")
-			var be *BrokerError
+			var be *felix.BrokerError
 			require.ErrorAs(t, err, &be)
 			require.Equal(t, felix.CodeShardUnavailable, be.Code)
 			require.Equal(t, felix.RetryRetry, be.Retry, "sent as the code's default, not fatal")
@@ -265,7 +266,7 @@ func TestAnswerPublishForms(t *testing.T) {
 			require.Contains(t, be.Message, "disk on fire")
 
 			_, err = publish("refused")
-			var pr *PublishRefusedError
+			var pr *felix.PublishRefusedError
 			require.ErrorAs(t, err, &pr)
 			require.Equal(t, "offset_mismatch", pr.Reason)
 			require.Equal(t, uint64(9), pr.Refusal.Reason.Tail)
@@ -285,7 +286,7 @@ func TestAnswerPublishForms(t *testing.T) {
 		tp := topic
 		tp.Stream = "unavail"
 		_, err = p.PublishBatch(ctx, tp, [][]byte{[]byte("x")}, nil)
-		var be *BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, "publish_error", be.Type, "an idempotent binary batch is answered in JSON")
 		require.Equal(t, felix.RetryRetry, be.Retry)
@@ -322,7 +323,7 @@ func TestAnswerOrderAcrossResolves(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pas[i].Resolve(ctx, PublishResult{Offset: uint64(i), HasOffset: true}, nil)
+				pas[i].Resolve(ctx, felix.PublishResult{Offset: uint64(i), HasOffset: true}, nil)
 			}()
 		}
 		// Every later answer is resolved (and waits) before the first.
@@ -336,7 +337,7 @@ func TestAnswerOrderAcrossResolves(t *testing.T) {
 			}
 			return true
 		})
-		if err := pas[0].Resolve(ctx, PublishResult{HasOffset: true}, nil); err != nil {
+		if err := pas[0].Resolve(ctx, felix.PublishResult{HasOffset: true}, nil); err != nil {
 			t.Errorf("resolve first: %v", err)
 		}
 		wg.Wait()
@@ -376,10 +377,10 @@ func TestAnswerOrderAcrossResolves(t *testing.T) {
 func TestEventStreamEndTerminals(t *testing.T) {
 	leakCheck(t)
 	ends := map[string]error{
-		"lagged":  &LaggedError{SubscriptionID: 99, ResumeFrom: 42},
-		"moved":   &ShardMovedError{SubscriptionID: 99, ResumeFrom: 42, HasResumeFrom: true, NodeID: "b2", Addr: "h:1", Generation: 3},
-		"deleted": &StreamDeletedError{SubscriptionID: 99},
-		"revoked": &BrokerError{Message: "credential revoked", Code: felix.CodeForbidden},
+		"lagged":  &felix.LaggedError{SubscriptionID: 99, ResumeFrom: 42},
+		"moved":   &felix.ShardMovedError{SubscriptionID: 99, ResumeFrom: 42, HasResumeFrom: true, NodeID: "b2", Addr: "h:1", Generation: 3},
+		"deleted": &felix.StreamDeletedError{SubscriptionID: 99},
+		"revoked": &felix.BrokerError{Message: "credential revoked", Code: felix.CodeForbidden},
 		"clean":   nil,
 	}
 	h := serveHandler(t, nil, func(st *Stream) {
@@ -412,33 +413,33 @@ func TestEventStreamEndTerminals(t *testing.T) {
 		check          func(t *testing.T, err error)
 	}{
 		{"default", "lagged", nil, func(t *testing.T, err error) {
-			require.Equal(t, &LaggedError{SubscriptionID: 7, ResumeFrom: 42}, asType[*LaggedError](t, err))
+			require.Equal(t, &felix.LaggedError{SubscriptionID: 7, ResumeFrom: 42}, asType[*felix.LaggedError](t, err))
 		}},
 		{"no-lagged", "lagged", noLagged, func(t *testing.T, err error) {
-			sm := asType[*ShardMovedError](t, err)
+			sm := asType[*felix.ShardMovedError](t, err)
 			require.Equal(t, uint64(42), sm.ResumeFrom)
 			require.True(t, sm.HasResumeFrom)
 		}},
 		{"no-terminals", "lagged", noTerminals, func(t *testing.T, err error) {
-			be := asType[*BrokerError](t, err)
+			be := asType[*felix.BrokerError](t, err)
 			require.Equal(t, felix.CodeOverloaded, be.Code)
 			require.Contains(t, be.Message, "resume from 42")
 		}},
 		{"default", "moved", nil, func(t *testing.T, err error) {
-			require.Equal(t, &ShardMovedError{SubscriptionID: 7, ResumeFrom: 42, HasResumeFrom: true, NodeID: "b2", Addr: "h:1", Generation: 3},
-				asType[*ShardMovedError](t, err))
+			require.Equal(t, &felix.ShardMovedError{SubscriptionID: 7, ResumeFrom: 42, HasResumeFrom: true, NodeID: "b2", Addr: "h:1", Generation: 3},
+				asType[*felix.ShardMovedError](t, err))
 		}},
 		{"no-terminals", "moved", noTerminals, func(t *testing.T, err error) {
-			require.Equal(t, felix.CodeShardUnavailable, asType[*BrokerError](t, err).Code)
+			require.Equal(t, felix.CodeShardUnavailable, asType[*felix.BrokerError](t, err).Code)
 		}},
 		{"default", "deleted", nil, func(t *testing.T, err error) {
-			require.Equal(t, &StreamDeletedError{SubscriptionID: 7}, asType[*StreamDeletedError](t, err))
+			require.Equal(t, &felix.StreamDeletedError{SubscriptionID: 7}, asType[*felix.StreamDeletedError](t, err))
 		}},
 		{"no-terminals", "deleted", noTerminals, func(t *testing.T, err error) {
-			require.Equal(t, felix.CodeNotFound, asType[*BrokerError](t, err).Code)
+			require.Equal(t, felix.CodeNotFound, asType[*felix.BrokerError](t, err).Code)
 		}},
 		{"default", "revoked", nil, func(t *testing.T, err error) {
-			be := asType[*BrokerError](t, err)
+			be := asType[*felix.BrokerError](t, err)
 			require.Equal(t, felix.CodeForbidden, be.Code)
 			require.Equal(t, felix.RetryFatal, be.Retry)
 		}},
@@ -483,9 +484,9 @@ func TestWriteErrFrames(t *testing.T) {
 		}
 		switch sub.Stream {
 		case "cursor":
-			st.WriteErr(st.Context(), &CursorError{Reason: "too_old", Requested: 5, Available: 9})
+			st.WriteErr(st.Context(), &felix.CursorError{Reason: "too_old", Requested: 5, Available: 9})
 		case "leader":
-			st.WriteErr(st.Context(), &NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4})
+			st.WriteErr(st.Context(), &felix.NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4})
 		case "plain":
 			st.WriteErr(st.Context(), errors.New("kaput"))
 		}
@@ -499,11 +500,11 @@ func TestWriteErrFrames(t *testing.T) {
 		_, err := c.Subscribe(ctx, tp, SubscribeOptions{})
 		return err
 	}
-	require.Equal(t, &CursorError{Reason: "too_old", Requested: 5, Available: 9}, asType[*CursorError](t, sub(c, "cursor")))
-	require.Equal(t, &NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4}, asType[*NotLeaderError](t, sub(c, "leader")))
-	be := asType[*BrokerError](t, sub(legacy, "leader"))
+	require.Equal(t, &felix.CursorError{Reason: "too_old", Requested: 5, Available: 9}, asType[*felix.CursorError](t, sub(c, "cursor")))
+	require.Equal(t, &felix.NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4}, asType[*felix.NotLeaderError](t, sub(c, "leader")))
+	be := asType[*felix.BrokerError](t, sub(legacy, "leader"))
 	require.Contains(t, be.Message, "not leader", "without FeatureRedirect: an error")
-	be = asType[*BrokerError](t, sub(c, "plain"))
+	be = asType[*felix.BrokerError](t, sub(c, "plain"))
 	require.Equal(t, felix.CodeInternal, be.Code)
 	require.Equal(t, felix.RetryOutcomeUnknown, be.Retry, "a zero class is sent as the code's default in JSON too")
 	require.Equal(t, "kaput", be.Message)

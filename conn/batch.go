@@ -47,7 +47,7 @@ func (src *payloadSource) collect() [][]byte {
 // same payloads both times, as the Payloads of a felix.PublishBatchView or
 // felix.EventBatchView do; the JSON forms collect it first. payloads may be
 // reused once PublishSeq returns.
-func (c *Client) PublishSeq(ctx context.Context, t Topic, payloads iter.Seq[[]byte], o PublishOptions) (PublishResult, error) {
+func (c *Client) PublishSeq(ctx context.Context, t felix.Topic, payloads iter.Seq[[]byte], o PublishOptions) (felix.PublishResult, error) {
 	o.src = &payloadSource{seq: payloads}
 	return c.PublishBatch(ctx, t, nil, o)
 }
@@ -59,7 +59,7 @@ func (c *Client) PublishSeq(ctx context.Context, t Topic, payloads iter.Seq[[]by
 // the payload section of v is copied as one block, without per-payload
 // work or allocation; the JSON forms collect the payloads first. v must
 // stay valid until PublishView returns.
-func (c *Client) PublishView(ctx context.Context, t Topic, v *felix.PublishBatchView, o PublishOptions) (PublishResult, error) {
+func (c *Client) PublishView(ctx context.Context, t felix.Topic, v *felix.PublishBatchView, o PublishOptions) (felix.PublishResult, error) {
 	o.src = &payloadSource{view: v}
 	return c.PublishBatch(ctx, t, nil, o)
 }
@@ -68,7 +68,7 @@ func (c *Client) PublishView(ctx context.Context, t Topic, v *felix.PublishBatch
 // PublishBatchAsync: it returns once the frame is written (v may then be
 // released, e.g. by the next ReadRequest), and done gets the answer. done
 // must not block; PendingAnswer.Post can be called from it.
-func (c *Client) PublishViewAsync(ctx context.Context, t Topic, v *felix.PublishBatchView, o PublishOptions, done func(PublishResult, error)) error {
+func (c *Client) PublishViewAsync(ctx context.Context, t felix.Topic, v *felix.PublishBatchView, o PublishOptions, done func(felix.PublishResult, error)) error {
 	o.src = &payloadSource{view: v}
 	return c.PublishBatchAsync(ctx, t, nil, o, done)
 }
@@ -81,8 +81,8 @@ func (c *Client) PublishViewAsync(ctx context.Context, t Topic, v *felix.Publish
 // of a frame that Next had partly returned are encoded anew as a shared
 // batch. The payload is valid until the next call when
 // SubscribeOptions.ReuseBuffers is set, and stays valid otherwise. The end
-// of the subscription and the errors are Next's: io.EOF, *LaggedError,
-// *ShardMovedError, ... Next, NextFrame and NextBatch read one stream and
+// of the subscription and the errors are Next's: io.EOF, *felix.LaggedError,
+// *felix.ShardMovedError, ... Next, NextFrame and NextBatch read one stream and
 // are not safe for concurrent use.
 func (s *Subscription) NextFrame(ctx context.Context) (felix.Frame, error) {
 	es := s.es
@@ -147,7 +147,7 @@ func (s *Subscription) encodeEvents(evs []Event) (felix.Frame, error) {
 // its flag bits and it is a shared (0x0004) batch; otherwise it is
 // re-encoded with the modifiers the client accepted (a legacy 0x0002 batch
 // carries this stream's subscription id). A client that takes no binary
-// event batch at all is refused with ErrNotAdvertised. ctx bounds the write
+// event batch at all is refused with felix.ErrNotAdvertised. ctx bounds the write
 // (see EventStream).
 func (e *EventStream) ForwardBatch(ctx context.Context, f felix.Frame) error {
 	if f.Flags.Layout() != felix.LayoutEventBatch {

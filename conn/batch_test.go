@@ -5,8 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 func recsOf(b *testBroker, stream string) []string {
@@ -44,7 +45,7 @@ func TestPublishSeqAndView(t *testing.T) {
 			_, err = c.PublishSeq(ctx, tp, v.Payloads(), PublishOptions{NoAck: true}) // fire-and-forget
 			require.NoError(t, err)
 			done := make(chan error, 1)
-			require.NoError(t, c.PublishViewAsync(ctx, tp, &v, PublishOptions{Ack: felix.AckPerBatch}, func(r PublishResult, err error) {
+			require.NoError(t, c.PublishViewAsync(ctx, tp, &v, PublishOptions{Ack: felix.AckPerBatch}, func(r felix.PublishResult, err error) {
 				if err == nil && r.Offset != 8 {
 					err = errors.New("wrong offset")
 				}

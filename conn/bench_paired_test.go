@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // Paired conn benchmarks: the Felix path and its raw quic-go baseline are
@@ -63,10 +64,10 @@ func BenchmarkPublishAckedPaired(b *testing.B) {
 	defer c.Close()
 	require.EqualValues(b, benchInflight, c.Capabilities().PublishWindow)
 	ps := benchPayloads()
-	t := Topic{"t1", "ns", "s"}
+	t := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	done := func(_ PublishResult, err error) {
+	done := func(_ felix.PublishResult, err error) {
 		if err != nil {
 			b.Error(err)
 		}
@@ -121,7 +122,7 @@ func BenchmarkSubscribeDeliveryPaired(b *testing.B) {
 		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
 		require.NoError(b, err)
 		ctx := context.Background()
-		sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: reuse})
+		sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, SubscribeOptions{ReuseBuffers: reuse})
 		require.NoError(b, err)
 		b.Cleanup(func() { sub.Close(); c.Close() })
 		return func(n int) {

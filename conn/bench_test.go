@@ -7,9 +7,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // The benchmarks compare Felix over conn with the same bytes pushed through
@@ -151,14 +152,14 @@ func BenchmarkPublishAcked(b *testing.B) {
 		defer c.Close()
 		require.EqualValues(b, benchInflight, c.Capabilities().PublishWindow)
 		ps := benchPayloads()
-		t := Topic{"t1", "ns", "s"}
+		t := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.ResetTimer()
 		stopCPU := cpuMeter(b)
 		var wg sync.WaitGroup
 		ctx := context.Background()
-		done := func(_ PublishResult, err error) {
+		done := func(_ felix.PublishResult, err error) {
 			if err != nil {
 				b.Error(err)
 			}
@@ -180,7 +181,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 		require.NoError(b, err)
 		defer c.Close()
 		ps := benchPayloads()
-		t := Topic{"t1", "ns", "s"}
+		t := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 		b.SetBytes(benchRecords * benchRecSize)
 		b.ReportAllocs()
 		b.SetParallelism((benchInflight + 1) / 2)
@@ -285,7 +286,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 			b.ResetTimer()
 			stopCPU := cpuMeter(b)
 			ctx := context.Background()
-			sub, err := c.Subscribe(ctx, Topic{"t1", "ns", "s"}, SubscribeOptions{ReuseBuffers: mode.reuse})
+			sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, SubscribeOptions{ReuseBuffers: mode.reuse})
 			require.NoError(b, err)
 			if mode.batch {
 				for range b.N {

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // This file is a tiny in-test broker built on the server API (Listen,
@@ -291,7 +292,7 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 		}
 		v, err := felix.ParsePublishBatch(req.Flags, req.Payload)
 		if err != nil {
-			return b.ack(st, pre, 0, &BrokerError{Message: "malformed publish batch", Code: felix.CodeInvalidRequest}, false)
+			return b.ack(st, pre, 0, &felix.BrokerError{Message: "malformed publish batch", Code: felix.CodeInvalidRequest}, false)
 		}
 		if strings.HasPrefix(string(v.Stream), "stall") {
 			return true
@@ -303,7 +304,7 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 			return false
 		}
 		if strings.HasPrefix(string(v.Stream), "missing") {
-			return b.ack(st, pre, 0, &BrokerError{Message: "stream not found", Code: felix.CodeNotFound}, false)
+			return b.ack(st, pre, 0, &felix.BrokerError{Message: "stream not found", Code: felix.CodeNotFound}, false)
 		}
 		recs := collect(v.Payloads())
 		if pre.Idempotent {
@@ -315,7 +316,7 @@ func (b *testBroker) binaryPublish(st *Stream, req Request) bool {
 		base := b.append(topicKey(string(v.TenantID), string(v.Namespace), string(v.Stream)), recs)
 		return b.ack(st, pre, base, nil, false)
 	}
-	return st.WriteError(b.ctx, &BrokerError{Message: "unexpected frame", Code: felix.CodeInvalidRequest}) == nil
+	return st.WriteError(b.ctx, &felix.BrokerError{Message: "unexpected frame", Code: felix.CodeInvalidRequest}) == nil
 }
 
 func (b *testBroker) recordSeq(stream string, key []byte, seq uint64) {
@@ -332,7 +333,7 @@ func collect(seq func(func([]byte) bool)) [][]byte {
 	return out
 }
 
-func (b *testBroker) ack(st *Stream, pre felix.AckedPrefix, base uint64, fail *BrokerError, refuse bool) bool {
+func (b *testBroker) ack(st *Stream, pre felix.AckedPrefix, base uint64, fail *felix.BrokerError, refuse bool) bool {
 	if pre.Idempotent && refuse {
 		return st.WriteMessage(b.ctx, &felix.PublishRefused{RequestID: pre.RequestID, Reason: felix.PublishRefusalReason{Kind: felix.RefusalSequenceReused},
 			Message: "sequence reused"}) == nil
@@ -402,7 +403,7 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 			return true
 		}
 		if strings.HasPrefix(r.Cache, "missing") {
-			return st.WriteError(b.ctx, &BrokerError{Message: "cache scope not found", Code: felix.CodeNotFound}) == nil
+			return st.WriteError(b.ctx, &felix.BrokerError{Message: "cache scope not found", Code: felix.CodeNotFound}) == nil
 		}
 		e := cacheEntry{v: r.Value}
 		if r.TTLMs.Set {
@@ -473,14 +474,14 @@ func (b *testBroker) handle(st *Stream, m felix.Message) bool {
 		}
 		return false
 	}
-	st.WriteError(b.ctx, &BrokerError{Message: "unexpected message type", Code: felix.CodeInvalidRequest})
+	st.WriteError(b.ctx, &felix.BrokerError{Message: "unexpected message type", Code: felix.CodeInvalidRequest})
 	return false
 }
 
 func (b *testBroker) jsonPublish(st *Stream, tenant, ns, stream string, recs [][]byte, ack felix.Opt[felix.AckMode], rid felix.Opt[uint64]) bool {
 	acked := !ack.Set || ack.V != felix.AckNone
 	if acked && !rid.Set {
-		st.WriteError(b.ctx, &BrokerError{Message: "missing request_id for acked publish", Code: felix.CodeInvalidRequest})
+		st.WriteError(b.ctx, &felix.BrokerError{Message: "missing request_id for acked publish", Code: felix.CodeInvalidRequest})
 		return false
 	}
 	if strings.HasPrefix(stream, "stall") {
@@ -502,7 +503,7 @@ func (b *testBroker) subscribe(st *Stream, r *felix.Subscribe) {
 		return
 	}
 	if strings.HasPrefix(r.Stream, "missing") {
-		st.WriteError(b.ctx, &BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+		st.WriteError(b.ctx, &felix.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
 		return
 	}
 	if strings.HasPrefix(r.Stream, "nohello") {

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // BrokerErrorOf converts what a broker would answer and invents nothing
@@ -17,7 +18,7 @@ func TestBrokerErrorOfInventsNothing(t *testing.T) {
 	for _, err := range []error{nil, context.Canceled, context.DeadlineExceeded, fmt.Errorf("publish: %w", context.Canceled)} {
 		require.Nil(t, conn.BrokerErrorOf(err), "%v", err)
 	}
-	be := conn.BrokerErrorOf(&conn.NotLeaderError{NodeID: "n1", Addr: "a:1", Generation: 2})
+	be := conn.BrokerErrorOf(&felix.NotLeaderError{NodeID: "n1", Addr: "a:1", Generation: 2})
 	require.Equal(t, felix.CodeNotLeader, be.Code)
 	require.True(t, be.HasOwner)
 	be = conn.BrokerErrorOf(errors.New("disk on fire"))

@@ -9,13 +9,8 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// CacheRef names a cache.
-type CacheRef struct {
-	TenantID, Namespace, Cache string
-}
-
 // cacheRequest sends m over the cache stream pool (with a request id of
-// the stream it goes on) and waits for its answer. ErrNotAdvertised when
+// the stream it goes on) and waits for its answer. felix.ErrNotAdvertised when
 // the stream's broker did not advertise what m needs.
 func (c *Client) cacheRequest(ctx context.Context, m felix.Message) (felix.Message, error) {
 	for {

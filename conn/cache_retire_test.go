@@ -4,11 +4,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
-	"github.com/stretchr/testify/require"
 )
 
 // An error answer carries no request_id, and a broker may end the cache
@@ -32,7 +33,7 @@ func TestCacheStreamRetiredAfterErrorAnswer(t *testing.T) {
 	n0 := cl.Nodes[0]
 	n0.Always("cache_put", func(x *conntest.Exchange) error {
 		note(x)
-		return x.Fail(&conn.BrokerError{Message: "forbidden", Code: felix.CodeForbidden, Retry: felix.RetryFatal})
+		return x.Fail(&felix.BrokerError{Message: "forbidden", Code: felix.CodeForbidden, Retry: felix.RetryFatal})
 	})
 	n0.Always("cache_get", func(x *conntest.Exchange) error {
 		note(x)
@@ -45,10 +46,10 @@ func TestCacheStreamRetiredAfterErrorAnswer(t *testing.T) {
 	c, err := conn.Dial(testCtx(t), cl.Nodes[0].Addr, &cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	ref := conn.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
+	ref := felix.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
 
 	err = api.New(c).CachePut(testCtx(t), ref, "k", []byte("w"), 0)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	for i := range 3 {

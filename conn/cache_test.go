@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
-var cref = CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
+var cref = felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
 
 func TestCachePutGetDelete(t *testing.T) {
 	leakCheck(t)
@@ -54,8 +55,8 @@ func TestCachePutGetDelete(t *testing.T) {
 
 	// A broker error without request_id answers the oldest request and
 	// leaves the stream usable.
-	err = cachePut(ctx, c, CacheRef{"t1", "ns", "missing"}, "k", []byte("v"), 0)
-	var be *BrokerError
+	err = cachePut(ctx, c, felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "missing"}, "k", []byte("v"), 0)
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
 	require.NoError(t, cachePut(ctx, c, cref, "k2", []byte("v2"), 0))
@@ -114,13 +115,13 @@ func TestCounters(t *testing.T) {
 	b2 := startBroker(t, brokerOpts{offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureErrorCodes}})
 	c2 := b2.dial(t, nil)
 	_, _, err = counterAdd(ctx, c2, cref, "n", 1)
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, _, err = counterGet(ctx, c2, cref, "n")
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, _, err = cacheDelete(ctx, c2, cref, "n")
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c2.CacheWatch(ctx, cref, WatchOptions{Key: felix.Some("k")})
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	require.Empty(t, b2.seenTypes())
 }
 
@@ -156,7 +157,7 @@ func TestCacheWatch(t *testing.T) {
 	require.Equal(t, "user/1", ev.Key)
 
 	b.lagWatches(42)
-	var le *LaggedError
+	var le *felix.LaggedError
 	for _, err := range w.All(ctx) {
 		require.ErrorAs(t, err, &le)
 	}
@@ -171,7 +172,7 @@ func TestCacheWatch(t *testing.T) {
 	b2 := startBroker(t, brokerOpts{offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.FeatureCacheWatch}})
 	c2 := b2.dial(t, nil)
 	_, err = c2.CacheWatch(ctx, cref, WatchOptions{Key: felix.Some("k"), Retained: true})
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	w2, err := c2.CacheWatch(context.Background(), cref, WatchOptions{Key: felix.Some("k"), FromOffset: felix.Some[uint64](1)})
 	require.NoError(t, err)
 	w2.Close()

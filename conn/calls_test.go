@@ -12,7 +12,7 @@ import (
 // Client.Request and read off its answers (package api, which has the
 // typed calls, imports conn).
 
-func cachePut(ctx context.Context, c *Client, ref CacheRef, key string, value []byte, ttl time.Duration) error {
+func cachePut(ctx context.Context, c *Client, ref felix.CacheRef, key string, value []byte, ttl time.Duration) error {
 	m := &felix.CachePut{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Value: value}
 	if ttl > 0 {
 		m.TTLMs = felix.Some(uint64(max(ttl/time.Millisecond, 1)))
@@ -21,7 +21,7 @@ func cachePut(ctx context.Context, c *Client, ref CacheRef, key string, value []
 	return err
 }
 
-func cacheGet(ctx context.Context, c *Client, ref CacheRef, key string) (value []byte, found bool, err error) {
+func cacheGet(ctx context.Context, c *Client, ref felix.CacheRef, key string) (value []byte, found bool, err error) {
 	cv, err := requestAs[*felix.CacheValue](ctx, c, &felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key})
 	if err != nil {
 		return nil, false, err
@@ -29,7 +29,7 @@ func cacheGet(ctx context.Context, c *Client, ref CacheRef, key string) (value [
 	return cv.Value.V, cv.Value.Set, nil
 }
 
-func cacheDelete(ctx context.Context, c *Client, ref CacheRef, key string) (old []byte, found bool, err error) {
+func cacheDelete(ctx context.Context, c *Client, ref felix.CacheRef, key string) (old []byte, found bool, err error) {
 	cv, err := requestAs[*felix.CacheValue](ctx, c, &felix.CacheDelete{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key})
 	if err != nil {
 		return nil, false, err
@@ -37,7 +37,7 @@ func cacheDelete(ctx context.Context, c *Client, ref CacheRef, key string) (old 
 	return cv.Value.V, cv.Value.Set, nil
 }
 
-func counterAdd(ctx context.Context, c *Client, ref CacheRef, key string, delta int64) (int64, bool, error) {
+func counterAdd(ctx context.Context, c *Client, ref felix.CacheRef, key string, delta int64) (int64, bool, error) {
 	cv, err := requestAs[*felix.CounterValue](ctx, c, &felix.CounterAdd{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key, Delta: delta})
 	if err != nil {
 		return 0, false, err
@@ -45,7 +45,7 @@ func counterAdd(ctx context.Context, c *Client, ref CacheRef, key string, delta 
 	return cv.Value.V, cv.Value.Set, nil
 }
 
-func counterGet(ctx context.Context, c *Client, ref CacheRef, key string) (int64, bool, error) {
+func counterGet(ctx context.Context, c *Client, ref felix.CacheRef, key string) (int64, bool, error) {
 	cv, err := requestAs[*felix.CounterValue](ctx, c, &felix.CounterGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key})
 	if err != nil {
 		return 0, false, err
@@ -62,7 +62,7 @@ func requestAs[T felix.Message](ctx context.Context, c *Client, req felix.Messag
 	}
 	a, ok := ans.(T)
 	if !ok {
-		return zero, fmt.Errorf("%w: %s answered with %s, not %T", ErrProtocol, req.MessageType(), ans.MessageType(), zero)
+		return zero, fmt.Errorf("%w: %s answered with %s, not %T", felix.ErrProtocol, req.MessageType(), ans.MessageType(), zero)
 	}
 	return a, nil
 }

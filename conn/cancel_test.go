@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 func shortCtx(t *testing.T) context.Context {
@@ -65,7 +66,7 @@ func TestCancelPublish(t *testing.T) {
 	offer.PublishWindow = 2
 	b := startBroker(t, brokerOpts{offer: offer})
 	c := b.dial(t, nil)
-	stall := Topic{"t1", "ns", "stall"}
+	stall := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "stall"}
 	for i, force := range []bool{false, true} {
 		c.cfg.ForceJSON = force
 		// Waiting for an answer that never comes: cancelled once the broker
@@ -97,11 +98,11 @@ func TestCancelSubscribeAndNext(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, nil)
-	_, err := c.Subscribe(shortCtx(t), Topic{"t1", "ns", "stall"}, SubscribeOptions{})
+	_, err := c.Subscribe(shortCtx(t), felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "stall"}, SubscribeOptions{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// subscribed arrives, the event stream does not: the wait for it is
 	// cancelled.
-	_, err = c.Subscribe(shortCtx(t), Topic{"t1", "ns", "nohello"}, SubscribeOptions{})
+	_, err = c.Subscribe(shortCtx(t), felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "nohello"}, SubscribeOptions{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	ctx := testCtx(t)
@@ -132,7 +133,7 @@ func TestCancelCache(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, func(c *Config) { c.CacheStreams = 1 })
-	stall := CacheRef{"t1", "ns", "stall"}
+	stall := felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "stall"}
 	_, _, err := cacheGet(shortCtx(t), c, stall, "k")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	err = cachePut(shortCtx(t), c, stall, "k", []byte("v"), 0)
@@ -157,11 +158,11 @@ func TestCloseWhileWaiting(t *testing.T) {
 	require.NoError(t, err)
 	errs := make(chan error, 3)
 	go func() {
-		_, err := c.Publish(ctx, Topic{"t1", "ns", "stall"}, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
+		_, err := c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "stall"}, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
 		errs <- err
 	}()
 	go func() {
-		_, _, err := cacheGet(ctx, c, CacheRef{"t1", "ns", "stall"}, "k")
+		_, _, err := cacheGet(ctx, c, felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "stall"}, "k")
 		errs <- err
 	}()
 	go func() {

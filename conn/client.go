@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 
 	"github.com/flxproto/felix/conn/internal/tlsconf"
 )
@@ -163,7 +164,7 @@ func (c *Client) RemoteAddr() net.Addr { return c.qc.RemoteAddr() }
 
 // Probe opens and authenticates a fresh stream, then finishes it: nil when
 // the broker still takes new streams. A draining broker answers the auth
-// with a *BrokerError (code draining); a lost connection gives a
+// with a *felix.BrokerError (code draining); a lost connection gives a
 // *TransportError.
 func (c *Client) Probe(ctx context.Context) error {
 	cs, err := c.openStream(ctx)

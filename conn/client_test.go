@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/flxproto/felix"
 )
 
 // leakCheck registers a goroutine leak check that runs after every other
@@ -60,7 +61,7 @@ func deadlineCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-var topic = Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+var topic = felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 
 func nextN(t *testing.T, ctx context.Context, sub *Subscription, n int) []Event {
 	t.Helper()
@@ -188,14 +189,14 @@ func TestLegacyBrokerFallsBackToJSON(t *testing.T) {
 	require.NoError(t, err)
 	// Start positions and feature requests are refused locally.
 	_, err = c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
-	require.ErrorIs(t, err, ErrNotAdvertised)
-	_, _, err = cacheDelete(ctx, c, CacheRef{"t1", "ns", "c"}, "k")
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
+	_, _, err = cacheDelete(ctx, c, felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k")
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = c.NewProducer(ctx)
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	// An acked publish on the same stream: the broker has handled the
 	// fire-and-forget ones before it answers.
-	_, err = c.Publish(ctx, Topic{"t1", "ns", "barrier"}, []byte("-"), PublishOptions{Ack: felix.AckPerBatch})
+	_, err = c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "barrier"}, []byte("-"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 
 	sub, err := c.Subscribe(ctx, topic, SubscribeOptions{})
@@ -247,11 +248,11 @@ func TestPublishErrors(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	ctx := testCtx(t)
-	missing := Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}
+	missing := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}
 	for _, force := range []bool{false, true} {
 		c := b.dial(t, func(c *Config) { c.ForceJSON = force })
 		_, err := c.Publish(ctx, missing, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
-		var be *BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeNotFound, be.Code)
 		require.Equal(t, felix.RetryAfter, be.RetryClass())
@@ -269,7 +270,7 @@ func TestPublishErrors(t *testing.T) {
 			c.ForceJSON = force
 		})
 		_, err := c.Publish(ctx, missing, []byte("a"), PublishOptions{Ack: felix.AckPerBatch})
-		var be *BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.ErrorCode(""), be.Code)
 		require.Equal(t, felix.RetryFatal, be.RetryClass())
@@ -282,12 +283,12 @@ func TestSubscribeErrors(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, nil)
 	ctx := testCtx(t)
-	_, err := c.Subscribe(ctx, Topic{"t1", "ns", "missing"}, SubscribeOptions{})
-	var be *BrokerError
+	_, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}, SubscribeOptions{})
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
 	_, err = c.Subscribe(ctx, topic, SubscribeOptions{Start: felix.StartAt(99)})
-	var ce *CursorError
+	var ce *felix.CursorError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "in_future", ce.Reason)
 	require.EqualValues(t, 99, ce.Requested)
@@ -299,7 +300,7 @@ func TestSubscribeErrors(t *testing.T) {
 	b2 := startBroker(t, brokerOpts{offer: felix.BrokerOffer{Flags: felix.KnownFlags}})
 	c2 := b2.dial(t, nil)
 	_, err = c2.Subscribe(ctx, topic, SubscribeOptions{QueueCapacity: 8})
-	require.ErrorIs(t, err, ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 }
 
 func TestTerminalFrames(t *testing.T) {
@@ -311,7 +312,7 @@ func TestTerminalFrames(t *testing.T) {
 		{"shard_moved", func(id uint64) felix.Message {
 			return &felix.ShardMoved{SubscriptionID: id, ResumeFrom: felix.Some[uint64](7), NodeID: felix.Some("b2"), Generation: 3}
 		}, func(t *testing.T, err error) {
-			var e *ShardMovedError
+			var e *felix.ShardMovedError
 			require.ErrorAs(t, err, &e)
 			require.True(t, e.HasResumeFrom)
 			require.EqualValues(t, 7, e.ResumeFrom)
@@ -320,20 +321,20 @@ func TestTerminalFrames(t *testing.T) {
 		{"subscription_lagged", func(id uint64) felix.Message {
 			return &felix.SubscriptionLagged{SubscriptionID: id, ResumeFrom: 9}
 		}, func(t *testing.T, err error) {
-			var e *LaggedError
+			var e *felix.LaggedError
 			require.ErrorAs(t, err, &e)
 			require.EqualValues(t, 9, e.ResumeFrom)
 		}},
 		{"stream_deleted", func(id uint64) felix.Message {
 			return &felix.StreamDeleted{SubscriptionID: id}
 		}, func(t *testing.T, err error) {
-			var e *StreamDeletedError
+			var e *felix.StreamDeletedError
 			require.ErrorAs(t, err, &e)
 		}},
 		{"error", func(id uint64) felix.Message {
 			return &felix.ErrorMessage{Message: "revoked", Code: felix.Some(felix.CodeRevoked)}
 		}, func(t *testing.T, err error) {
-			var e *BrokerError
+			var e *felix.BrokerError
 			require.ErrorAs(t, err, &e)
 			require.Equal(t, felix.CodeRevoked, e.Code)
 		}},
@@ -411,13 +412,13 @@ func TestPublishBatchAsync(t *testing.T) {
 	c := b.dial(t, nil)
 	ctx := testCtx(t)
 	type res struct {
-		r   PublishResult
+		r   felix.PublishResult
 		err error
 	}
 	results := make(chan res, 10)
-	done := func(r PublishResult, err error) { results <- res{r, err} }
+	done := func(r felix.PublishResult, err error) { results <- res{r, err} }
 	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, PublishOptions{Ack: felix.AckPerBatch}, done))
-	require.NoError(t, c.PublishBatchAsync(ctx, Topic{"t1", "ns", "missing"}, [][]byte{[]byte("x")}, PublishOptions{Ack: felix.AckPerBatch}, done))
+	require.NoError(t, c.PublishBatchAsync(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}, [][]byte{[]byte("x")}, PublishOptions{Ack: felix.AckPerBatch}, done))
 	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("c")}, PublishOptions{NoAck: true}, done))
 	require.NoError(t, c.PublishBatchAsync(ctx, topic, [][]byte{[]byte("d")}, PublishOptions{Ack: felix.AckPerMessage}, done))
 	var offsets []uint64
@@ -425,7 +426,7 @@ func TestPublishBatchAsync(t *testing.T) {
 	for range 4 {
 		r := <-results
 		if r.err != nil {
-			var be *BrokerError
+			var be *felix.BrokerError
 			require.ErrorAs(t, r.err, &be)
 			require.NotZero(t, be.RequestID)
 			brokerErrs++
@@ -439,7 +440,7 @@ func TestPublishBatchAsync(t *testing.T) {
 	require.ElementsMatch(t, []uint64{0, 3}, offsets)
 
 	// Pending asynchronous publishes fail when the client closes.
-	require.NoError(t, c.PublishBatchAsync(ctx, Topic{"t1", "ns", "stall"}, [][]byte{[]byte("s")}, PublishOptions{Ack: felix.AckPerBatch}, done))
+	require.NoError(t, c.PublishBatchAsync(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "stall"}, [][]byte{[]byte("s")}, PublishOptions{Ack: felix.AckPerBatch}, done))
 	c.Close()
 	require.Error(t, (<-results).err)
 	require.ErrorIs(t, c.PublishBatchAsync(ctx, topic, nil, PublishOptions{NoAck: true}, done), ErrClosed)
@@ -475,7 +476,7 @@ func TestPublishRefused(t *testing.T) {
 		p, err := c.NewProducer(ctx)
 		require.NoError(t, err)
 		_, err = p.PublishBatch(ctx, topic, [][]byte{[]byte("refuse")}, nil)
-		var pr *PublishRefusedError
+		var pr *felix.PublishRefusedError
 		require.ErrorAs(t, err, &pr)
 		require.Equal(t, "sequence_reused", pr.Reason)
 		require.Equal(t, felix.RefusalSequenceReused, pr.Refusal.Reason.Kind)
@@ -491,14 +492,14 @@ func TestErrorStrings(t *testing.T) {
 		err  error
 		want []string
 	}{
-		{&BrokerError{Type: "error", RequestID: 3, Message: "no", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, Reason: "busy"},
+		{&felix.BrokerError{Type: "error", RequestID: 3, Message: "no", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, Reason: "busy"},
 			[]string{"request 3", "no", "overloaded", "retry_after", "busy"}},
-		{&NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4}, []string{"b2", "h:1", "4"}},
-		{&CursorError{Reason: "too_old", Requested: 1, Available: 5}, []string{"too_old", "1", "5"}},
-		{&ShardMovedError{SubscriptionID: 7, NodeID: "b3"}, []string{"7", "b3"}},
-		{&LaggedError{SubscriptionID: 8, ResumeFrom: 9}, []string{"8", "9"}},
-		{&LaggedError{ResumeFrom: 9, Watch: true}, []string{"watch", "9"}},
-		{&StreamDeletedError{SubscriptionID: 10}, []string{"10", "deleted"}},
+		{&felix.NotLeaderError{NodeID: "b2", Addr: "h:1", Generation: 4}, []string{"b2", "h:1", "4"}},
+		{&felix.CursorError{Reason: "too_old", Requested: 1, Available: 5}, []string{"too_old", "1", "5"}},
+		{&felix.ShardMovedError{SubscriptionID: 7, NodeID: "b3"}, []string{"7", "b3"}},
+		{&felix.LaggedError{SubscriptionID: 8, ResumeFrom: 9}, []string{"8", "9"}},
+		{&felix.LaggedError{ResumeFrom: 9, Watch: true}, []string{"watch", "9"}},
+		{&felix.StreamDeletedError{SubscriptionID: 10}, []string{"10", "deleted"}},
 		{&TransportError{Op: "dial", Err: io.ErrUnexpectedEOF}, []string{"dial", "unexpected EOF"}},
 	} {
 		for _, w := range tc.want {
@@ -506,9 +507,9 @@ func TestErrorStrings(t *testing.T) {
 		}
 	}
 	require.ErrorIs(t, &TransportError{Op: "x", Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF)
-	require.ErrorIs(t, &BrokerError{Auth: true}, ErrAuthRejected)
-	require.NotErrorIs(t, &BrokerError{}, ErrAuthRejected)
-	require.Equal(t, felix.RetryRetry, (&BrokerError{Code: felix.CodeDraining}).RetryClass())
+	require.ErrorIs(t, &felix.BrokerError{Auth: true}, ErrAuthRejected)
+	require.NotErrorIs(t, &felix.BrokerError{}, ErrAuthRejected)
+	require.Equal(t, felix.RetryRetry, (&felix.BrokerError{Code: felix.CodeDraining}).RetryClass())
 }
 
 func TestQUICConfigDefaults(t *testing.T) {
@@ -539,9 +540,9 @@ func TestProducerSequencesPerRoute(t *testing.T) {
 		c := b.dial(t, func(c *Config) { c.ForceJSON = force })
 		p, err := c.NewProducer(ctx)
 		require.NoError(t, err)
-		a, bt := Topic{"t1", "ns", "a"}, Topic{"t1", "ns", "b"}
+		a, bt := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "a"}, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "b"}
 		for _, step := range []struct {
-			t   Topic
+			t   felix.Topic
 			key []byte
 		}{{a, nil}, {a, nil}, {bt, nil}, {a, []byte("k")}, {a, nil}} {
 			_, err := p.PublishBatch(ctx, step.t, [][]byte{[]byte("x")}, step.key)

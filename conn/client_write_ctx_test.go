@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // TestClientConcurrentWriteCancellation: two publishes share one stream
@@ -22,7 +24,7 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, func(cfg *Config) { cfg.PublishStreams = 1 })
-	frozen := Topic{"t1", "ns", "freeze"}
+	frozen := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "freeze"}
 	// The broker reads this frame and then stops reading the stream.
 	_, err := c.Publish(testCtx(t), frozen, []byte("x"), PublishOptions{NoAck: true})
 	require.NoError(t, err)

@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 )
 
 // Defaults used when a Config or ServerConfig leaves a field zero.
@@ -93,7 +94,7 @@ type Config struct {
 
 	// MaxFrameBytes bounds the payload of frames read after a stream
 	// authenticated, and of the frames this client writes: a larger
-	// request is refused before sending with a *FrameLimitError (0:
+	// request is refused before sending with a *felix.FrameLimitError (0:
 	// felix.DefaultMaxFrameBytes, 16 MiB, a broker's default limit too).
 	MaxFrameBytes uint32
 	// PublishStreams is the number of publish streams (default 1). Publishes

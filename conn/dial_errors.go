@@ -9,6 +9,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/flxproto/felix"
 )
 
 // This file holds the errors of a failed Dial. Each names the address and
@@ -38,7 +40,7 @@ var (
 // authenticated with. Nothing but the handshake and the auth frame was
 // sent. errors.Is matches its Kind (ErrBadAddress, ErrNoAnswer,
 // ErrCertUntrusted or ErrAuthRejected) and everything its cause matches:
-// a refused auth is also a *BrokerError (errors.As), a timeout also
+// a refused auth is also a *felix.BrokerError (errors.As), a timeout also
 // context.DeadlineExceeded when the caller's context expired.
 type DialError struct {
 	// Addr is the address dialled, as given.
@@ -49,7 +51,7 @@ type DialError struct {
 	Tenant string
 	// Waited is how long a dial that got no answer waited (0: unknown).
 	Waited time.Duration
-	// Err is the cause (net, x509, quic-go or *BrokerError).
+	// Err is the cause (net, x509, quic-go or *felix.BrokerError).
 	Err error
 }
 
@@ -68,7 +70,7 @@ func (e *DialError) Error() string {
 		return "conn: the broker at " + e.Addr + " " + certAdvice(e.Err)
 	case ErrAuthRejected:
 		s := fmt.Sprintf("conn: the broker at %s refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Addr, e.Tenant)
-		var be *BrokerError
+		var be *felix.BrokerError
 		if errors.As(e.Err, &be) {
 			s += ": " + be.Message
 			if be.Code != "" {

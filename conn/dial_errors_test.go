@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // Every first-hour mistake gets an error that names where it happened
@@ -92,7 +93,7 @@ func TestFirstHourMistakes(t *testing.T) {
 				require.Less(t, took, budget/2, "one attempt, not a retry loop over the budget")
 			}
 			if tc.kind == ErrAuthRejected {
-				var be *BrokerError
+				var be *felix.BrokerError
 				require.ErrorAs(t, err, &be, "the broker's answer stays reachable")
 				require.Equal(t, felix.CodeUnauthenticated, be.Code)
 			}
@@ -120,10 +121,10 @@ func TestFrameLimitRefusedBeforeSending(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer()})
 	c := b.dial(t, func(c *Config) { c.MaxFrameBytes = 64 << 10 })
 	ctx := testCtx(t)
-	tp := Topic{TenantID: "t1", Namespace: "ns", Stream: "big"}
+	tp := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "big"}
 	for _, o := range []PublishOptions{{}, {NoAck: true}, {Key: []byte("k")}} {
 		_, err := c.Publish(ctx, tp, make([]byte, 100<<10), o)
-		var fl *FrameLimitError
+		var fl *felix.FrameLimitError
 		require.ErrorAs(t, err, &fl)
 		require.Equal(t, uint32(64<<10), fl.Limit)
 		require.Greater(t, fl.Size, 100<<10)
@@ -146,7 +147,7 @@ func TestPublishAckedByDefault(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer(), ackOffsets: true})
 	c := b.dial(t, nil)
 	ctx := testCtx(t)
-	tp := Topic{TenantID: "t1", Namespace: "ns", Stream: "acks"}
+	tp := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "acks"}
 	res, err := c.Publish(ctx, tp, []byte("a"), PublishOptions{})
 	require.NoError(t, err)
 	require.True(t, res.HasOffset, "an ack came back: the zero options wait for it")

@@ -32,7 +32,7 @@
 // what the broker advertised there. Every encoding decision is taken from the
 // advertised set of the stream it is sent on: binary publishes by default,
 // the JSON forms when the broker did not advertise the binary bits (or when
-// Config.ForceJSON is set), and ErrNotAdvertised for requests the broker
+// Config.ForceJSON is set), and felix.ErrNotAdvertised for requests the broker
 // cannot take.
 //
 //	c, err := conn.Dial(ctx, "127.0.0.1:5000", &conn.Config{
@@ -45,22 +45,22 @@
 //	}
 //	defer c.Close()
 //
-//	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+//	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
 //	res, err := c.PublishBatch(ctx, topic, [][]byte{a, b}, conn.PublishOptions{Ack: felix.AckPerBatch})
 //	// res.Offset is set (res.HasOffset) when the broker acked after the write.
 //
 //	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 //	for ev, err := range sub.All(ctx) {
 //		if err != nil {
-//			// *conn.ShardMovedError, *conn.LaggedError, *conn.StreamDeletedError,
-//			// *conn.BrokerError ... (io.EOF is not reported: the loop just ends)
+//			// *felix.ShardMovedError, *felix.LaggedError, *felix.StreamDeletedError,
+//			// *felix.BrokerError ... (io.EOF is not reported: the loop just ends)
 //			break
 //		}
 //		use(ev.Payload, ev.Offset)
 //	}
 //
 //	calls := api.New(c) // the typed one-answer requests, over c.Request
-//	err = calls.CachePut(ctx, conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k", v, time.Minute)
+//	err = calls.CachePut(ctx, felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}, "k", v, time.Minute)
 //	v, found, err := calls.CacheGet(ctx, ref, "k") // a miss is found == false, not an error
 //
 // Acked publishes are pipelined: up to the broker's publish_window of them
@@ -78,11 +78,11 @@
 // call). Client.Close is idempotent, ends every subscription and waits for
 // every goroutine the client started.
 //
-// Errors are typed: *BrokerError (code, retry class, detail) for error
-// answers, ErrAuthRejected for a refused auth, *CursorError,
-// *NotLeaderError, *PublishRefusedError, the terminal *ShardMovedError,
-// *LaggedError and *StreamDeletedError, ErrNotAdvertised when the broker
-// did not advertise what a call needs (the request is not sent), ErrProtocol for a
+// Errors are typed: *felix.BrokerError (code, retry class, detail) for error
+// answers, ErrAuthRejected for a refused auth, *felix.CursorError,
+// *felix.NotLeaderError, *felix.PublishRefusedError, the terminal *felix.ShardMovedError,
+// *felix.LaggedError and *felix.StreamDeletedError, felix.ErrNotAdvertised when the broker
+// did not advertise what a call needs (the request is not sent), felix.ErrProtocol for a
 // peer that broke the protocol, and *TransportError wrapping quic-go's
 // errors; when the broker shut down (it closed the connection with
 // CloseShuttingDown) that error matches ErrBrokerShutdown. A subscription
@@ -96,13 +96,13 @@
 // certificate was refused; CertPoolFromFile loads the PEM a reference
 // broker writes with -cert-out) or ErrAuthRejected (the tenant or the
 // token was refused). A request whose frame would exceed
-// Config.MaxFrameBytes is refused before sending with a *FrameLimitError.
+// Config.MaxFrameBytes is refused before sending with a *felix.FrameLimitError.
 // A cancelled context ends a call with the context's error.
 //
 // # Requests
 //
 // Client.Request sends any one-answer request of felix.Requests() and
-// returns its answer: it sets the request id, refuses (ErrNotAdvertised,
+// returns its answer: it sets the request id, refuses (felix.ErrNotAdvertised,
 // nothing sent) a request whose feature, or the feature of an option it
 // sets, the broker did not advertise (felix.Capabilities.Unadvertised),
 // sends caches and counters pipelined over the shared cache streams and
@@ -204,9 +204,9 @@
 // request order in the form the request and the client call for (binary
 // ack, or publish_ok / publish_error / publish_refused with the request
 // id); AnswerPublish does both at once. Stream.WriteErr and EventStream.End
-// turn the typed errors of this package (*BrokerError, *NotLeaderError,
-// *CursorError, *PublishRefusedError, *LaggedError, *ShardMovedError,
-// *StreamDeletedError) back into their frames, so a proxy forwards an
+// turn the typed errors of this package (*felix.BrokerError, *felix.NotLeaderError,
+// *felix.CursorError, *felix.PublishRefusedError, *felix.LaggedError, *felix.ShardMovedError,
+// *felix.StreamDeletedError) back into their frames, so a proxy forwards an
 // upstream failure as the same failure, never as a clean end. A zero
 // retry class is sent as the code's default on every path (docs/errors.md).
 //
@@ -232,7 +232,7 @@
 // ServerConn.OpenEventStream opens the uni stream of a subscription or cache
 // watch and writes its event_stream_hello first. Outgoing frames are checked
 // against what the client offered on the stream (Stream.Peer): a frame flag
-// bit or a message the client cannot parse is refused with ErrNotAdvertised,
+// bit or a message the client cannot parse is refused with felix.ErrNotAdvertised,
 // and the optional fields of error and publish answers are shaped to the
 // client's offer.
 //

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // eventServer answers one subscribe per connection with subscription id 9
@@ -113,5 +114,5 @@ func TestEventLayouts(t *testing.T) {
 		require.Equal(t, w, ev)
 	}
 	_, err = sub.Next(ctx)
-	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorIs(t, err, felix.ErrProtocol)
 }

@@ -44,8 +44,8 @@ func ExampleStream_AnswerPublish() {
 							if err != nil {
 								return
 							}
-							unavailable := &conn.BrokerError{Message: "no owner yet", Code: felix.CodeShardUnavailable}
-							st.AnswerPublish(ctx, req, conn.PublishResult{}, unavailable)
+							unavailable := &felix.BrokerError{Message: "no owner yet", Code: felix.CodeShardUnavailable}
+							st.AnswerPublish(ctx, req, felix.PublishResult{}, unavailable)
 						}
 					}()
 				}
@@ -57,8 +57,8 @@ func ExampleStream_AnswerPublish() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		_, err = c.Publish(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
-		var be *conn.BrokerError
+		_, err = c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+		var be *felix.BrokerError
 		errors.As(err, &be)
 		fmt.Println(be.Type, be.Code, be.Retry)
 		c.Close()
@@ -128,7 +128,7 @@ func ExampleSubscription_NextBatch() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
 	payloads := func(yield func([]byte) bool) {
 		for _, p := range []string{"a", "b", "c"} {
 			if !yield([]byte(p)) {
@@ -194,7 +194,7 @@ func ExampleStream_ReservePublish() {
 					pending = append(pending, pa)
 				}
 				for i := len(pending) - 1; i >= 0; i-- { // finished last to first
-					pending[i].Post(conn.PublishResult{Offset: uint64(10 * i), HasOffset: true}, nil)
+					pending[i].Post(felix.PublishResult{Offset: uint64(10 * i), HasOffset: true}, nil)
 				}
 				st.WaitAnswers(ctx)
 			}()
@@ -207,8 +207,8 @@ func ExampleStream_ReservePublish() {
 	defer c.Close()
 	results := make(chan string, 3)
 	for i := range 3 {
-		err := c.PublishBatchAsync(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, [][]byte{{byte(i)}},
-			conn.PublishOptions{Ack: felix.AckPerBatch}, func(r conn.PublishResult, err error) {
+		err := c.PublishBatchAsync(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, [][]byte{{byte(i)}},
+			conn.PublishOptions{Ack: felix.AckPerBatch}, func(r felix.PublishResult, err error) {
 				results <- fmt.Sprint(r.Offset, err)
 			})
 		if err != nil {

@@ -51,7 +51,7 @@ func ExampleHooks() {
 		log.Fatal(err)
 	}
 	for range 3 {
-		if _, err := c.Publish(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("hi"), conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+		if _, err := c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("hi"), conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
 			log.Fatal(err)
 		}
 	}

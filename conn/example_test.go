@@ -52,7 +52,7 @@ func serveExample(ctx context.Context, st *conn.Stream, records *[][]byte) {
 				*records = append(*records, append([]byte(nil), p...))
 			}
 			// A binary ack with the request id, in request order.
-			st.AnswerPublish(ctx, req, conn.PublishResult{}, nil)
+			st.AnswerPublish(ctx, req, felix.PublishResult{}, nil)
 		case req.Message != nil && req.Message.MessageType() == "subscribe":
 			// Opens the event stream (event_stream_hello), answers
 			// subscribed and closes st: the event stream governs now.
@@ -108,7 +108,7 @@ func Example() {
 	defer c.Close()
 	fmt.Printf("broker flags: %#04x, legacy: %v\n", uint16(c.Capabilities().Flags), c.Capabilities().Legacy)
 
-	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
 	for _, p := range []string{"a", "b"} {
 		if _, err := c.Publish(ctx, topic, []byte(p), conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
 			log.Fatal(err)
@@ -129,7 +129,7 @@ func Example() {
 
 	// A refused token.
 	_, err = conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "wrong"})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	fmt.Println("rejected:", errors.Is(err, conn.ErrAuthRejected), errors.As(err, &be) && be.Code == felix.CodeUnauthenticated)
 	// Output:
 	// broker flags: 0x7fff, legacy: false

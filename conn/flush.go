@@ -15,7 +15,7 @@ import (
 // answer comes after the publishes before it were read. Flush says
 // nothing about whether they were accepted (a refused fire-and-forget
 // batch is never reported; publish acknowledged for that). It needs
-// felix.FeatureStreamShards on the publish stream (ErrNotAdvertised
+// felix.FeatureStreamShards on the publish stream (felix.ErrNotAdvertised
 // otherwise). Close drains as well: it finishes the publish streams and
 // waits, up to 2 s, for the broker to finish them.
 func (c *Client) Flush(ctx context.Context) error {
@@ -46,7 +46,7 @@ func (c *Client) Flush(ctx context.Context) error {
 
 // flush sends a stream_shards query for t on ps and waits for any answer
 // to it.
-func (ps *pubStream) flush(ctx context.Context, t Topic) error {
+func (ps *pubStream) flush(ctx context.Context, t felix.Topic) error {
 	if ps.dead() {
 		return ps.stickyErr()
 	}

@@ -98,7 +98,7 @@ func (fw *frameWriter) unlock() { <-fw.sem }
 // writer's hooks.
 func (fw *frameWriter) put(ctx context.Context, b []byte) error {
 	if n := len(b) - felix.HeaderLen; fw.limit > 0 && n > int(fw.limit) {
-		return &FrameLimitError{Size: n, Limit: fw.limit}
+		return &felix.FrameLimitError{Size: n, Limit: fw.limit}
 	}
 	err := fw.write(ctx, b)
 	if err == nil && fw.hk != nil {

@@ -7,8 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 )
 
 // This file holds the per-stream auth handshake of both sides.
@@ -140,7 +141,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 		case errors.Is(err, felix.ErrFrameTooLarge):
 			c.l.st.oversize.Add(1)
 			c.log.Debug("auth frame too large", "err", err)
-			st.refuse(wctx, &BrokerError{Type: "error", Message: "auth frame too large", Code: felix.CodeLimitExceeded})
+			st.refuse(wctx, &felix.BrokerError{Type: "error", Message: "auth frame too large", Code: felix.CodeLimitExceeded})
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			c.l.st.expiredStreams.Add(1)
 			c.log.Debug("stream refused", "reason", "authentication timeout")
@@ -167,7 +168,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	if a == nil {
 		// Until a stream authenticates the client is assumed to be an
 		// original v1 client: no codes.
-		st.refuse(wctx, &BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
+		st.refuse(wctx, &felix.BrokerError{Type: "error", Message: "auth required", Code: felix.CodeUnauthenticated})
 		return hsFailed
 	}
 	answer, peer := cfg.Offer.Answer(a)
@@ -181,9 +182,9 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 		ident, err = cfg.Authenticate(context.WithValue(c.qc.Context(), connCtxKey{}, c), a)
 	}
 	if err != nil {
-		var be *BrokerError
+		var be *felix.BrokerError
 		if !errors.As(err, &be) {
-			be = &BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
+			be = &felix.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
 		}
 		c.log.Debug("auth rejected", "tenant", a.TenantID, "err", err)
 		if be.Code == felix.CodeDraining && !st.peer.ErrorCodes() {

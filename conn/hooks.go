@@ -7,9 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/internal/fanout"
-	"github.com/quic-go/quic-go"
 )
 
 // Hooks observes a client (Config.Hooks) or a listener (ServerConfig.Hooks)
@@ -40,7 +41,7 @@ type Hooks struct {
 	// Authenticator accepted it).
 	StreamAuthenticated func(StreamInfo)
 	// StreamRefused: a stream's auth was refused, or the stream was reset
-	// or ended before authenticating; Err says why (a *BrokerError for an
+	// or ended before authenticating; Err says why (a *felix.BrokerError for an
 	// answered refusal).
 	StreamRefused func(StreamInfo)
 	// FrameRead and FrameWritten: one whole frame crossed a stream. On the
@@ -234,7 +235,7 @@ func (h *Hooks) lagged(err error) {
 	if h == nil || h.SubscriptionLagged == nil {
 		return
 	}
-	var le *LaggedError
+	var le *felix.LaggedError
 	if errors.As(err, &le) {
 		h.SubscriptionLagged(LagInfo{SubscriptionID: le.SubscriptionID, ResumeFrom: le.ResumeFrom, Watch: le.Watch})
 	}
@@ -248,7 +249,7 @@ func ackOutcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	var be *BrokerError
+	var be *felix.BrokerError
 	if errors.As(err, &be) {
 		if be.Code != "" {
 			return string(be.Code)

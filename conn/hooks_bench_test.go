@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // countingHooks counts every event with atomics, as a metrics adapter
@@ -43,7 +44,7 @@ func BenchmarkPublishHooks(b *testing.B) {
 				require.NoError(b, err)
 				defer c.Close()
 				ps := benchPayloads()
-				t := Topic{"t1", "ns", "s"}
+				t := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 				ctx := context.Background()
 				b.SetBytes(benchRecords * benchRecSize)
 				b.ReportAllocs()

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // hookLog records every hook call of one side.
@@ -76,7 +77,7 @@ func TestHooksFireOverQUIC(t *testing.T) {
 	require.NoError(t, err)
 	evs := nextN(t, ctx, sub, 3)
 	require.Len(t, evs, 3)
-	_, err = c.Publish(ctx, Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}, []byte("x"), PublishOptions{Ack: felix.AckPerBatch})
+	_, err = c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "missing"}, []byte("x"), PublishOptions{Ack: felix.AckPerBatch})
 	require.Error(t, err)
 	sub.Close()
 	require.NoError(t, c.Close())
@@ -161,7 +162,7 @@ func TestHooksRefusedAndLagged(t *testing.T) {
 	cli.mu.Unlock()
 	waitFor(t, func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return len(srv.refused) == 1 })
 	srv.mu.Lock()
-	var be *BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, srv.refused[0].Err, &be)
 	require.Equal(t, felix.CodeUnauthenticated, be.Code)
 	srv.mu.Unlock()
@@ -176,7 +177,7 @@ func TestHooksRefusedAndLagged(t *testing.T) {
 		return &felix.SubscriptionLagged{SubscriptionID: id, ResumeFrom: 9}
 	})
 	_, err = sub.Next(ctx)
-	require.ErrorAs(t, err, new(*LaggedError))
+	require.ErrorAs(t, err, new(*felix.LaggedError))
 	lag.mu.Lock()
 	defer lag.mu.Unlock()
 	require.Equal(t, []LagInfo{{SubscriptionID: sub.ID(), ResumeFrom: 9}}, lag.lagged)

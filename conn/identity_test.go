@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // testCA issues client certificates.
@@ -78,14 +79,14 @@ func TestMutualTLSBindsCertificateToToken(t *testing.T) {
 		c.Authenticate = func(ctx context.Context, a *felix.Auth) (any, error) {
 			peer, ok := AuthPeerFromContext(ctx)
 			if !ok || peer.Certificate == nil || len(peer.TLS.VerifiedChains) == 0 {
-				return nil, &BrokerError{Message: "client certificate required", Code: felix.CodeUnauthenticated}
+				return nil, &felix.BrokerError{Message: "client certificate required", Code: felix.CodeUnauthenticated}
 			}
 			name, ok := strings.CutPrefix(a.Token, "token-for-")
 			if !ok {
-				return nil, &BrokerError{Message: "bad token", Code: felix.CodeUnauthenticated}
+				return nil, &felix.BrokerError{Message: "bad token", Code: felix.CodeUnauthenticated}
 			}
 			if peer.Certificate.Subject.CommonName != name {
-				return nil, &BrokerError{Message: "certificate subject does not match the token", Code: felix.CodeForbidden}
+				return nil, &felix.BrokerError{Message: "certificate subject does not match the token", Code: felix.CodeForbidden}
 			}
 			return principal{Name: name, Remote: peer.RemoteAddr}, nil
 		}
@@ -120,7 +121,7 @@ func TestMutualTLSBindsCertificateToToken(t *testing.T) {
 	// Alice's certificate with Bob's token: refused with forbidden.
 	_, err = dial(&alice, "token-for-bob")
 	require.ErrorIs(t, err, ErrAuthRejected)
-	var be *BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	require.Contains(t, be.Message, "does not match")

@@ -4,9 +4,10 @@ import (
 	"io"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // TestMaxStreamsPerConnection: ServerConfig.MaxStreams is enforced by QUIC

@@ -12,7 +12,7 @@ import (
 // jsonPublish builds the JSON publish (one record) or publish_batch. ack
 // is always written (an absent ack means "acked" to the broker); rid is
 // written when the publish is acked.
-func jsonPublish(t Topic, payloads [][]byte, key []byte, ack felix.AckMode, rid uint64) felix.Message {
+func jsonPublish(t felix.Topic, payloads [][]byte, key []byte, ack felix.AckMode, rid uint64) felix.Message {
 	var k felix.Opt[[]byte]
 	if key != nil {
 		k = felix.Some(key)
@@ -29,7 +29,7 @@ func jsonPublish(t Topic, payloads [][]byte, key []byte, ack felix.AckMode, rid 
 		Key: k, RequestID: id, Ack: felix.Some(ack)}
 }
 
-func jsonPublishIdempotent(t Topic, payloads [][]byte, key []byte, rid, producer, seq uint64) felix.Message {
+func jsonPublishIdempotent(t felix.Topic, payloads [][]byte, key []byte, rid, producer, seq uint64) felix.Message {
 	var k felix.Opt[[]byte]
 	if key != nil {
 		k = felix.Some(key)
@@ -48,7 +48,7 @@ func producerID(m felix.Message) (uint64, bool) {
 }
 
 // answerError converts an answer that is not the expected success into an
-// error: the typed broker errors, or ErrProtocol for anything else.
+// error: the typed broker errors, or felix.ErrProtocol for anything else.
 func answerError(m felix.Message, rid uint64) error {
 	switch a := m.(type) {
 	case *felix.ErrorMessage:
@@ -56,15 +56,15 @@ func answerError(m felix.Message, rid uint64) error {
 		be.RequestID = rid
 		return be
 	case *felix.PublishError:
-		be := &BrokerError{Type: "publish_error", RequestID: a.RequestID, Message: a.Message}
+		be := &felix.BrokerError{Type: "publish_error", RequestID: a.RequestID, Message: a.Message}
 		fillCodes(be, a.Code, a.Retry, a.Detail)
 		return be
 	case *felix.PublishRefused:
-		return &PublishRefusedError{RequestID: a.RequestID, Reason: refusalWord(a.Reason.Kind), Message: a.Message, Refusal: a}
+		return &felix.PublishRefusedError{RequestID: a.RequestID, Reason: refusalWord(a.Reason.Kind), Message: a.Message, Refusal: a}
 	case *felix.NotLeader:
-		return &NotLeaderError{NodeID: a.NodeID, Addr: a.Addr.V, Generation: a.Generation}
+		return &felix.NotLeaderError{NodeID: a.NodeID, Addr: a.Addr.V, Generation: a.Generation}
 	case *felix.SubscribeCursorError:
-		return &CursorError{Reason: string(a.Reason), Requested: a.Requested, Available: a.Available}
+		return &felix.CursorError{Reason: string(a.Reason), Requested: a.Requested, Available: a.Available}
 	case *felix.Unsupported:
 		return notAdvertised("broker answered unsupported to " + a.RequestType)
 	}
@@ -89,13 +89,13 @@ func refusalWord(k felix.RefusalKind) string {
 	return "unknown"
 }
 
-func brokerErrorFrom(m *felix.ErrorMessage) *BrokerError {
-	be := &BrokerError{Type: "error", Message: m.Message}
+func brokerErrorFrom(m *felix.ErrorMessage) *felix.BrokerError {
+	be := &felix.BrokerError{Type: "error", Message: m.Message}
 	fillCodes(be, m.Code, m.Retry, m.Detail)
 	return be
 }
 
-func fillCodes(be *BrokerError, code felix.Opt[felix.ErrorCode], retry felix.Opt[felix.RetryClass], d felix.Opt[felix.ErrorDetail]) {
+func fillCodes(be *felix.BrokerError, code felix.Opt[felix.ErrorCode], retry felix.Opt[felix.RetryClass], d felix.Opt[felix.ErrorDetail]) {
 	be.Code = code.V
 	be.Retry = retry.V
 	if d.Set {
@@ -113,7 +113,7 @@ func msDuration(ms uint64) time.Duration {
 
 // errorMessage builds the error message for e with every optional field
 // (shapeMessage drops what the client did not offer).
-func errorMessage(e *BrokerError) *felix.ErrorMessage {
+func errorMessage(e *felix.BrokerError) *felix.ErrorMessage {
 	m := &felix.ErrorMessage{Message: e.Message}
 	if e.Code != "" {
 		m.Code = felix.Some(e.Code)
@@ -137,14 +137,14 @@ func errorMessage(e *BrokerError) *felix.ErrorMessage {
 }
 
 // publishResultJSON converts a JSON answer to an acked publish.
-func publishResultJSON(rid uint64, m felix.Message) (PublishResult, error) {
+func publishResultJSON(rid uint64, m felix.Message) (felix.PublishResult, error) {
 	if ok, is := m.(*felix.PublishOK); is {
-		return PublishResult{Offset: ok.Offset.V, HasOffset: ok.Offset.Set}, nil
+		return felix.PublishResult{Offset: ok.Offset.V, HasOffset: ok.Offset.Set}, nil
 	}
-	return PublishResult{}, answerError(m, rid)
+	return felix.PublishResult{}, answerError(m, rid)
 }
 
-func subscribeMessage(t Topic, o SubscribeOptions) *felix.Subscribe {
+func subscribeMessage(t felix.Topic, o SubscribeOptions) *felix.Subscribe {
 	m := &felix.Subscribe{TenantID: t.TenantID, Namespace: t.Namespace, Stream: t.Stream, Shard: o.Shard}
 	if o.Start.Kind != felix.StartLatest {
 		m.Start = felix.Some(o.Start)
@@ -169,7 +169,7 @@ var messageGates = map[string]felix.Features{
 
 // shapeMessage fits a broker→client message to what the client offered:
 // optional fields it did not ask for are dropped (on a copy), and a message
-// it cannot parse is refused with ErrNotAdvertised.
+// it cannot parse is refused with felix.ErrNotAdvertised.
 func shapeMessage(m felix.Message, peer felix.PeerCapabilities) (felix.Message, error) {
 	typ := m.MessageType()
 	if f, ok := messageGates[typ]; ok && !peer.Features.Has(f) {
@@ -244,14 +244,14 @@ func (s *eventSub) jsonItem(m felix.Message) (item, bool) {
 		}
 		return item{cevents: []CacheEvent{cacheEventFrom(a)}}, false
 	case *felix.ShardMoved:
-		return item{err: &ShardMovedError{SubscriptionID: a.SubscriptionID, ResumeFrom: a.ResumeFrom.V, HasResumeFrom: a.ResumeFrom.Set,
+		return item{err: &felix.ShardMovedError{SubscriptionID: a.SubscriptionID, ResumeFrom: a.ResumeFrom.V, HasResumeFrom: a.ResumeFrom.Set,
 			NodeID: a.NodeID.V, Addr: a.Addr.V, Generation: a.Generation}}, true
 	case *felix.SubscriptionLagged:
-		return item{err: &LaggedError{SubscriptionID: a.SubscriptionID, ResumeFrom: a.ResumeFrom}}, true
+		return item{err: &felix.LaggedError{SubscriptionID: a.SubscriptionID, ResumeFrom: a.ResumeFrom}}, true
 	case *felix.CacheWatchLagged:
-		return item{err: &LaggedError{ResumeFrom: a.ResumeFrom, Watch: true}}, true
+		return item{err: &felix.LaggedError{ResumeFrom: a.ResumeFrom, Watch: true}}, true
 	case *felix.StreamDeleted:
-		return item{err: &StreamDeletedError{SubscriptionID: a.SubscriptionID}}, true
+		return item{err: &felix.StreamDeletedError{SubscriptionID: a.SubscriptionID}}, true
 	case *felix.ErrorMessage:
 		return item{err: brokerErrorFrom(a)}, true
 	}

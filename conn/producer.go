@@ -12,7 +12,7 @@ import (
 
 // Producer is an idempotent producer (FeatureIdempotentProducer, or binary
 // flag 0x0100): every batch carries the producer id and a sequence, so the
-// broker can refuse a duplicate or a gap (a *PublishRefusedError).
+// broker can refuse a duplicate or a gap (a *felix.PublishRefusedError).
 //
 // Brokers keep sequence state per producer and shard, starting at 0. A
 // Producer numbers the batches of each (topic, key) route separately,
@@ -31,13 +31,13 @@ type Producer struct {
 }
 
 type producerRoute struct {
-	t   Topic
+	t   felix.Topic
 	key string
 	has bool
 }
 
 // NewProducer asks the broker for a producer id (producer_init). It needs
-// FeatureIdempotentProducer; without it ErrNotAdvertised is returned.
+// FeatureIdempotentProducer; without it felix.ErrNotAdvertised is returned.
 func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
 	ps, err := c.pubStream(ctx)
 	if err != nil {
@@ -64,7 +64,7 @@ func (p *Producer) ID() uint64 { return p.id }
 // acked per batch). Binary flag 0x0100 is used when advertised, else JSON
 // publish_idempotent. A batch that fails before it is written does not
 // consume its sequence.
-func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, key []byte) (PublishResult, error) {
+func (p *Producer) PublishBatch(ctx context.Context, t felix.Topic, payloads [][]byte, key []byte) (felix.PublishResult, error) {
 	route := producerRoute{t: t, key: string(key), has: key != nil}
 	p.mu.Lock()
 	seq := p.nx[route]
@@ -74,13 +74,13 @@ func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte,
 	}
 	p.mu.Unlock()
 	if err != nil {
-		return PublishResult{}, err
+		return felix.PublishResult{}, err
 	}
 	select {
 	case a := <-pa.ch:
 		return publishResult(rid, a)
 	case <-ctx.Done():
-		return PublishResult{}, ctx.Err()
+		return felix.PublishResult{}, ctx.Err()
 	}
 }
 
@@ -91,11 +91,11 @@ type idem struct{ producer, seq uint64 }
 // block of a producer that re-sends an in-doubt batch under the SAME
 // sequence, possibly on another connection; Producer numbers batches
 // itself instead. Binary flag 0x0100 is used when advertised, else JSON
-// publish_idempotent; ErrNotAdvertised when neither is.
-func (c *Client) PublishIdempotent(ctx context.Context, t Topic, payloads [][]byte, key []byte, producerID, sequence uint64) (PublishResult, error) {
+// publish_idempotent; felix.ErrNotAdvertised when neither is.
+func (c *Client) PublishIdempotent(ctx context.Context, t felix.Topic, payloads [][]byte, key []byte, producerID, sequence uint64) (felix.PublishResult, error) {
 	ps, err := c.pubStream(ctx)
 	if err != nil {
-		return PublishResult{}, err
+		return felix.PublishResult{}, err
 	}
 	return ps.publish(ctx, t, payloads, PublishOptions{Ack: felix.AckPerBatch, Key: key}, &idem{producer: producerID, seq: sequence})
 }

@@ -10,11 +10,6 @@ import (
 	"github.com/flxproto/felix"
 )
 
-// Topic names a stream.
-type Topic struct {
-	TenantID, Namespace, Stream string
-}
-
 // PublishOptions selects how a publish is sent and answered.
 type PublishOptions struct {
 	// Ack selects the mode of an acknowledged publish: felix.AckPerBatch
@@ -38,20 +33,6 @@ type PublishOptions struct {
 	src *payloadSource // payloads of PublishSeq / PublishView (batch.go)
 }
 
-// PublishResult is the broker's answer to an acked publish.
-type PublishResult struct {
-	// Offset is the offset of the batch's first record (record i is at
-	// Offset+i), valid when HasOffset: the broker acked after the write and
-	// the client offered flag 0x1000.
-	Offset    uint64
-	HasOffset bool
-	// Owner names the shard owner the broker forwarded the batch to, valid
-	// when HasOwner (binary acks with flag 0x0080): a hint to send the
-	// stream's next batches there directly.
-	Owner    felix.AckOwner
-	HasOwner bool
-}
-
 // check refuses an unknown ack mode and NoAck with an ack mode.
 func (o *PublishOptions) check() error {
 	switch {
@@ -64,7 +45,7 @@ func (o *PublishOptions) check() error {
 }
 
 // Publish publishes one record; see PublishBatch.
-func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o PublishOptions) (PublishResult, error) {
+func (c *Client) Publish(ctx context.Context, t felix.Topic, payload []byte, o PublishOptions) (felix.PublishResult, error) {
 	p := [1][]byte{payload}
 	return c.PublishBatch(ctx, t, p[:], o)
 }
@@ -72,24 +53,24 @@ func (c *Client) Publish(ctx context.Context, t Topic, payload []byte, o Publish
 // PublishBatch publishes records as one batch. A fire-and-forget publish
 // (NoAck) returns once the frame is written. An acked publish (the
 // default) waits for the broker's answer: nil and the result on success,
-// a *BrokerError for a publish_error or failed ack. Acked publishes are
+// a *felix.BrokerError for a publish_error or failed ack. Acked publishes are
 // pipelined: up to the granted publish_window (DefaultPipelineDepth
 // without a grant) may be unanswered on a stream at once, and answers are
 // matched by request_id. A batch whose frame would exceed
-// Config.MaxFrameBytes is refused before sending (*FrameLimitError).
+// Config.MaxFrameBytes is refused before sending (*felix.FrameLimitError).
 //
 // The encoding follows what the broker advertised on the publish stream:
 // binary batches when it advertised the needed bits (0x0008 acked, 0x0040
 // keyed), else the JSON publish / publish_batch forms (always with Config.
 // ForceJSON). Cancelling ctx abandons the wait; a frame already written
 // stays written and its answer is discarded.
-func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+func (c *Client) PublishBatch(ctx context.Context, t felix.Topic, payloads [][]byte, o PublishOptions) (felix.PublishResult, error) {
 	if err := o.check(); err != nil {
-		return PublishResult{}, err
+		return felix.PublishResult{}, err
 	}
 	ps, err := c.pubStream(ctx)
 	if err != nil {
-		return PublishResult{}, err
+		return felix.PublishResult{}, err
 	}
 	return ps.publish(ctx, t, payloads, o, nil)
 }
@@ -107,7 +88,7 @@ func (c *Client) PublishBatch(ctx context.Context, t Topic, payloads [][]byte, o
 //
 // One goroutine can keep a whole publish window in flight this way, which
 // is what the pipelined throughput benchmark does.
-func (c *Client) PublishBatchAsync(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, done func(PublishResult, error)) error {
+func (c *Client) PublishBatchAsync(ctx context.Context, t felix.Topic, payloads [][]byte, o PublishOptions, done func(felix.PublishResult, error)) error {
 	if err := o.check(); err != nil {
 		return err
 	}
@@ -121,7 +102,7 @@ func (c *Client) PublishBatchAsync(ctx context.Context, t Topic, payloads [][]by
 		return err
 	}
 	if pa == nil {
-		done(PublishResult{}, nil)
+		done(felix.PublishResult{}, nil)
 	}
 	return nil
 }
@@ -166,7 +147,7 @@ type pubStream struct {
 	done    chan struct{}
 
 	flushMu   sync.Mutex
-	unflushed Topic // last fire-and-forget topic since the last Flush
+	unflushed felix.Topic // last fire-and-forget topic since the last Flush
 	dirty     bool
 }
 
@@ -221,16 +202,16 @@ func (ps *pubStream) dead() bool {
 }
 
 // publish sends one batch on ps and, when acked, waits for its answer.
-func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, id *idem) (PublishResult, error) {
+func (ps *pubStream) publish(ctx context.Context, t felix.Topic, payloads [][]byte, o PublishOptions, id *idem) (felix.PublishResult, error) {
 	pa, rid, err := ps.send(ctx, t, payloads, o, id, nil)
 	if err != nil || pa == nil {
-		return PublishResult{}, err
+		return felix.PublishResult{}, err
 	}
 	select {
 	case a := <-pa.ch:
 		return publishResult(rid, a)
 	case <-ctx.Done():
-		return PublishResult{}, ctx.Err()
+		return felix.PublishResult{}, ctx.Err()
 	}
 }
 
@@ -238,7 +219,7 @@ func (ps *pubStream) publish(ctx context.Context, t Topic, payloads [][]byte, o 
 // slot and registers the request (its answer goes to the returned
 // pendingAnswer's channel, or to cb when cb is set); for a fire-and-forget
 // publish it returns a nil pendingAnswer.
-func (ps *pubStream) send(ctx context.Context, t Topic, payloads [][]byte, o PublishOptions, id *idem, cb func(uint64, answer)) (*pendingAnswer, uint64, error) {
+func (ps *pubStream) send(ctx context.Context, t felix.Topic, payloads [][]byte, o PublishOptions, id *idem, cb func(uint64, answer)) (*pendingAnswer, uint64, error) {
 	acked := !o.NoAck || id != nil
 	keyed := o.Key != nil
 	_, enc := ps.caps.PublishFlags(acked, keyed, id != nil)
@@ -515,21 +496,21 @@ func (ps *pubStream) handle(f felix.Frame) error {
 }
 
 // publishResult converts the answer of an acked publish.
-func publishResult(rid uint64, a answer) (PublishResult, error) {
+func publishResult(rid uint64, a answer) (felix.PublishResult, error) {
 	if a.err != nil {
-		return PublishResult{}, a.err
+		return felix.PublishResult{}, a.err
 	}
 	if a.bin {
 		if a.ack.Status != felix.AckOK {
-			be := &BrokerError{Type: "publish_ack", RequestID: rid, Message: a.ack.Message, Code: a.ack.Code, Reason: a.ack.Reason}
+			be := &felix.BrokerError{Type: "publish_ack", RequestID: rid, Message: a.ack.Message, Code: a.ack.Code, Reason: a.ack.Reason}
 			if a.ack.Code != "" {
 				be.Retry = a.ack.Retry
 			}
 			be.RetryAfter = msDuration(a.ack.RetryAfterMs)
 			be.Owner, be.HasOwner = a.ack.Owner, a.ack.HasOwner
-			return PublishResult{}, be
+			return felix.PublishResult{}, be
 		}
-		return PublishResult{Offset: a.ack.Offset, HasOffset: a.ack.HasOffset, Owner: a.ack.Owner, HasOwner: a.ack.HasOwner}, nil
+		return felix.PublishResult{Offset: a.ack.Offset, HasOffset: a.ack.HasOffset, Owner: a.ack.Owner, HasOwner: a.ack.HasOwner}, nil
 	}
 	return publishResultJSON(rid, a.msg)
 }

@@ -34,7 +34,7 @@ func (r *RawStream) Capabilities() felix.Capabilities { return r.cs.caps }
 // on a feature the stream's broker did not advertise (felix.LookupRequest),
 // and a type this package does not know (felix.UnknownMessage) on a stream
 // without felix.FeatureUnsupported (an older broker would close the stream
-// or the connection), fail with ErrNotAdvertised and nothing is sent. A
+// or the connection), fail with felix.ErrNotAdvertised and nothing is sent. A
 // second auth is refused the same way: the stream is already
 // authenticated. If ctx interrupts the write mid-frame the stream is reset
 // and must be closed.
@@ -81,7 +81,7 @@ func (r *RawStream) ReadFrame(ctx context.Context) (felix.Frame, error) {
 }
 
 // Recv reads the next frame and decodes it as a JSON control message. A
-// binary frame is an ErrProtocol error (use ReadFrame to read those). At
+// binary frame is an felix.ErrProtocol error (use ReadFrame to read those). At
 // the end of the stream it returns io.EOF.
 func (r *RawStream) Recv(ctx context.Context) (felix.Message, error) {
 	f, err := r.ReadFrame(ctx)

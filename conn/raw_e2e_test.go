@@ -5,10 +5,10 @@ import (
 	"io"
 	"testing"
 
-	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 func TestRawRequestsAndStreams(t *testing.T) {
@@ -47,17 +47,17 @@ func TestRawRequestsAndStreams(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF)
 
 	// Refused without sending: a second auth, an unadvertised request.
-	require.ErrorIs(t, rs.Send(ctx, &felix.Auth{TenantID: "t1", Token: "x"}), conn.ErrNotAdvertised)
+	require.ErrorIs(t, rs.Send(ctx, &felix.Auth{TenantID: "t1", Token: "x"}), felix.ErrNotAdvertised)
 	_, err = c.RawRequest(ctx, &felix.Topology{})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 
 	// Against a broker without FeatureUnsupported unknown types are not sent.
 	b := startBare(t, felix.BrokerOffer{Flags: felix.KnownFlags})
 	bc := b.Dial(t, nil)
 	_, err = bc.RawRequest(ctx, &felix.UnknownMessage{Type: "frobnicate"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	_, err = bc.RawRequest(ctx, &felix.Extension{Name: "x"})
-	require.ErrorIs(t, err, conn.ErrNotAdvertised)
+	require.ErrorIs(t, err, felix.ErrNotAdvertised)
 	require.Empty(t, b.Received())
 
 	cctx, cancel := context.WithCancel(ctx)

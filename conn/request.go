@@ -42,12 +42,12 @@ var pipelined = map[string]bool{
 // the broker's answer: one of the success types the request's facts list
 // (felix.RequestFacts.Answers). Request sets req's request id (do not share
 // req between concurrent calls). Nothing is sent, and the error is
-// ErrNotAdvertised, when the broker did not advertise the request's
+// felix.ErrNotAdvertised, when the broker did not advertise the request's
 // feature or the feature of a member req sets
 // (felix.Capabilities.Unadvertised). A failure answer is returned as its
-// typed error: *BrokerError (error, publish_error), *NotLeaderError,
-// *PublishRefusedError, *CursorError, ErrNotAdvertised (unsupported); any
-// other answer is an ErrProtocol error. It is the Requestor that the typed
+// typed error: *felix.BrokerError (error, publish_error), *felix.NotLeaderError,
+// *felix.PublishRefusedError, *felix.CursorError, felix.ErrNotAdvertised (unsupported); any
+// other answer is an felix.ErrProtocol error. It is the Requestor that the typed
 // calls of package api are written over.
 func (c *Client) Request(ctx context.Context, req felix.Message) (felix.Message, error) {
 	typ := req.MessageType()

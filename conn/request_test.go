@@ -3,10 +3,11 @@ package conn_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
-	"github.com/stretchr/testify/require"
 )
 
 // The tests of Client.Request itself, the one-connection Requestor of
@@ -40,7 +41,7 @@ func dialNode(t *testing.T, cl *conntest.Cluster) *conn.Client {
 
 var (
 	reqTopic = conntest.Topic("s")
-	reqCache = conn.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
+	reqCache = felix.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
 )
 
 func streamShardsReq() *felix.StreamShards {
@@ -77,7 +78,7 @@ func TestRequestNotARequest(t *testing.T) {
 		ans, err := c.Request(ctx, m)
 		require.ErrorIs(t, err, conn.ErrNotARequest, m.MessageType())
 		require.Nil(t, ans, m.MessageType())
-		require.NotErrorIs(t, err, conn.ErrNotAdvertised, m.MessageType())
+		require.NotErrorIs(t, err, felix.ErrNotAdvertised, m.MessageType())
 	}
 	require.Empty(t, cl.Received(), "nothing was sent")
 	// The connection is still usable.
@@ -109,7 +110,7 @@ func TestRequestNotAdvertised(t *testing.T) {
 	}
 	for _, tc := range cases {
 		ans, err := c.Request(ctx, tc.req)
-		require.ErrorIs(t, err, conn.ErrNotAdvertised, tc.name)
+		require.ErrorIs(t, err, felix.ErrNotAdvertised, tc.name)
 		require.ErrorContains(t, err, tc.what, tc.name)
 		require.Nil(t, ans, tc.name)
 	}
@@ -172,7 +173,7 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.ErrorMessage{Message: "no", Code: felix.Some(felix.CodeForbidden), Retry: felix.Some(felix.RetryFatal)}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				var be *conn.BrokerError
+				var be *felix.BrokerError
 				require.ErrorAs(t, err, &be)
 				require.Equal(t, felix.CodeForbidden, be.Code)
 				require.Equal(t, "no", be.Message)
@@ -182,7 +183,7 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.ErrorMessage{Message: "no such cache", Code: felix.Some(felix.CodeNotFound)}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				var be *conn.BrokerError
+				var be *felix.BrokerError
 				require.ErrorAs(t, err, &be)
 				require.Equal(t, felix.CodeNotFound, be.Code)
 			}},
@@ -193,7 +194,7 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.PublishError{RequestID: rid(req), Message: "full", Code: felix.Some(felix.CodeOverloaded)}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				var be *conn.BrokerError
+				var be *felix.BrokerError
 				require.ErrorAs(t, err, &be)
 				require.Equal(t, "publish_error", be.Type)
 				require.Equal(t, felix.CodeOverloaded, be.Code)
@@ -203,14 +204,14 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.NotLeader{NodeID: "n1", Addr: felix.Some("127.0.0.1:2"), Generation: 4}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				var nl *conn.NotLeaderError
+				var nl *felix.NotLeaderError
 				require.ErrorAs(t, err, &nl)
-				require.Equal(t, conn.NotLeaderError{NodeID: "n1", Addr: "127.0.0.1:2", Generation: 4}, *nl)
+				require.Equal(t, felix.NotLeaderError{NodeID: "n1", Addr: "127.0.0.1:2", Generation: 4}, *nl)
 			}},
 		{"not_leader pipelined", func() felix.Message { return cacheGetReq() },
 			func(felix.Message) felix.Message { return &felix.NotLeader{NodeID: "n2"} },
 			func(t *testing.T, ans felix.Message, err error) {
-				var nl *conn.NotLeaderError
+				var nl *felix.NotLeaderError
 				require.ErrorAs(t, err, &nl)
 				require.Equal(t, "n2", nl.NodeID)
 			}},
@@ -221,7 +222,7 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.PublishRefused{RequestID: rid(req), Reason: felix.PublishRefusalReason{Kind: felix.RefusalOffsetMismatch, Tail: 7}, Message: "stale"}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				var rf *conn.PublishRefusedError
+				var rf *felix.PublishRefusedError
 				require.ErrorAs(t, err, &rf)
 				require.Equal(t, "offset_mismatch", rf.Reason)
 				tail, ok := rf.Tail()
@@ -235,24 +236,24 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.SubscribeCursorError{Reason: "in_future", Requested: 99, Available: 3}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				var ce *conn.CursorError
+				var ce *felix.CursorError
 				require.ErrorAs(t, err, &ce)
-				require.Equal(t, conn.CursorError{Reason: "in_future", Requested: 99, Available: 3}, *ce)
+				require.Equal(t, felix.CursorError{Reason: "in_future", Requested: 99, Available: 3}, *ce)
 			}},
 		{"unsupported on its own stream", func() felix.Message { return streamShardsReq() },
 			func(req felix.Message) felix.Message {
 				return &felix.Unsupported{RequestType: "stream_shards", RequestID: felix.Some(rid(req))}
 			},
-			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, conn.ErrNotAdvertised) }},
+			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, felix.ErrNotAdvertised) }},
 		{"unsupported pipelined", func() felix.Message { return cacheGetReq() },
 			func(req felix.Message) felix.Message {
 				return &felix.Unsupported{RequestType: "cache_get", RequestID: felix.Some(rid(req))}
 			},
-			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, conn.ErrNotAdvertised) }},
+			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, felix.ErrNotAdvertised) }},
 		{"wrong type on its own stream", func() felix.Message { return streamShardsReq() },
 			func(req felix.Message) felix.Message { return &felix.CacheOK{RequestID: rid(req)} },
 			func(t *testing.T, ans felix.Message, err error) {
-				require.ErrorIs(t, err, conn.ErrProtocol)
+				require.ErrorIs(t, err, felix.ErrProtocol)
 				require.ErrorContains(t, err, "cache_ok")
 			}},
 		{"wrong type pipelined", func() felix.Message { return cacheGetReq() },
@@ -260,20 +261,20 @@ func TestRequestAnswers(t *testing.T) {
 				return &felix.CounterValue{Value: felix.Some[int64](1), RequestID: rid(req)}
 			},
 			func(t *testing.T, ans felix.Message, err error) {
-				require.ErrorIs(t, err, conn.ErrProtocol)
+				require.ErrorIs(t, err, felix.ErrProtocol)
 				require.ErrorContains(t, err, "counter_value")
 			}},
 		{"another request id on its own stream", func() felix.Message { return streamShardsReq() },
 			func(req felix.Message) felix.Message {
 				return &felix.StreamShardsView{Shards: 1, RequestID: rid(req) + 1}
 			},
-			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, conn.ErrProtocol) }},
+			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, felix.ErrProtocol) }},
 		{"another request id pipelined", func() felix.Message { return cacheGetReq() },
 			func(req felix.Message) felix.Message {
 				return &felix.CacheValue{TenantID: reqCache.TenantID, Namespace: reqCache.Namespace, Cache: reqCache.Cache, Key: "k",
 					RequestID: felix.Some(rid(req) + 1)}
 			},
-			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, conn.ErrProtocol) }},
+			func(t *testing.T, ans felix.Message, err error) { require.ErrorIs(t, err, felix.ErrProtocol) }},
 	}
 	cl := startRequestNode(t, requestFeatures)
 	for _, tc := range cases {

@@ -5,8 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 )
 
 // Router bounds (the upstream client's defaults).

@@ -9,16 +9,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 )
 
 // Authenticator decides whether an auth frame is accepted. It returns an
 // identity (anything; available as Stream.Identity) or an error. A returned
-// *BrokerError is answered as it is (its Code/Retry only to clients that
+// *felix.BrokerError is answered as it is (its Code/Retry only to clients that
 // offered FeatureErrorCodes), and the stream is then finished; any other
 // error is answered as "auth failed" with code unauthenticated. A
-// *BrokerError with code draining is answered only to clients that offered
+// *felix.BrokerError with code draining is answered only to clients that offered
 // FeatureErrorCodes; older clients get no answer until the connection
 // closes (docs/negotiation.md §1). The context is the connection's;
 // AuthPeerFromContext returns the client's address and TLS state (its

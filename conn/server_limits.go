@@ -4,8 +4,9 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 )
 
 // Server limits: what one client (authenticated or not) can make a

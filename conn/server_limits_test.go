@@ -530,7 +530,7 @@ func TestAnswerBudgetAndWriteBound(t *testing.T) {
 		c.MaxConnInFlightBytes, c.AnswerWriteTimeout = budget, 2*time.Second
 	}})
 	other := b.dial(t, nil)
-	ref := CacheRef{TenantID: "t1", Namespace: "ns", Cache: "big"}
+	ref := felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "big"}
 	require.NoError(t, cachePut(testCtx(t), other, ref, "v", make([]byte, value), 0))
 	qc, err := rawConn(t, b, nil) // default client windows (512 KiB per stream): a 1.4 MiB answer blocks
 	require.NoError(t, err)

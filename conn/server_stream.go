@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
 )
 
 // receiver is the read half of a client stream (bidi or uni).
@@ -189,7 +190,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 				// off a frame boundary).
 				s.c.l.st.oversize.Add(1)
 				rctx, cancel := context.WithTimeout(ctx, refusalWriteTimeout)
-				s.refuse(rctx, &BrokerError{Type: "error", Message: "frame too large: " + err.Error(), Code: felix.CodeLimitExceeded})
+				s.refuse(rctx, &felix.BrokerError{Type: "error", Message: "frame too large: " + err.Error(), Code: felix.CodeLimitExceeded})
 				cancel()
 				return Request{}, err
 			}
@@ -204,7 +205,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 				s.Abort()
 				return Request{}, f.Flags.CheckKnown()
 			}
-			be := &BrokerError{Type: "error", Message: "unsupported frame flags", Code: felix.CodeInvalidRequest}
+			be := &felix.BrokerError{Type: "error", Message: "unsupported frame flags", Code: felix.CodeInvalidRequest}
 			if err := s.WriteError(ctx, be); err != nil {
 				return Request{}, err
 			}
@@ -223,7 +224,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 			return req, err
 		}
 		if _, again := m.(*felix.Auth); again {
-			s.refuse(ctx, &BrokerError{Type: "error", Message: "auth already established", Code: felix.CodeInvalidRequest})
+			s.refuse(ctx, &felix.BrokerError{Type: "error", Message: "auth already established", Code: felix.CodeInvalidRequest})
 			return Request{}, protocolErr("second auth on an authenticated stream")
 		}
 		req.Message = m
@@ -237,7 +238,7 @@ func (s *Stream) ReadRequest(ctx context.Context) (Request, error) {
 // 0x1000; version dropped from cache_value without
 // FeatureCacheConditional), and a message the client cannot parse at all
 // (shard_moved, subscription_lagged, stream_deleted, unsupported,
-// not_leader without the matching offer) is refused with ErrNotAdvertised.
+// not_leader without the matching offer) is refused with felix.ErrNotAdvertised.
 // ctx bounds the write (see Stream).
 func (s *Stream) WriteMessage(ctx context.Context, m felix.Message) error {
 	if s.w == nil {
@@ -251,7 +252,7 @@ func (s *Stream) WriteMessage(ctx context.Context, m felix.Message) error {
 }
 
 // WriteFrame writes a binary answer frame. Flag bits the client did not
-// offer are refused with ErrNotAdvertised. ctx bounds the write (see
+// offer are refused with felix.ErrNotAdvertised. ctx bounds the write (see
 // Stream).
 func (s *Stream) WriteFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
 	if s.w == nil {
@@ -279,7 +280,7 @@ func (s *Stream) WriteEncoded(ctx context.Context, frame []byte) error {
 // WriteError writes an error message built from e, shaped to the client's
 // offer (code, retry and detail only with FeatureErrorCodes). ctx bounds
 // the write (see Stream).
-func (s *Stream) WriteError(ctx context.Context, e *BrokerError) error {
+func (s *Stream) WriteError(ctx context.Context, e *felix.BrokerError) error {
 	return s.WriteMessage(ctx, errorMessage(e))
 }
 
@@ -314,7 +315,7 @@ func (s *Stream) Abort() {
 
 // refuse answers an error (bidi streams) and ends the stream. An answer
 // that ctx interrupts aborts the stream.
-func (s *Stream) refuse(ctx context.Context, e *BrokerError) {
+func (s *Stream) refuse(ctx context.Context, e *felix.BrokerError) {
 	if s.auth == nil {
 		s.refusal = e
 	}
@@ -427,7 +428,7 @@ func (e *EventStream) Peer() felix.PeerCapabilities { return e.peer }
 func (e *EventStream) Context() context.Context { return e.s.Context() }
 
 // WriteFrame writes an event batch frame; flag bits the client did not
-// offer are refused with ErrNotAdvertised. ctx bounds the write (see
+// offer are refused with felix.ErrNotAdvertised. ctx bounds the write (see
 // EventStream).
 func (e *EventStream) WriteFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
 	if err := checkFlags(flags, e.peer); err != nil {

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // rawConn dials the broker with quic-go directly, for tests that need to
@@ -104,7 +105,7 @@ func TestAuthRejected(t *testing.T) {
 		case "good":
 			return "user", nil
 		case "forbidden":
-			return nil, &BrokerError{Message: "tenant mismatch", Code: felix.CodeForbidden}
+			return nil, &felix.BrokerError{Message: "tenant mismatch", Code: felix.CodeForbidden}
 		}
 		return nil, errors.New("bad token")
 	}})
@@ -122,7 +123,7 @@ func TestAuthRejected(t *testing.T) {
 		cfg.Token, cfg.NoFeatures = tc.token, tc.noFeatures
 		_, err := Dial(ctx, b.addr(), cfg)
 		require.ErrorIs(t, err, ErrAuthRejected)
-		var be *BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, tc.msg, be.Message)
 		require.Equal(t, tc.code, be.Code)
@@ -189,13 +190,13 @@ func TestServerRefusesUnparsableFrames(t *testing.T) {
 				return errors.New("unexpected stream/connection state")
 			}
 			for _, f := range []felix.Flags{0x0024, 0x0010, 0x2004} {
-				if err := st.WriteFrame(ctx, f, nil); !errors.Is(err, ErrNotAdvertised) {
+				if err := st.WriteFrame(ctx, f, nil); !errors.Is(err, felix.ErrNotAdvertised) {
 					return errors.New("flags " + f.String() + " not refused")
 				}
 			}
 			for _, m := range []felix.Message{&felix.ShardMoved{}, &felix.SubscriptionLagged{}, &felix.StreamDeleted{},
 				&felix.Unsupported{}, &felix.NotLeader{}, &felix.AuthOK{}} {
-				if err := st.WriteMessage(ctx, m); !errors.Is(err, ErrNotAdvertised) {
+				if err := st.WriteMessage(ctx, m); !errors.Is(err, felix.ErrNotAdvertised) {
 					return errors.New(m.MessageType() + " not refused")
 				}
 			}
@@ -203,14 +204,14 @@ func TestServerRefusesUnparsableFrames(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := es.WriteFrame(ctx, 0x0024, make([]byte, 12)); !errors.Is(err, ErrNotAdvertised) {
+			if err := es.WriteFrame(ctx, 0x0024, make([]byte, 12)); !errors.Is(err, felix.ErrNotAdvertised) {
 				return errors.New("event flags not refused")
 			}
 			if err := es.WriteFrame(ctx, 0x0004, make([]byte, 4)); err != nil {
 				return err
 			}
 			es.Close()
-			if err := st.WriteError(ctx, &BrokerError{Message: "boom", Code: felix.CodeInternal, Reason: "x"}); err != nil {
+			if err := st.WriteError(ctx, &felix.BrokerError{Message: "boom", Code: felix.CodeInternal, Reason: "x"}); err != nil {
 				return err
 			}
 			if err := st.WriteMessage(ctx, &felix.PublishOK{RequestID: 1, Offset: felix.Some[uint64](3)}); err != nil {
@@ -306,7 +307,7 @@ func TestOversizeFrameAfterAuth(t *testing.T) {
 	require.Error(t, err)
 	// The broker answers limit_exceeded and ends the stream; the client's
 	// write may also meet the broker's stop-sending first.
-	var be *BrokerError
+	var be *felix.BrokerError
 	if errors.As(err, &be) {
 		require.Equal(t, felix.CodeLimitExceeded, be.Code)
 	} else {
@@ -456,7 +457,7 @@ func TestSharedConnectionWindow(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: offer})
 	c := b.dial(t, func(c *Config) { c.PublishStreams = 2 })
 	require.False(t, c.Capabilities().PerStreamWindow())
-	stall := Topic{"t1", "ns", "stall"}
+	stall := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "stall"}
 	errs := make(chan error, 2)
 	for range 2 { // one per stream (round-robin), each holding a slot
 		go func() {
@@ -481,12 +482,12 @@ func TestSharedConnectionWindow(t *testing.T) {
 func TestDrainingAuth(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: func(ctx context.Context, a *felix.Auth) (any, error) {
-		return nil, &BrokerError{Message: "broker draining", Code: felix.CodeDraining}
+		return nil, &felix.BrokerError{Message: "broker draining", Code: felix.CodeDraining}
 	}})
 	// A client with error codes gets the answer.
 	ctx := testCtx(t)
 	_, err := Dial(ctx, b.addr(), b.clientConfig())
-	var be *BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeDraining, be.Code)
 	require.Equal(t, felix.RetryRetry, be.RetryClass())

@@ -17,7 +17,7 @@ type SubscribeOptions struct {
 	// Start is where delivery starts (the zero value is latest). Earliest
 	// or an offset need flag 0x0020 (event offsets): an older broker would
 	// silently ignore the start position, so without the bit
-	// ErrNotAdvertised is returned.
+	// felix.ErrNotAdvertised is returned.
 	Start felix.StartPosition
 	// Shard selects one shard of the stream (absent = 0).
 	Shard felix.Opt[uint32]
@@ -69,7 +69,7 @@ func (s *Subscription) Info() *felix.Subscribed { return s.info }
 
 // Next returns the next event. It returns io.EOF when the broker ended the
 // subscription cleanly; a terminal frame is returned as a typed error:
-// *ShardMovedError, *LaggedError, *StreamDeletedError or *BrokerError.
+// *felix.ShardMovedError, *felix.LaggedError, *felix.StreamDeletedError or *felix.BrokerError.
 // When the broker shut down and closed the connection before Next read the
 // end of the event stream, the error matches ErrBrokerShutdown (events it
 // had sent but Next had not read are lost; resume from the last offset on
@@ -120,8 +120,8 @@ func (s *Subscription) Close() error {
 // Subscribe subscribes to a stream on a new control stream: auth,
 // subscribe, then the broker's subscribed and the event stream it opened
 // (matched by event_stream_hello in either order). Errors from the broker
-// are typed: *CursorError, *NotLeaderError, *BrokerError.
-func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*Subscription, error) {
+// are typed: *felix.CursorError, *felix.NotLeaderError, *felix.BrokerError.
+func (c *Client) Subscribe(ctx context.Context, t felix.Topic, o SubscribeOptions) (*Subscription, error) {
 	cs, err := c.openStream(ctx)
 	if err != nil {
 		return nil, err
@@ -408,9 +408,9 @@ func (s *eventSub) unregister() {
 func (s *eventSub) end(err error) {
 	switch {
 	case err == io.EOF:
-	case errors.As(err, new(*felix.Error)), errors.Is(err, ErrProtocol):
-	case errors.As(err, new(*BrokerError)), errors.As(err, new(*ShardMovedError)), errors.As(err, new(*LaggedError)),
-		errors.As(err, new(*StreamDeletedError)):
+	case errors.As(err, new(*felix.Error)), errors.Is(err, felix.ErrProtocol):
+	case errors.As(err, new(*felix.BrokerError)), errors.As(err, new(*felix.ShardMovedError)), errors.As(err, new(*felix.LaggedError)),
+		errors.As(err, new(*felix.StreamDeletedError)):
 	default:
 		if cause := context.Cause(s.c.Context()); isRemoteShutdown(cause) {
 			// The broker reset the stream as it shut down, and its close

@@ -131,7 +131,7 @@ func TestSelfSignedPEMOnly(t *testing.T) {
 	v, err := webpki.New(block.Bytes)
 	require.NoError(t, err)
 
-	topic := Topic{TenantID: "t1", Namespace: "ns", Stream: "pemonly"}
+	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "pemonly"}
 	for _, tc := range []struct {
 		name string
 		tls  *tls.Config

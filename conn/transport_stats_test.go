@@ -5,10 +5,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // Over the reference broker: two hook sets joined with JoinHooks both see
@@ -22,7 +23,7 @@ func TestTransportStatsAndJoinedHooks(t *testing.T) {
 	ha := &conn.Hooks{FrameWritten: func(e conn.FrameInfo) { a.Add(1); frameBytes.Add(int64(e.Bytes)) }}
 	hb := &conn.Hooks{FrameWritten: func(conn.FrameInfo) { b.Add(1) }}
 	c := dialRef(t, srv, func(cfg *conn.Config) { cfg.Hooks = conn.JoinHooks(ha, hb) })
-	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "bytes"}
+	topic := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "bytes"}
 
 	before := c.TransportStats()
 	payload := bytes.Repeat([]byte("b"), 50_000)

@@ -55,8 +55,8 @@ type Watch struct {
 // Info returns the broker's cache_watch_started answer.
 func (w *Watch) Info() *felix.CacheWatchStarted { return w.info }
 
-// Next returns the next change: io.EOF at a clean end, *LaggedError
-// (cache_watch_lagged), *ShardMovedError or *BrokerError for terminal
+// Next returns the next change: io.EOF at a clean end, *felix.LaggedError
+// (cache_watch_lagged), *felix.ShardMovedError or *felix.BrokerError for terminal
 // frames, an error matching ErrBrokerShutdown when the broker closed the
 // connection before Next read the end of the stream (see
 // Subscription.Next), ErrClosed after Close.
@@ -101,7 +101,7 @@ func (w *Watch) Close() error {
 // CacheWatch starts a watch (FeatureCacheWatch; Retained also needs
 // FeatureCacheWatchRetained) on a stream of its own: auth, cache_watch,
 // FIN, then cache_watch_started and the event stream matched by its hello.
-func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (*Watch, error) {
+func (c *Client) CacheWatch(ctx context.Context, ref felix.CacheRef, o WatchOptions) (*Watch, error) {
 	if o.Key.Set == o.Prefix.Set {
 		return nil, &felix.Error{Class: felix.ErrInvalidValue, Layout: "cache_watch", Field: "key", Offset: -1, Detail: "exactly one of Key and Prefix"}
 	}

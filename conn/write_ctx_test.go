@@ -6,9 +6,10 @@ import (
 	"io"
 	"testing"
 
-	"github.com/flxproto/felix"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 )
 
 // stalledClient is a raw QUIC client with a small stream receive window,
@@ -101,7 +102,7 @@ func TestStreamWriteCancelledOnStalledClient(t *testing.T) {
 	// abandons the wait without touching the stream.
 	wctx2, cancel2 := context.WithCancel(ctx)
 	res2 := make(chan error, 1)
-	go func() { res2 <- st.WriteError(wctx2, &BrokerError{Message: "late"}) }()
+	go func() { res2 <- st.WriteError(wctx2, &felix.BrokerError{Message: "late"}) }()
 	cancel2()
 	err = <-res2
 	require.ErrorIs(t, err, context.Canceled)

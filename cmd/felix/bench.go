@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
@@ -307,11 +308,11 @@ func (b *bench) countError(err error) {
 // "retry class/what", from a fixed vocabulary (a broker's unknown code is
 // "unknown_code", never its text).
 func benchErrorClass(err error) string {
-	var pr *conn.PublishRefusedError
-	var be *conn.BrokerError
+	var pr *felix.PublishRefusedError
+	var be *felix.BrokerError
 	var te *conn.TransportError
 	var lost *client.ShardLostError
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
@@ -324,7 +325,7 @@ func benchErrorClass(err error) string {
 		what = "ambiguous"
 	case errors.Is(err, client.ErrProducerStopped):
 		what = "producer_stopped"
-	case errors.As(err, new(*conn.LaggedError)):
+	case errors.As(err, new(*felix.LaggedError)):
 		what = "lagged"
 	case errors.As(err, &ce):
 		what = "cursor"
@@ -500,7 +501,7 @@ func (b *bench) setup(ctx context.Context) error {
 			p.prod, err = p.c.NewProducer(pctx)
 			cancel()
 			if err != nil {
-				if errors.Is(err, conn.ErrNotAdvertised) {
+				if errors.Is(err, felix.ErrNotAdvertised) {
 					return fmt.Errorf("-ack idempotent: the broker does not offer idempotent producers (%v): use -ack batch", err)
 				}
 				return cfg.cf.explain(fmt.Sprintf("publisher %d: producer_init", i), err)
@@ -528,7 +529,7 @@ func (b *bench) setup(ctx context.Context) error {
 
 // subscribeError explains why subscriber i could not subscribe.
 func (b *bench) subscribeError(i int, err error) error {
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	switch {
 	case errors.As(err, &be) && be.Code == felix.CodeLimitExceeded:
 		return fmt.Errorf("subscriber %d: the broker refused one more subscription on its connection (%v): it allows fewer than this run's %d per connection; use more -conns (and set -max-subs-per-conn to the broker's limit)", i, err, b.cfg.subsPerConn())

@@ -7,11 +7,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
 )
 
 func TestBenchHeaderRoundTrip(t *testing.T) {
@@ -198,18 +199,18 @@ func TestBenchErrorClass(t *testing.T) {
 		{context.DeadlineExceeded, "timeout"},
 		{fmt.Errorf("publish: %w", context.DeadlineExceeded), "timeout"},
 		{&client.AmbiguousError{Op: "publish", Err: errors.New("x")}, "outcome_unknown/ambiguous"},
-		{&conn.BrokerError{Code: felix.CodeLimitExceeded}, "fatal/limit_exceeded"},
-		{&conn.BrokerError{Code: felix.CodeShardUnavailable}, "retry/shard_unavailable"},
-		{&conn.BrokerError{Code: "made_up_by_the_peer"}, "fatal/unknown_code"},
-		{&conn.PublishRefusedError{Reason: "sequence_gap"}, "fatal/publish_refused:sequence_gap"},
-		{&conn.PublishRefusedError{Reason: "peer prose"}, "fatal/publish_refused"},
-		{&conn.CursorError{Reason: "too_old"}, "fatal/cursor:too_old"},
-		{&conn.CursorError{Reason: "peer prose"}, "fatal/cursor"},
-		{&conn.LaggedError{ResumeFrom: 3}, "fatal/lagged"},
+		{&felix.BrokerError{Code: felix.CodeLimitExceeded}, "fatal/limit_exceeded"},
+		{&felix.BrokerError{Code: felix.CodeShardUnavailable}, "retry/shard_unavailable"},
+		{&felix.BrokerError{Code: "made_up_by_the_peer"}, "fatal/unknown_code"},
+		{&felix.PublishRefusedError{Reason: "sequence_gap"}, "fatal/publish_refused:sequence_gap"},
+		{&felix.PublishRefusedError{Reason: "peer prose"}, "fatal/publish_refused"},
+		{&felix.CursorError{Reason: "too_old"}, "fatal/cursor:too_old"},
+		{&felix.CursorError{Reason: "peer prose"}, "fatal/cursor"},
+		{&felix.LaggedError{ResumeFrom: 3}, "fatal/lagged"},
 		// A lost connection may have carried the write: the decision table
 		// calls it outcome_unknown.
 		{&conn.TransportError{Op: "read", Err: errors.New("reset")}, "outcome_unknown/transport"},
-		{&client.ShardLostError{Shard: 2, Err: &conn.CursorError{Reason: "too_old"}}, "shard_lost/fatal/cursor:too_old"},
+		{&client.ShardLostError{Shard: 2, Err: &felix.CursorError{Reason: "too_old"}}, "shard_lost/fatal/cursor:too_old"},
 		{fmt.Errorf("%w: x", client.ErrProducerStopped), "fatal/producer_stopped"},
 		{errors.New("something else"), "fatal/other"},
 	}
@@ -219,9 +220,9 @@ func TestBenchErrorClass(t *testing.T) {
 	// The report keeps at most maxErrorClasses classes.
 	b := &bench{errors: map[string]*errorCount{}}
 	for i := range maxErrorClasses + 5 {
-		b.countError(&conn.PublishRefusedError{Reason: fmt.Sprint(i)})
-		b.countError(&conn.BrokerError{Code: felix.ErrorCode(fmt.Sprint("code", i))})
-		b.countError(fmt.Errorf("e%d: %w", i, &conn.CursorError{Reason: "too_old"}))
+		b.countError(&felix.PublishRefusedError{Reason: fmt.Sprint(i)})
+		b.countError(&felix.BrokerError{Code: felix.ErrorCode(fmt.Sprint("code", i))})
+		b.countError(fmt.Errorf("e%d: %w", i, &felix.CursorError{Reason: "too_old"}))
 	}
 	require.Len(t, b.errors, 3, "peer-chosen reasons and codes share their class")
 	require.Equal(t, int64(maxErrorClasses+5), b.errors["fatal/unknown_code"].n)

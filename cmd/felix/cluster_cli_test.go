@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/flxproto/felix/internal/broker/engine"
-	"github.com/stretchr/testify/require"
 )
 
 // The group, state and inspect verbs against the reference cluster,
@@ -37,7 +39,7 @@ func TestVerbsAgainstTheCluster(t *testing.T) {
 	c, err := conn.Dial(context.Background(), cl.Addr(leader), &conn.Config{TLS: cl.TLS(), TenantID: cluster.DefaultTenant, Token: cluster.DefaultToken})
 	require.NoError(t, err)
 	defer c.Close()
-	off, err := api.New(c).Commit(context.Background(), api.CommitRequest{Topic: conn.Topic{TenantID: jobs.Tenant, Namespace: jobs.Namespace, Stream: jobs.Stream},
+	off, err := api.New(c).Commit(context.Background(), api.CommitRequest{Topic: felix.Topic{TenantID: jobs.Tenant, Namespace: jobs.Namespace, Stream: jobs.Stream},
 		EntityKey: []byte("acct"), Ops: []api.CommitOp{api.PublishEvent("", []byte("opened")), api.PutState("", "balance", []byte("10"))}})
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("10\t(version %d, as of %d)\n", off, off), ok(t, cmd([]string{"state", "get"}, b, "jobs", "acct", "balance")...))

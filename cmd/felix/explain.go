@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 )
 
@@ -21,7 +22,7 @@ const brokerHint = "start one with: go run ./examples/broker -cert-out broker.pe
 
 // explain returns err, an error of operation op against the broker at
 // c.addr, as one line: the library's own message (conn.DialError,
-// conn.FrameLimitError, ... say what failed, where and what to check),
+// felix.FrameLimitError, ... say what failed, where and what to check),
 // followed by the flag that applies the fix. Errors it does not recognise
 // are returned with op as context.
 func (c *clientFlags) explain(op string, err error) error {
@@ -58,7 +59,7 @@ func (c *clientFlags) explain(op string, err error) error {
 		}
 		return errors.New(msg)
 	}
-	var fl *conn.FrameLimitError
+	var fl *felix.FrameLimitError
 	if errors.As(err, &fl) {
 		return fmt.Errorf("%s: %s", op, strings.TrimPrefix(fl.Error(), "conn: "))
 	}

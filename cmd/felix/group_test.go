@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // opsToken is granted node.view:cluster:* (and nothing else) by
@@ -84,7 +86,7 @@ func TestStateGetCLI(t *testing.T) {
 		TenantID: server.DemoTenant, Token: server.DemoToken})
 	require.NoError(t, err)
 	defer c.Close()
-	off, err := api.New(c).Commit(ctx, api.CommitRequest{Topic: conn.Topic{TenantID: server.DemoTenant, Namespace: "default", Stream: "accounts"},
+	off, err := api.New(c).Commit(ctx, api.CommitRequest{Topic: felix.Topic{TenantID: server.DemoTenant, Namespace: "default", Stream: "accounts"},
 		EntityKey: []byte("acct-1"), Ops: []api.CommitOp{api.PublishEvent("", []byte("opened")), api.PutState("", "balance", []byte("10"))}})
 	require.NoError(t, err)
 

@@ -134,7 +134,7 @@ func subEnded(cf *clientFlags, stream string, n int, next uint64, hasNext bool, 
 	if hasNext {
 		resume = fmt.Sprintf("; resume with -from %d", next)
 	}
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	switch {
 	case errors.As(err, &be) && be.Code == felix.CodeDraining:
 		// The client's one resume reached the broker while it drained.

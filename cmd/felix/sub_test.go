@@ -5,9 +5,10 @@ import (
 	"io"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // subEnded words each way the client's one resume can fail: the broker
@@ -20,7 +21,7 @@ func TestSubEndedWording(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"draining on resume", fmt.Errorf("wrapped: %w", &conn.BrokerError{Code: felix.CodeDraining, Auth: true}),
+		{"draining on resume", fmt.Errorf("wrapped: %w", &felix.BrokerError{Code: felix.CodeDraining, Auth: true}),
 			"subscription to s ended after 2 event(s): the broker at 127.0.0.1:7447 is draining (shutting down); resume with -from 7"},
 		{"no broker to redial", &conn.DialError{Addr: "127.0.0.1:7447", Kind: conn.ErrNoAnswer},
 			"subscription to s ended after 2 event(s): lost the connection to the broker at 127.0.0.1:7447 (conn: no answer from 127.0.0.1:7447: "},
@@ -28,7 +29,7 @@ func TestSubEndedWording(t *testing.T) {
 			"subscription to s ended by the broker at 127.0.0.1:7447 after 2 event(s): it finished the event stream"},
 		{"shut down", conn.ErrBrokerShutdown,
 			"subscription to s ended after 2 event(s): the broker at 127.0.0.1:7447 shut down; resume with -from 7"},
-		{"refused", &conn.BrokerError{Code: felix.CodeForbidden},
+		{"refused", &felix.BrokerError{Code: felix.CodeForbidden},
 			"subscription to s after 2 event(s): "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // startTap runs `felix tap` in-process in front of the broker at addr
@@ -105,7 +106,7 @@ func TestTapEndToEnd(t *testing.T) {
 	c, err := conn.Dial(ctx, tapAddr, &conn.Config{TLS: &tls.Config{RootCAs: tapPool}, TenantID: server.DemoTenant,
 		Token: server.DemoToken, Hooks: cliHooks.hooks()})
 	require.NoError(t, err)
-	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
+	topic := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
 	var sent []string
 	for i := range 4 {
 		batch := [][]byte{fmt.Appendf(nil, "r%d-a", i), fmt.Appendf(nil, "r%d-b", i)}

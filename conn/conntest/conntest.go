@@ -161,8 +161,8 @@ func (c *Cluster) ClientConfig() conn.Config {
 }
 
 // Topic returns the topic of stream name under Tenant, namespace "app".
-func Topic(stream string) conn.Topic {
-	return conn.Topic{TenantID: Tenant, Namespace: "app", Stream: stream}
+func Topic(stream string) felix.Topic {
+	return felix.Topic{TenantID: Tenant, Namespace: "app", Stream: stream}
 }
 
 // SetShards sets what stream_shards answers for stream: its shard count
@@ -181,13 +181,13 @@ func (c *Cluster) SetShards(stream string, shards uint32, routing felix.Routing)
 // to the log of its shard, an idempotent batch once per sequence), for
 // handlers that do something before or after: what it returns is what
 // the answer would carry.
-func (x *Exchange) PublishResult() (conn.PublishResult, error) {
+func (x *Exchange) PublishResult() (felix.PublishResult, error) {
 	p := x.Received.Publish
 	if p == nil {
-		return conn.PublishResult{}, fmt.Errorf("conntest: %s is not a publish", x.Received.Type)
+		return felix.PublishResult{}, fmt.Errorf("conntest: %s is not a publish", x.Received.Type)
 	}
 	off, err := x.Node.c.appendOnce(p, x.ShardOf(p))
-	return conn.PublishResult{Offset: off, HasOffset: err == nil}, err
+	return felix.PublishResult{Offset: off, HasOffset: err == nil}, err
 }
 
 // SetOwner makes node the owner of shard of stream: shard_owners names it,
@@ -249,7 +249,7 @@ func (c *Cluster) appendOnce(p *Publish, shard uint32) (uint64, error) {
 	}
 	if p.Sequence > uint64(len(held)) {
 		c.mu.Unlock()
-		return 0, &conn.PublishRefusedError{Reason: "sequence_gap", Message: fmt.Sprintf("conntest: sequence %d, expected %d", p.Sequence, len(held))}
+		return 0, &felix.PublishRefusedError{Reason: "sequence_gap", Message: fmt.Sprintf("conntest: sequence %d, expected %d", p.Sequence, len(held))}
 	}
 	sk := shardKey{p.Stream, shard}
 	off := uint64(len(c.logs[sk]))
@@ -514,15 +514,15 @@ func (x *Exchange) Context() context.Context { return x.ctx }
 func (x *Exchange) Reply(m felix.Message) error { return x.Stream.WriteMessage(x.ctx, m) }
 
 // Fail answers err as conn's server half does (conn.Stream.WriteErr): a
-// *conn.BrokerError with its code, retry class and detail; a
-// *conn.NotLeaderError as not_leader; a *conn.CursorError; a
-// *conn.PublishRefusedError.
+// *felix.BrokerError with its code, retry class and detail; a
+// *felix.NotLeaderError as not_leader; a *felix.CursorError; a
+// *felix.PublishRefusedError.
 func (x *Exchange) Fail(err error) error { return x.Stream.WriteErr(x.ctx, err) }
 
 // AnswerPublish answers a publish with res or err, in the form the
 // request calls for (binary ack or JSON publish_ok / publish_error /
 // publish_refused), as conn.Stream.AnswerPublish.
-func (x *Exchange) AnswerPublish(res conn.PublishResult, err error) error {
+func (x *Exchange) AnswerPublish(res felix.PublishResult, err error) error {
 	return x.Stream.AnswerPublish(x.ctx, x.Request, res, err)
 }
 
@@ -598,8 +598,8 @@ func (e *Events) BatchOf(b *felix.EventBatch) error {
 func (e *Events) Message(m felix.Message) error { return e.es.WriteMessage(e.ctx, m) }
 
 // End ends the event stream with the terminal frame of err
-// (conn.EventStream.End): *conn.ShardMovedError, *conn.LaggedError,
-// *conn.StreamDeletedError, *conn.BrokerError, nil for a clean end.
+// (conn.EventStream.End): *felix.ShardMovedError, *felix.LaggedError,
+// *felix.StreamDeletedError, *felix.BrokerError, nil for a clean end.
 func (e *Events) End(err error) error { return e.es.End(e.ctx, err) }
 
 // Reset resets the event stream (no terminal frame).
@@ -650,12 +650,12 @@ func defaultHandler(x *Exchange) error {
 	if p := x.Received.Publish; p != nil {
 		shard := x.ShardOf(p)
 		if nl := x.notLeader(p.Stream, shard); nl != nil {
-			return x.AnswerPublish(conn.PublishResult{}, nl)
+			return x.AnswerPublish(felix.PublishResult{}, nl)
 		}
 		off, err := c.appendOnce(p, shard)
-		return x.AnswerPublish(conn.PublishResult{Offset: off, HasOffset: err == nil}, err)
+		return x.AnswerPublish(felix.PublishResult{Offset: off, HasOffset: err == nil}, err)
 	}
-	err := &conn.BrokerError{Message: fmt.Sprintf("conntest: %s not scripted on node %s", x.Received.Type, x.Node.ID),
+	err := &felix.BrokerError{Message: fmt.Sprintf("conntest: %s not scripted on node %s", x.Received.Type, x.Node.ID),
 		Code: felix.CodeInternal, Retry: felix.RetryFatal}
 	return x.Fail(err)
 }
@@ -675,11 +675,11 @@ func (x *Exchange) ShardOf(p *Publish) uint32 {
 
 // notLeader returns the redirect to the owner of (stream, shard) when it
 // is another node, nil otherwise.
-func (x *Exchange) notLeader(stream string, shard uint32) *conn.NotLeaderError {
+func (x *Exchange) notLeader(stream string, shard uint32) *felix.NotLeaderError {
 	i := x.Node.c.owner(stream, shard)
 	if i < 0 || i == x.Node.Index {
 		return nil
 	}
 	nd := x.Node.c.Nodes[i]
-	return &conn.NotLeaderError{NodeID: nd.ID, Addr: nd.Addr, Generation: 1}
+	return &felix.NotLeaderError{NodeID: nd.ID, Addr: nd.Addr, Generation: 1}
 }

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
-	"github.com/stretchr/testify/require"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -35,15 +36,15 @@ func TestScriptOrderAndRecord(t *testing.T) {
 	n0 := cl.Nodes[0]
 	n0.On("publish",
 		func(x *conntest.Exchange) error {
-			return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Second})
+			return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Second})
 		},
 		func(x *conntest.Exchange) error {
-			return x.AnswerPublish(conn.PublishResult{Offset: 41, HasOffset: true}, nil)
+			return x.AnswerPublish(felix.PublishResult{Offset: 41, HasOffset: true}, nil)
 		})
 	c := dial(t, cl, 0)
 	ack := conn.PublishOptions{Ack: felix.AckPerBatch}
 	_, err := c.Publish(ctxT(t), tp, []byte("a"), ack)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, time.Second, be.RetryAfter)
 	res, err := c.Publish(ctxT(t), tp, []byte("b"), ack)
@@ -87,7 +88,7 @@ func TestIdempotentDefault(t *testing.T) {
 	require.Equal(t, r1.Offset, again.Offset)
 	require.Equal(t, uint64(0), r0.Offset)
 	_, err = c.PublishIdempotent(ctxT(t), tp, [][]byte{[]byte("z")}, nil, p.ID(), 5)
-	var pr *conn.PublishRefusedError
+	var pr *felix.PublishRefusedError
 	require.ErrorAs(t, err, &pr)
 	require.Equal(t, "sequence_gap", pr.Reason)
 	require.Len(t, cl.Log("s", 0), 2)
@@ -105,7 +106,7 @@ func TestSubscriptionScript(t *testing.T) {
 		if err := es.Batch(7, 2, []byte("x"), []byte("y")); err != nil {
 			return err
 		}
-		return es.End(&conn.ShardMovedError{HasResumeFrom: true, ResumeFrom: 12, NodeID: "n1", Addr: "127.0.0.1:1", Generation: 3})
+		return es.End(&felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 12, NodeID: "n1", Addr: "127.0.0.1:1", Generation: 3})
 	})
 	c := dial(t, cl, 0)
 	sub, err := c.Subscribe(ctxT(t), conntest.Topic("s"), conn.SubscribeOptions{Start: felix.StartAt(7)})
@@ -119,7 +120,7 @@ func TestSubscriptionScript(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(8), ev.Offset)
 	_, err = sub.Next(ctxT(t))
-	var moved *conn.ShardMovedError
+	var moved *felix.ShardMovedError
 	require.ErrorAs(t, err, &moved)
 	require.Equal(t, uint64(12), moved.ResumeFrom)
 	require.Equal(t, "n1", moved.NodeID)
@@ -139,7 +140,7 @@ func Example() {
 	cl := conntest.Start(t, conntest.Options{})
 	defer cl.Close()
 	cl.Nodes[0].On("publish", func(x *conntest.Exchange) error {
-		return x.AnswerPublish(conn.PublishResult{}, &conn.BrokerError{Message: "busy", Code: felix.CodeOverloaded,
+		return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "busy", Code: felix.CodeOverloaded,
 			Retry: felix.RetryAfter, RetryAfter: 50 * time.Millisecond})
 	})
 	cfg := cl.ClientConfig()
@@ -156,6 +157,6 @@ func Example() {
 	res, _ := c.Publish(ctx, conntest.Topic("s"), []byte("hello"), ack)
 	fmt.Println("offset", res.Offset, "publishes seen", len(cl.ReceivedOf("publish_binary")))
 	// Output:
-	// conn: broker publish_ack (request 1): busy [overloaded, retry_after]
+	// felix: broker publish_ack (request 1): busy [overloaded, retry_after]
 	// offset 0 publishes seen 2
 }

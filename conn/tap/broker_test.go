@@ -7,9 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // testBroker is a small broker over conn's server half: it records
@@ -103,7 +104,7 @@ func (b *testBroker) stream(ctx context.Context, st *conn.Stream) {
 			}
 			b.mu.Unlock()
 			if req.Flags.Has(felix.FlagBinaryPublishAcked) {
-				st.AnswerPublish(ctx, req, conn.PublishResult{}, nil)
+				st.AnswerPublish(ctx, req, felix.PublishResult{}, nil)
 			}
 			continue
 		}
@@ -112,7 +113,7 @@ func (b *testBroker) stream(ctx context.Context, st *conn.Stream) {
 			b.mu.Lock()
 			b.records = append(b.records, m.Payload)
 			b.mu.Unlock()
-			st.AnswerPublish(ctx, req, conn.PublishResult{}, nil)
+			st.AnswerPublish(ctx, req, felix.PublishResult{}, nil)
 		case *felix.CachePut:
 			b.mu.Lock()
 			b.cache[m.Key] = m.Value

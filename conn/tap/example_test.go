@@ -49,7 +49,7 @@ func ExampleListen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.Publish(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("hi"), conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
+	if _, err := c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("hi"), conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
 		log.Fatal(err)
 	}
 	c.Close()

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/tap"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // testCtx returns the context of a test's blocking calls: cancelled when
@@ -107,12 +108,12 @@ func TestRelayEndToEnd(t *testing.T) {
 		OfferALPN: true, Hooks: cliHooks.hooks(), PublishStreams: 2})
 	require.NoError(t, err)
 	require.Equal(t, conn.ALPN, c.NegotiatedALPN())
-	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 	_, err = c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	_, err = c.Publish(ctx, topic, []byte("c"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
-	ref := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
+	ref := felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
 	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("v"), 0))
 	v, found, err := api.New(c).CacheGet(ctx, ref, "k")
 	require.NoError(t, err)
@@ -230,7 +231,7 @@ func TestRelayReportLimit(t *testing.T) {
 	ctx := testCtx(t)
 	c, err := conn.Dial(ctx, r.Addr().String(), &conn.Config{TLS: dialTLS(relayPool), TenantID: "t1", Token: "tok"})
 	require.NoError(t, err)
-	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 	_, err = c.Publish(ctx, topic, make([]byte, 4096), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err, "the large frame was relayed")
 	_, err = c.Publish(ctx, topic, []byte("small"), conn.PublishOptions{Ack: felix.AckPerBatch})

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/stretchr/testify/require"
 )
 
 // clusterProc is a -nodes broker command with its fixture.
@@ -68,7 +69,7 @@ func (p *clusterProc) control(t *testing.T, method, path, token string) (int, st
 
 func requireCode(t *testing.T, err error, code felix.ErrorCode) {
 	t.Helper()
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, code, be.Code, "%v", err)
 }
@@ -81,8 +82,8 @@ func TestBrokerCommandClusterServesNewNames(t *testing.T) {
 	require.Equal(t, p.fx.Addrs[0], p.addr, "-addr-out is node 0's address")
 	require.NotEmpty(t, p.fx.ControlToken)
 
-	tp := conn.Topic{TenantID: p.fx.TenantID, Namespace: "app", Stream: "never-declared"}
-	ref := conn.CacheRef{TenantID: p.fx.TenantID, Namespace: "app", Cache: "never-declared"}
+	tp := felix.Topic{TenantID: p.fx.TenantID, Namespace: "app", Stream: "never-declared"}
+	ref := felix.CacheRef{TenantID: p.fx.TenantID, Namespace: "app", Cache: "never-declared"}
 	for i, a := range p.fx.Addrs {
 		c, err := p.dial(t, a, p.fx.Token)
 		require.NoError(t, err)
@@ -97,12 +98,12 @@ func TestBrokerCommandClusterServesNewNames(t *testing.T) {
 	}
 	c, err := p.dial(t, p.addr, p.fx.Token)
 	require.NoError(t, err)
-	sub, err := c.Subscribe(t.Context(), conn.Topic{TenantID: p.fx.TenantID, Namespace: "app", Stream: "sub-first"}, conn.SubscribeOptions{})
-	var nl *conn.NotLeaderError
+	sub, err := c.Subscribe(t.Context(), felix.Topic{TenantID: p.fx.TenantID, Namespace: "app", Stream: "sub-first"}, conn.SubscribeOptions{})
+	var nl *felix.NotLeaderError
 	if errors.As(err, &nl) {
 		c, err = p.dial(t, nl.Addr, p.fx.Token)
 		require.NoError(t, err)
-		sub, err = c.Subscribe(t.Context(), conn.Topic{TenantID: p.fx.TenantID, Namespace: "app", Stream: "sub-first"}, conn.SubscribeOptions{})
+		sub, err = c.Subscribe(t.Context(), felix.Topic{TenantID: p.fx.TenantID, Namespace: "app", Stream: "sub-first"}, conn.SubscribeOptions{})
 	}
 	require.NoError(t, err, "subscribe to a stream never declared")
 	require.NoError(t, sub.Close())
@@ -146,14 +147,14 @@ func TestBrokerCommandClusterOperatorTokensStrict(t *testing.T) {
 	c, err := p.dial(t, p.addr, p.fx.Token)
 	require.NoError(t, err, "the fixture's generated token")
 	pub := func(stream string) error {
-		_, err := c.Publish(t.Context(), conn.Topic{TenantID: "t1", Namespace: "app", Stream: stream}, []byte("x"),
+		_, err := c.Publish(t.Context(), felix.Topic{TenantID: "t1", Namespace: "app", Stream: stream}, []byte("x"),
 			conn.PublishOptions{Ack: felix.AckPerMessage})
 		return err
 	}
 	require.NoError(t, pub("declared"))
 	requireCode(t, pub("undeclared"), felix.CodeNotFound)
-	require.NoError(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "app", Cache: "declared"}, "k", nil, time.Minute))
-	requireCode(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "app", Cache: "undeclared"}, "k", nil, 0), felix.CodeNotFound)
+	require.NoError(t, api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "app", Cache: "declared"}, "k", nil, time.Minute))
+	requireCode(t, api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "app", Cache: "undeclared"}, "k", nil, 0), felix.CodeNotFound)
 	logs := p.stop(t)
 	require.NotContains(t, logs, p.fx.Token, "generated tokens are in the fixture file only")
 	require.NotContains(t, logs, p.fx.UnauthorizedToken)
@@ -192,7 +193,7 @@ func TestBrokerCommandCacheDeclared(t *testing.T) {
 	c, err := conn.Dial(t.Context(), b.addr, &conn.Config{TLS: &tls.Config{RootCAs: b.pool}, TenantID: "t1", Token: "demo-token"})
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "declared"}, "k", []byte("v"), 0))
-	requireCode(t, api.New(c).CachePut(t.Context(), conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "other"}, "k", nil, 0), felix.CodeNotFound)
+	require.NoError(t, api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "declared"}, "k", []byte("v"), 0))
+	requireCode(t, api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "other"}, "k", nil, 0), felix.CodeNotFound)
 	require.Contains(t, b.stop(t), `msg="cache declared" tenant=t1 namespace=ns cache=declared`)
 }

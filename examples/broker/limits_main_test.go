@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // Tokens come from a file (not the command line), scoped tokens are
@@ -57,12 +58,12 @@ func TestBrokerCommandTokensFileAndStats(t *testing.T) {
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(pem))
 	ctx := t.Context()
-	topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
+	topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}
 	ro, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: "t1", Token: "ro"})
 	require.NoError(t, err)
 	defer ro.Close()
 	_, err = ro.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	_, err = conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: "t1", Token: "guess"})

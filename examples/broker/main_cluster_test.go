@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/stretchr/testify/require"
 )
 
 // -nodes serves a cluster, writes the fixture once ready, and stops on
@@ -48,7 +49,7 @@ func TestBrokerCommandCluster(t *testing.T) {
 	for _, a := range append(f.Addrs, f.LinkAddr) {
 		c, err := conn.Dial(t.Context(), a, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: f.TenantID, Token: f.Token})
 		require.NoError(t, err)
-		_, err = c.Publish(t.Context(), conn.Topic{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.LinkStream},
+		_, err = c.Publish(t.Context(), felix.Topic{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.LinkStream},
 			[]byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
 		require.NoError(t, err, a)
 		require.NoError(t, c.Close())

@@ -16,12 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/webpki"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 // TestMain lets the test binary act as the broker command when re-executed
@@ -94,7 +95,7 @@ func TestBrokerCommandSignal(t *testing.T) {
 				VerifyPeerCertificate: wv.VerifyPeerCertificate("localhost")}, TenantID: "t1", Token: "secret"})
 			require.NoError(t, err, "webpki-style verification of the -cert-out certificate")
 			require.NoError(t, rc.Close())
-			topic := conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
+			topic := felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "orders"}
 			sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
 			require.NoError(t, err)
 			res, err := c.Publish(ctx, topic, []byte("hi"), conn.PublishOptions{Ack: felix.AckPerBatch})

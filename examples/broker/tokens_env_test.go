@@ -12,9 +12,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // brokerProc is a broker command running as a child process.
@@ -70,7 +71,7 @@ func (b *brokerProc) publish(t *testing.T, token string) error {
 		return err
 	}
 	defer c.Close()
-	_, err = c.Publish(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	_, err = c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	return err
 }
 
@@ -122,7 +123,7 @@ func TestBrokerCommandStatsLog(t *testing.T) {
 	ctx := t.Context()
 	c, err := conn.Dial(ctx, b.addr, &conn.Config{TLS: &tls.Config{RootCAs: b.pool}, TenantID: "t1", Token: "demo-token"})
 	require.NoError(t, err)
-	_, err = c.Publish(ctx, conn.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	_, err = c.Publish(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	var line string
 	for l := range b.lines {

@@ -32,11 +32,12 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/quic-go/quic-go"
 )
 
 // layouts are the frame layouts with a series of their own.
@@ -253,7 +254,7 @@ func CloseReason(err error) string {
 // outside its table), "unauthenticated" without one, or "ended" for a
 // stream that ended or was reset before authenticating.
 func RefusalReason(err error) string {
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	switch {
 	case errors.As(err, &be) && be.Code != "":
 		return codeLabel(be.Code)

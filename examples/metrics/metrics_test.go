@@ -7,15 +7,16 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/examples/metrics"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 // startBroker starts the reference broker with the server collector's
@@ -46,7 +47,7 @@ func TestCollectorOverQUIC(t *testing.T) {
 	cfg := &conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool()}, TenantID: server.DemoTenant, Token: server.DemoToken, Hooks: cliCol.Hooks()}
 	c, err := conn.Dial(ctx, srv.Addr().String(), cfg)
 	require.NoError(t, err)
-	topic := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
+	topic := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
 	for range 3 {
 		_, err := c.PublishBatch(ctx, topic, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch})
 		require.NoError(t, err)
@@ -147,7 +148,7 @@ func TestCloseCodesDoNotGrowSeries(t *testing.T) {
 	// A legitimate client is still served and its own close (code 0) keeps its name.
 	c, err := conn.Dial(ctx, srv.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: srv.CertPool()}, TenantID: server.DemoTenant, Token: server.DemoToken})
 	require.NoError(t, err)
-	_, err = c.Publish(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+	_, err = c.Publish(ctx, felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	<-opened
 	require.NoError(t, c.Close())
@@ -180,7 +181,7 @@ func TestLabelsAreBounded(t *testing.T) {
 		{felix.CodeRevoked, "revoked"},
 		{"made_up_by_the_broker_12345", "other"},
 	} {
-		require.Equal(t, tc.want, metrics.RefusalReason(&conn.BrokerError{Type: "error", Code: tc.code}))
+		require.Equal(t, tc.want, metrics.RefusalReason(&felix.BrokerError{Type: "error", Code: tc.code}))
 	}
 	// Ack outcomes carry the broker's code: unknown ones share "other".
 	col := metrics.New("")

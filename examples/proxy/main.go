@@ -78,7 +78,7 @@ func run(args []string) error {
 	if *token != "" {
 		auth = func(_ context.Context, a *felix.Auth) (any, error) {
 			if a.Token != *token {
-				return nil, &conn.BrokerError{Message: "bad token", Code: felix.CodeUnauthenticated}
+				return nil, &felix.BrokerError{Message: "bad token", Code: felix.CodeUnauthenticated}
 			}
 			return a.TenantID, nil
 		}

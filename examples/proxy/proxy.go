@@ -97,7 +97,7 @@ func (p *Proxy) serve(st *conn.Stream) {
 			p.subscribe(ctx, st, m)
 			return
 		default:
-			err = st.WriteErr(ctx, &conn.BrokerError{Message: "not proxied: " + m.MessageType(), Code: felix.CodeInvalidRequest})
+			err = st.WriteErr(ctx, &felix.BrokerError{Message: "not proxied: " + m.MessageType(), Code: felix.CodeInvalidRequest})
 		}
 		if err != nil {
 			return
@@ -105,8 +105,8 @@ func (p *Proxy) serve(st *conn.Stream) {
 	}
 }
 
-func topic(tenant, ns, stream string) conn.Topic {
-	return conn.Topic{TenantID: tenant, Namespace: ns, Stream: stream}
+func topic(tenant, ns, stream string) felix.Topic {
+	return felix.Topic{TenantID: tenant, Namespace: ns, Stream: stream}
 }
 
 // publishBinary forwards a binary batch without taking its payloads apart.
@@ -122,19 +122,19 @@ func (p *Proxy) publishBinary(ctx context.Context, st *conn.Stream, req conn.Req
 		err = errors.New("idempotent publishes are not proxied")
 	}
 	if err != nil {
-		pa.Post(conn.PublishResult{}, &conn.BrokerError{Message: err.Error(), Code: felix.CodeInvalidRequest})
+		pa.Post(felix.PublishResult{}, &felix.BrokerError{Message: err.Error(), Code: felix.CodeInvalidRequest})
 		return nil
 	}
 	o := conn.PublishOptions{Ack: v.AckMode, NoAck: v.AckMode == felix.AckNone, Key: v.Key}
 	t := topic(string(v.TenantID), string(v.Namespace), string(v.Stream))
 	if err := p.up.PublishViewAsync(ctx, t, &v, o, pa.Post); err != nil {
-		pa.Post(conn.PublishResult{}, err) // not sent upstream
+		pa.Post(felix.PublishResult{}, err) // not sent upstream
 	}
 	return nil
 }
 
 // publish forwards a JSON publish or publish_batch.
-func (p *Proxy) publish(ctx context.Context, st *conn.Stream, req conn.Request, t conn.Topic, payloads [][]byte,
+func (p *Proxy) publish(ctx context.Context, st *conn.Stream, req conn.Request, t felix.Topic, payloads [][]byte,
 	ack felix.Opt[felix.AckMode], key felix.Opt[[]byte]) error {
 	pa, err := st.ReservePublish(req)
 	if err != nil {
@@ -145,7 +145,7 @@ func (p *Proxy) publish(ctx context.Context, st *conn.Stream, req conn.Request, 
 		o.Ack, o.NoAck = ack.V, ack.V == felix.AckNone // "none": fire-and-forget upstream too
 	}
 	if err := p.up.PublishBatchAsync(ctx, t, payloads, o, pa.Post); err != nil {
-		pa.Post(conn.PublishResult{}, err)
+		pa.Post(felix.PublishResult{}, err)
 	}
 	return nil
 }

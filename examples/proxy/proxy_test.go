@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/internal/broker/server"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 // leakCheck fails t if goroutines started during it outlive its cleanups.
@@ -78,7 +79,7 @@ func TestProxyReferenceBroker(t *testing.T) {
 	ctx := testCtx(t)
 	dial := startProxy(t, srv.Addr().String(), srv.CertPool(), server.DemoTenant, server.DemoToken)
 	bin, js := dial(false), dial(true)
-	orders := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "orders"}
+	orders := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "orders"}
 
 	var want []string
 	for i, c := range []*conn.Client{bin, js, bin, js} {
@@ -113,14 +114,14 @@ func TestProxyReferenceBroker(t *testing.T) {
 	// Refusals keep their code and class: a tenant the credential does not
 	// cover is forbidden (fatal), an offset past the tail a cursor error.
 	for _, c := range []*conn.Client{bin, js} {
-		_, err := c.Publish(ctx, conn.Topic{TenantID: "other", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
-		var be *conn.BrokerError
+		_, err := c.Publish(ctx, felix.Topic{TenantID: "other", Namespace: "ns", Stream: "s"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeForbidden, be.Code)
 		require.Equal(t, felix.RetryFatal, be.RetryClass())
 	}
 	_, err = js.Subscribe(ctx, orders, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartOffset, Offset: 1000}})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "in_future", ce.Reason)
 }
@@ -160,12 +161,12 @@ func fakeUpstream(t *testing.T) (addr string, roots *x509.CertPool) {
 			var perr error
 			switch {
 			case strings.HasPrefix(stream, "unavail"):
-				perr = &conn.BrokerError{Message: "no owner", Code: felix.CodeShardUnavailable, Reason: "owner_unavailable"}
+				perr = &felix.BrokerError{Message: "no owner", Code: felix.CodeShardUnavailable, Reason: "owner_unavailable"}
 			case strings.HasPrefix(stream, "quota"):
-				perr = &conn.BrokerError{Message: "over quota", Code: felix.CodeOverloaded, Retry: felix.RetryAfter,
+				perr = &felix.BrokerError{Message: "over quota", Code: felix.CodeOverloaded, Retry: felix.RetryAfter,
 					Reason: "tenant_quota", RetryAfter: 250 * time.Millisecond}
 			}
-			if st.AnswerPublish(ctx, req, conn.PublishResult{Offset: 7, HasOffset: true}, perr) != nil {
+			if st.AnswerPublish(ctx, req, felix.PublishResult{Offset: 7, HasOffset: true}, perr) != nil {
 				return
 			}
 		}
@@ -207,9 +208,9 @@ func fakeSubscribe(t *testing.T, st *conn.Stream, m *felix.Subscribe) {
 	var end error
 	switch {
 	case strings.HasPrefix(m.Stream, "lagging"):
-		end = &conn.LaggedError{ResumeFrom: 2}
+		end = &felix.LaggedError{ResumeFrom: 2}
 	case strings.HasPrefix(m.Stream, "moved"):
-		end = &conn.ShardMovedError{ResumeFrom: 2, HasResumeFrom: true, NodeID: "b2", Generation: 4}
+		end = &felix.ShardMovedError{ResumeFrom: 2, HasResumeFrom: true, NodeID: "b2", Generation: 4}
 	}
 	es.End(ctx, end)
 }
@@ -225,14 +226,14 @@ func TestProxyLagAndRetryClasses(t *testing.T) {
 	ctx := testCtx(t)
 	for _, forceJSON := range []bool{false, true} {
 		c := dial(forceJSON)
-		tp := func(s string) conn.Topic { return conn.Topic{TenantID: "t1", Namespace: "ns", Stream: s} }
+		tp := func(s string) felix.Topic { return felix.Topic{TenantID: "t1", Namespace: "ns", Stream: s} }
 
 		res, err := c.Publish(ctx, tp("ok"), []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
 		require.NoError(t, err)
 		require.Equal(t, uint64(7), res.Offset)
 
 		_, err = c.Publish(ctx, tp("unavail"), []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeShardUnavailable, be.Code)
 		require.Equal(t, felix.RetryRetry, be.Retry, "json=%v: the code's default class, sent explicitly", forceJSON)
@@ -256,11 +257,11 @@ func TestProxyLagAndRetryClasses(t *testing.T) {
 			_, err = sub.Next(ctx)
 			switch stream {
 			case "lagging":
-				var lg *conn.LaggedError
+				var lg *felix.LaggedError
 				require.ErrorAs(t, err, &lg, "a lagged upstream is never a clean end downstream")
-				require.Equal(t, &conn.LaggedError{SubscriptionID: sub.ID(), ResumeFrom: 2}, lg)
+				require.Equal(t, &felix.LaggedError{SubscriptionID: sub.ID(), ResumeFrom: 2}, lg)
 			case "moved":
-				var sm *conn.ShardMovedError
+				var sm *felix.ShardMovedError
 				require.ErrorAs(t, err, &sm)
 				require.Equal(t, uint64(2), sm.ResumeFrom)
 				require.Equal(t, "b2", sm.NodeID)
@@ -296,7 +297,7 @@ func TestProxyReferenceBrokerLag(t *testing.T) {
 	ctx := testCtx(t)
 	dial := startProxy(t, srv.Addr().String(), srv.CertPool(), server.DemoTenant, server.DemoToken)
 	c := dial(false)
-	tp := conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "firehose"}
+	tp := felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "firehose"}
 	sub, err := c.Subscribe(ctx, tp, conn.SubscribeOptions{QueueCapacity: 1})
 	require.NoError(t, err)
 	defer sub.Close()
@@ -314,7 +315,7 @@ func TestProxyReferenceBrokerLag(t *testing.T) {
 	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
-			var lg *conn.LaggedError
+			var lg *felix.LaggedError
 			require.ErrorAs(t, err, &lg)
 			require.Equal(t, sub.ID(), lg.SubscriptionID)
 			require.Equal(t, n, lg.ResumeFrom, "every record before the lag was delivered")

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 func TestStartAndClose(t *testing.T) {
@@ -111,15 +112,15 @@ func TestRedirectToOwner(t *testing.T) {
 	opts := conn.SubscribeOptions{Shard: felix.Some(uint32(1)), Start: felix.StartPosition{Kind: felix.StartEarliest}}
 
 	_, err := dial(t, c, c.Addr(other), nil).Subscribe(ctxT(t), tp, opts)
-	var nl *conn.NotLeaderError
+	var nl *felix.NotLeaderError
 	require.ErrorAs(t, err, &nl)
-	require.Equal(t, conn.NotLeaderError{NodeID: c.NodeID(owner), Addr: c.Addr(owner), Generation: gen}, *nl)
+	require.Equal(t, felix.NotLeaderError{NodeID: c.NodeID(owner), Addr: c.Addr(owner), Generation: gen}, *nl)
 
 	// Without FEATURE_REDIRECT: an error with code not_leader, retry redirect.
 	_, err = dial(t, c, c.Addr(other), func(cfg *conn.Config) {
 		cfg.Features = felix.DefaultClientFeatures() &^ felix.FeatureRedirect
 	}).Subscribe(ctxT(t), tp, opts)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotLeader, be.Code)
 	require.Equal(t, felix.RetryRedirect, be.RetryClass())
@@ -165,7 +166,7 @@ func TestDefaultUnauthorizedToken(t *testing.T) {
 	require.NoError(t, f.Validate())
 	cl := dial(t, c, c.Addr(0), func(cfg *conn.Config) { cfg.Token = cluster.DefaultUnauthorizedToken })
 	_, err = cl.Publish(ctxT(t), topic(c, cluster.DurableStream), []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 }

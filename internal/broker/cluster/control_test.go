@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // The control endpoint obeys only a request with its bearer token, from no
@@ -120,14 +121,14 @@ func TestOperatorTokensReplaceTheBuiltInOnes(t *testing.T) {
 	refused := func(t *testing.T, c *cluster.Cluster, tenant, token string) {
 		t.Helper()
 		_, err := conn.Dial(ctxT(t), c.Addr(0), &conn.Config{TLS: c.TLS(), TenantID: tenant, Token: token})
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be, token)
 		require.Equal(t, felix.CodeUnauthenticated, be.Code, token)
 	}
 	forbidden := func(t *testing.T, c *cluster.Cluster, token string) {
 		t.Helper()
 		_, err := publish(t, dial(t, c, c.Addr(0), func(cfg *conn.Config) { cfg.Token = token }), topic(c, cluster.DurableStream), "x")
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeForbidden, be.Code)
 	}
@@ -180,10 +181,10 @@ func TestOperatorTokensReplaceTheBuiltInOnes(t *testing.T) {
 
 // subscribeOwner subscribes through the node serving t's shard 0,
 // following one not_leader redirect.
-func subscribeOwner(t *testing.T, c *cluster.Cluster, from int, tp conn.Topic) *conn.Subscription {
+func subscribeOwner(t *testing.T, c *cluster.Cluster, from int, tp felix.Topic) *conn.Subscription {
 	t.Helper()
 	sub, err := dial(t, c, c.Addr(from), nil).Subscribe(ctxT(t), tp, conn.SubscribeOptions{})
-	var nl *conn.NotLeaderError
+	var nl *felix.NotLeaderError
 	if err != nil && errors.As(err, &nl) {
 		sub, err = dial(t, c, nl.Addr, nil).Subscribe(ctxT(t), tp, conn.SubscribeOptions{})
 	}
@@ -199,7 +200,7 @@ func subscribeOwner(t *testing.T, c *cluster.Cluster, from int, tp conn.Topic) *
 func TestNamesCreatedOnFirstUse(t *testing.T) {
 	c := start(t, cluster.Config{Nodes: 3, Engine: engine.Config{DefaultStream: engine.StreamConfig{Durable: true, Shards: 2}}})
 	for i := range c.Nodes() {
-		tp := conn.Topic{TenantID: cluster.DefaultTenant, Namespace: "app", Stream: "new-" + strconv.Itoa(i)}
+		tp := felix.Topic{TenantID: cluster.DefaultTenant, Namespace: "app", Stream: "new-" + strconv.Itoa(i)}
 		res, err := publish(t, dial(t, c, c.Addr(i), nil), tp, "first")
 		require.NoError(t, err, "publish through node %d", i)
 		require.True(t, res.HasOffset, "durable, as DefaultStream says")
@@ -207,7 +208,7 @@ func TestNamesCreatedOnFirstUse(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, uint32(2), info.Shards)
 
-		subTp := conn.Topic{TenantID: tp.TenantID, Namespace: tp.Namespace, Stream: "sub-first-" + strconv.Itoa(i)}
+		subTp := felix.Topic{TenantID: tp.TenantID, Namespace: tp.Namespace, Stream: "sub-first-" + strconv.Itoa(i)}
 		sub := subscribeOwner(t, c, i, subTp)
 		_, err = publish(t, dial(t, c, c.Addr((i+1)%c.Nodes()), nil), subTp, "after the subscribe")
 		require.NoError(t, err)
@@ -215,7 +216,7 @@ func TestNamesCreatedOnFirstUse(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "after the subscribe", string(ev.Payload))
 
-		ref := conn.CacheRef{TenantID: tp.TenantID, Namespace: "app", Cache: "cache-" + strconv.Itoa(i)}
+		ref := felix.CacheRef{TenantID: tp.TenantID, Namespace: "app", Cache: "cache-" + strconv.Itoa(i)}
 		cl := dial(t, c, c.Addr(i), nil)
 		require.NoError(t, api.New(cl).CachePut(ctxT(t), ref, "k", []byte("v"), 0))
 		v, found, err := api.New(dial(t, c, c.Addr((i+1)%c.Nodes()), nil)).CacheGet(ctxT(t), ref, "k")
@@ -227,20 +228,20 @@ func TestNamesCreatedOnFirstUse(t *testing.T) {
 		require.Equal(t, int64(2), n)
 	}
 	_, err := publish(t, dial(t, c, c.Addr(0), nil), topic(c, cluster.MissingStream), "x")
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code, "the fixture's missing stream is never created")
 
 	strict := start(t, cluster.Config{Nodes: 2, Engine: engine.Config{NoAutoCreateStreams: true, NoAutoCreateCaches: true}})
 	strict.CreateCache(engine.CacheRef{Tenant: cluster.DefaultTenant, Namespace: "app", Cache: "declared"})
 	cl := dial(t, strict, strict.Addr(0), nil)
-	_, err = publish(t, cl, conn.Topic{TenantID: cluster.DefaultTenant, Namespace: "app", Stream: "nosuch"}, "x")
+	_, err = publish(t, cl, felix.Topic{TenantID: cluster.DefaultTenant, Namespace: "app", Stream: "nosuch"}, "x")
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
-	err = api.New(cl).CachePut(ctxT(t), conn.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "nosuch"}, "k", nil, 0)
+	err = api.New(cl).CachePut(ctxT(t), felix.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "nosuch"}, "k", nil, 0)
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
-	require.NoError(t, api.New(cl).CachePut(ctxT(t), conn.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "declared"}, "k", nil, 0))
+	require.NoError(t, api.New(cl).CachePut(ctxT(t), felix.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "app", Cache: "declared"}, "k", nil, 0))
 }
 
 // GET /state: every node with its state, the faults in force, the owner
@@ -251,7 +252,7 @@ func TestControlState(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.CreateStream(engine.Topic{Tenant: "t1", Namespace: "app", Stream: "declared"}, engine.StreamConfig{Shards: 3}))
 	c.CreateCache(engine.CacheRef{Tenant: "t1", Namespace: "app", Cache: "declared-cache"})
-	_, err = publish(t, dial(t, c, c.Addr(0), nil), conn.Topic{TenantID: "t1", Namespace: "app", Stream: "used"}, "x")
+	_, err = publish(t, dial(t, c, c.Addr(0), nil), felix.Topic{TenantID: "t1", Namespace: "app", Stream: "used"}, "x")
 	require.NoError(t, err)
 
 	state := func() cluster.State {

@@ -27,7 +27,7 @@ func Example() {
 		panic(err)
 	}
 	defer cl.Close()
-	res, err := cl.Publish(ctx, conn.Topic{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.MovableStream},
+	res, err := cl.Publish(ctx, felix.Topic{TenantID: f.TenantID, Namespace: f.Namespace, Stream: f.MovableStream},
 		[]byte("hello"), conn.PublishOptions{Ack: felix.AckPerMessage})
 	if err != nil {
 		panic(err)

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn"
-	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/internal/broker/cluster"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,9 +50,9 @@ func dial(t testing.TB, c *cluster.Cluster, addr string, adjust func(*conn.Confi
 	return cl
 }
 
-func topic(c *cluster.Cluster, stream string) conn.Topic {
+func topic(c *cluster.Cluster, stream string) felix.Topic {
 	f := c.Fixture()
-	return conn.Topic{TenantID: f.TenantID, Namespace: f.Namespace, Stream: stream}
+	return felix.Topic{TenantID: f.TenantID, Namespace: f.Namespace, Stream: stream}
 }
 
 // raw is a bare QUIC connection speaking frames by hand.

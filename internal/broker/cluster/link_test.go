@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 // linkClient dials through the interposer with a short idle timeout, so
@@ -24,7 +25,7 @@ func linkClient(t testing.TB, c *cluster.Cluster) *conn.Client {
 	})
 }
 
-func publish(t testing.TB, cl *conn.Client, tp conn.Topic, p string) (conn.PublishResult, error) {
+func publish(t testing.TB, cl *conn.Client, tp felix.Topic, p string) (felix.PublishResult, error) {
 	return cl.Publish(ctxT(t), tp, []byte(p), conn.PublishOptions{Ack: felix.AckPerMessage})
 }
 
@@ -185,7 +186,7 @@ func TestControlEndpoint(t *testing.T) {
 	code, _ = post(t, c, url+"/fence", `{"hold_ms":600000}`)
 	require.Equal(t, http.StatusOK, code)
 	_, err = publish(t, dial(t, c, f.Addrs[0], nil), topic(c, f.MovableStream), "x")
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeShardUnavailable, be.Code)
 	code, _ = post(t, c, url+"/fence", "")

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/stretchr/testify/require"
 )
 
 // ackedFrame encodes an acked binary publish of one record.
@@ -101,14 +102,14 @@ func TestFenceMoveShardMoved(t *testing.T) {
 	require.NotEqual(t, old, to)
 	for _, i := range []int{old, to} {
 		_, err = dial(t, c, c.Addr(i), nil).Publish(ctxT(t), tp, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be, "node %d", i)
 		require.Equal(t, felix.CodeShardUnavailable, be.Code)
 		require.Equal(t, felix.RetryRetry, be.RetryClass())
 		require.Equal(t, "moving", be.Reason)
 	}
 	_, err = dial(t, c, c.Addr(to), nil).Subscribe(ctxT(t), tp, conn.SubscribeOptions{})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeShardUnavailable, be.Code)
 	_, err = c.Fence(f.MovableStream, 0, 0)
@@ -116,14 +117,14 @@ func TestFenceMoveShardMoved(t *testing.T) {
 
 	require.NoError(t, c.Move(f.MovableStream, 0, to)) // cut over now
 	_, err = sub.Next(ctxT(t))
-	var moved *conn.ShardMovedError
+	var moved *felix.ShardMovedError
 	require.ErrorAs(t, err, &moved)
-	require.Equal(t, conn.ShardMovedError{SubscriptionID: sub.ID(), ResumeFrom: 3, HasResumeFrom: true,
+	require.Equal(t, felix.ShardMovedError{SubscriptionID: sub.ID(), ResumeFrom: 3, HasResumeFrom: true,
 		NodeID: c.NodeID(to), Addr: c.Addr(to), Generation: gen + 1}, *moved)
 
 	// The old owner now redirects; the new one serves the whole log.
 	_, err = oldCl.Subscribe(ctxT(t), tp, conn.SubscribeOptions{})
-	var nl *conn.NotLeaderError
+	var nl *felix.NotLeaderError
 	require.ErrorAs(t, err, &nl)
 	require.Equal(t, c.Addr(to), nl.Addr)
 	newCl := dial(t, c, c.Addr(to), nil)
@@ -180,7 +181,7 @@ func TestQuorumTimeout(t *testing.T) {
 	for _, i := range []int{leader, (leader + 1) % 3} {
 		cl := dial(t, c, c.Addr(i), nil)
 		_, err = cl.Publish(ctxT(t), tp, []byte("q"), conn.PublishOptions{Ack: felix.AckPerMessage})
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be, "node %d", i)
 		require.Equal(t, felix.CodeQuorumTimeout, be.Code)
 		require.Equal(t, felix.RetryOutcomeUnknown, be.RetryClass())
@@ -201,7 +202,7 @@ func TestQuorumTimeout(t *testing.T) {
 	require.NoError(t, c.Kill((leader+1)%3))
 	require.NoError(t, c.Kill((leader+2)%3))
 	_, err = dial(t, c, c.Addr(leader), nil).Publish(ctxT(t), tp, []byte("q"), conn.PublishOptions{Ack: felix.AckPerMessage})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeQuorumTimeout, be.Code)
 }
@@ -215,9 +216,9 @@ func TestTrimmedHead(t *testing.T) {
 	cl := dial(t, c, c.Addr(owner), nil)
 	tp := topic(c, f.DurableStream)
 	_, err := cl.Subscribe(ctxT(t), tp, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartOffset, Offset: 0}})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, conn.CursorError{Reason: "too_old", Requested: 0, Available: cluster.TrimmedHead}, *ce)
+	require.Equal(t, felix.CursorError{Reason: "too_old", Requested: 0, Available: cluster.TrimmedHead}, *ce)
 	sub, err := cl.Subscribe(ctxT(t), tp, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 	require.NoError(t, err)
 	defer sub.Close()

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 // Answers nobody reads (issue 22, finding 5, at small scale): 32 streams
@@ -20,7 +21,7 @@ import (
 // ones hold no copy, and every stream is reset once the answer write bound
 // passed; a legitimate client is served throughout.
 func TestUnreadAnswersBounded(t *testing.T) {
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "big"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "big"}
 	for _, tc := range []struct {
 		name  string
 		feats felix.Features

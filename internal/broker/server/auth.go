@@ -266,22 +266,22 @@ func (ix tokenIndex) lookup(tok string) (Identity, bool) {
 // errAuthFailed is the one answer to every refused credential: an unknown
 // token and a token of another tenant look the same, so that an answer
 // never tells a guesser that a token exists.
-func errAuthFailed() *conn.BrokerError {
-	return &conn.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
+func errAuthFailed() *felix.BrokerError {
+	return &felix.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated}
 }
 
 // errAuthThrottled answers a failure over a budget, and every later auth
 // of its connection: the client should come back after wait on a new
 // connection.
-func errAuthThrottled(wait time.Duration) *conn.BrokerError {
-	return &conn.BrokerError{Type: "error", Message: "auth throttled", Code: felix.CodeOverloaded,
+func errAuthThrottled(wait time.Duration) *felix.BrokerError {
+	return &felix.BrokerError{Type: "error", Message: "auth throttled", Code: felix.CodeOverloaded,
 		Retry: felix.RetryAfter, RetryAfter: max(wait.Round(time.Millisecond), time.Millisecond)}
 }
 
 // authenticate is the conn.Authenticator of the broker (see AuthLimits).
 func (s *Server) authenticate(ctx context.Context, a *felix.Auth) (any, error) {
 	if s.draining.Load() {
-		return nil, &conn.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining}
+		return nil, &felix.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining}
 	}
 	sc, _ := conn.ConnFromContext(ctx)
 	addr := ""

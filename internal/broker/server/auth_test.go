@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 func TestParseTokens(t *testing.T) {
@@ -376,13 +377,13 @@ func TestTokenPermissions(t *testing.T) {
 	}
 	forbidden := func(err error) {
 		t.Helper()
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeForbidden, be.Code)
 		require.Equal(t, felix.RetryFatal, be.RetryClass())
 	}
 	full, reader, nothing := as("full"), as("reader"), as("nothing")
-	ref := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
+	ref := felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "c"}
 	require.NoError(t, api.New(full).CachePut(ctx, ref, "k", []byte("v"), 0))
 
 	_, err = reader.Publish(ctx, topic, []byte("x"), conn.PublishOptions{Ack: felix.AckPerBatch})

@@ -4,11 +4,12 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // Issue 22 #7: the live bytes of one tenant's caches, and of all caches,
@@ -28,14 +29,14 @@ func TestCacheBytesBoundedPerTenantAndBrokerWide(t *testing.T) {
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
 	good := dial(t, srv, nil)
-	mine := conn.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "mine"}
+	mine := felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "mine"}
 	big := make([]byte, value)
 	require.NoError(t, api.New(good).CachePut(ctx, mine, "k", big, 0))
 	heap0 := heapAfterGC()
 
 	limited := func(err error, whose string) {
 		t.Helper()
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, felix.CodeLimitExceeded, be.Code)
 		require.Contains(t, be.Message, "cache full: "+whose)
@@ -43,7 +44,7 @@ func TestCacheBytesBoundedPerTenantAndBrokerWide(t *testing.T) {
 	fill := func(tenant, token string) (stored int, last error) {
 		c := dial(t, srv, func(c *conn.Config) { c.TenantID, c.Token = tenant, token })
 		for cache := range 20 {
-			ref := conn.CacheRef{TenantID: tenant, Namespace: "ns", Cache: "c" + strconv.Itoa(cache)}
+			ref := felix.CacheRef{TenantID: tenant, Namespace: "ns", Cache: "c" + strconv.Itoa(cache)}
 			for k := range 4 {
 				if err := api.New(c).CachePut(ctx, ref, "k"+strconv.Itoa(k), big, 0); err != nil {
 					return stored, err
@@ -92,7 +93,7 @@ func TestCacheLogsBoundedBrokerWide(t *testing.T) {
 	for i := range writes {
 		for k := range caches {
 			big[0] = byte(i)
-			ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "log" + strconv.Itoa(k)}
+			ref := felix.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "log" + strconv.Itoa(k)}
 			require.NoError(t, api.New(c).CachePut(ctx, ref, "k", big, 0))
 		}
 	}

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 type clock struct{ ns atomic.Int64 }
@@ -18,7 +19,7 @@ type clock struct{ ns atomic.Int64 }
 func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-var cref = conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
+var cref = felix.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
 
 func TestCacheTTLExpiry(t *testing.T) {
 	clk := &clock{}
@@ -138,7 +139,7 @@ func TestWatchResumeWithoutGaps(t *testing.T) {
 	require.True(t, ev.Deleted)
 
 	_, err = c.CacheWatch(ctx, cref, conn.WatchOptions{Key: felix.Some("k"), FromOffset: felix.Some[uint64](1 << 40)})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "in_future", ce.Reason)
 }
@@ -167,7 +168,7 @@ func TestWatchLaggedResume(t *testing.T) {
 		require.NoError(t, api.New(c).CachePut(ctx, cref, "hot", big, 0))
 	}
 	var got []uint64
-	var lag *conn.LaggedError
+	var lag *felix.LaggedError
 	for {
 		ev, err := w.Next(ctx)
 		if err != nil {

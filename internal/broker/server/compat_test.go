@@ -3,10 +3,11 @@ package server_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // A legacy client (auth without client_flags) gets ok, publishes in JSON
@@ -222,11 +223,11 @@ func TestSubscriptionLimitPerConnection(t *testing.T) {
 	c := dial(t, srv, nil)
 	a, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{})
 	require.NoError(t, err)
-	w, err := c.CacheWatch(ctx, conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "c"}, conn.WatchOptions{Key: felix.Some("k")})
+	w, err := c.CacheWatch(ctx, felix.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "c"}, conn.WatchOptions{Key: felix.Some("k")})
 	require.NoError(t, err)
 	defer w.Close()
 	_, err = c.Subscribe(ctx, topic, conn.SubscribeOptions{})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeLimitExceeded, be.Code)
 	other := dial(t, srv, nil) // the limit is per connection

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // Finding 6: a graceful shutdown under load. Publishes keep coming while
@@ -65,7 +66,7 @@ func TestShutdownUnderLoadNeverEndsQuietly(t *testing.T) {
 				pubDone <- nil
 				return
 			default:
-				var be *conn.BrokerError
+				var be *felix.BrokerError
 				if !errors.As(err, &be) || be.Code != felix.CodeDraining || be.RetryClass() != felix.RetryRetry {
 					mu.Unlock()
 					pubDone <- err
@@ -142,7 +143,7 @@ func TestShutdownUnderLoadNeverEndsQuietly(t *testing.T) {
 	for i, off := range got {
 		require.Equal(t, uint64(i), off)
 	}
-	var le *conn.LaggedError
+	var le *felix.LaggedError
 	switch {
 	case kerr == io.EOF:
 		require.Equal(t, len(acked), len(got), "a subscription that ended cleanly got every acked record")

@@ -110,7 +110,7 @@ func benchEndToEnd(b *testing.B, size, nsubs int) {
 		payloads[i] = make([]byte, size)
 	}
 	var acked sync.WaitGroup
-	done := func(_ conn.PublishResult, err error) {
+	done := func(_ felix.PublishResult, err error) {
 		if err != nil {
 			b.Error(err)
 		}

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 const allEventFlags = rawFlags | felix.FlagEventBatchPublisher | felix.FlagEventBatchTimestamps
@@ -134,7 +135,7 @@ func TestLargeFrameBuffersNotPinned(t *testing.T) {
 	require.NoError(t, srv.Engine().CreateStream(tp, engine.StreamConfig{RingRecords: 1}))
 	c := dial(t, srv, func(cfg *conn.Config) { cfg.PublishStreams = streams })
 	ctx := ctxT(t)
-	ct := conn.Topic{TenantID: tp.Tenant, Namespace: tp.Namespace, Stream: tp.Stream}
+	ct := felix.Topic{TenantID: tp.Tenant, Namespace: tp.Namespace, Stream: tp.Stream}
 	_, err := c.Publish(ctx, ct, []byte("warm"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	before := heapAfterGC()

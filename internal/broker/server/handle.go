@@ -252,7 +252,7 @@ func (h *handler) write(m felix.Message) bool {
 
 // refuse answers an error and ends the stream.
 func (h *handler) refuse(code felix.ErrorCode, msg string) bool {
-	_ = h.st.WriteError(h.st.Conn().Context(), &conn.BrokerError{Type: "error", Message: msg, Code: code})
+	_ = h.st.WriteError(h.st.Conn().Context(), &felix.BrokerError{Type: "error", Message: msg, Code: code})
 	h.st.Close()
 	return false
 }

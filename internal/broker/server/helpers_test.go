@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -85,7 +86,7 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-var topic = conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
+var topic = felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
 
 // raw is a bare QUIC client that writes frames by hand.
 type raw struct {

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // checkServing proves the broker still serves a well-behaved client.
@@ -19,7 +20,7 @@ func checkServing(t *testing.T, c *conn.Client) {
 	ctx := ctxT(t)
 	_, err := c.Publish(ctx, topic, []byte("still here"), conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
-	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "alive"}
+	ref := felix.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "alive"}
 	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("v"), 0))
 }
 

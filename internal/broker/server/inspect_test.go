@@ -3,12 +3,13 @@ package server_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 const opsToken = "ops-token"
@@ -42,7 +43,7 @@ func TestShardInspectOverQUIC(t *testing.T) {
 	require.NoError(t, srv.Engine().CreateStream(durable, engine.StreamConfig{Durable: true, Shards: 2}))
 	app := dial(t, srv, nil)
 	ctx := ctxT(t)
-	tp := conn.Topic{TenantID: durable.Tenant, Namespace: durable.Namespace, Stream: durable.Stream}
+	tp := felix.Topic{TenantID: durable.Tenant, Namespace: durable.Namespace, Stream: durable.Stream}
 	_, err := app.PublishBatch(ctx, tp, [][]byte{[]byte("a"), []byte("b")}, conn.PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 
@@ -60,7 +61,7 @@ func TestShardInspectOverQUIC(t *testing.T) {
 	require.False(t, v.Serving)
 
 	srv.Engine().CreateCache(engine.CacheRef{Tenant: durable.Tenant, Namespace: durable.Namespace, Cache: "c"})
-	err = api.New(app).CachePut(ctx, conn.CacheRef{TenantID: durable.Tenant, Namespace: durable.Namespace, Cache: "c"}, "k", []byte("v"), 0)
+	err = api.New(app).CachePut(ctx, felix.CacheRef{TenantID: durable.Tenant, Namespace: durable.Namespace, Cache: "c"}, "k", []byte("v"), 0)
 	require.NoError(t, err)
 	v, err = api.New(ops).ShardInspect(ctx, durable.Tenant, durable.Namespace, "c", felix.ShardKindCache, 0)
 	require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestShardInspectOverQUIC(t *testing.T) {
 
 	// Without node.view: forbidden, and the stream stays open.
 	_, err = api.New(app).ShardInspect(ctx, durable.Tenant, durable.Namespace, durable.Stream, felix.ShardKindStream, 0)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 	rs, err := app.OpenRaw(ctx)
@@ -99,7 +100,7 @@ func TestSubscriptionsListOverQUIC(t *testing.T) {
 	ctx := ctxT(t)
 	var subs []*conn.Subscription
 	for _, s := range []string{"b-stream", "a-stream", "b-stream"} {
-		sub, err := app.Subscribe(ctx, conn.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: s}, conn.SubscribeOptions{})
+		sub, err := app.Subscribe(ctx, felix.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: s}, conn.SubscribeOptions{})
 		require.NoError(t, err)
 		subs = append(subs, sub)
 	}
@@ -141,7 +142,7 @@ func TestSubscriptionsListOverQUIC(t *testing.T) {
 	}, "a closed subscription is no longer listed")
 
 	_, err = api.New(app).Subscriptions(ctx, felix.SubscriptionsFilter{}, 0, nil)
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)
 }

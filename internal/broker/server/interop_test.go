@@ -4,12 +4,13 @@ import (
 	"crypto/tls"
 	"testing"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 // Keyed publishes land where docs/routing.md §2 says, over real QUIC: key "k"
@@ -25,7 +26,7 @@ func TestKeyedPlacementFollowsRoutingSpec(t *testing.T) {
 	ctx := ctxT(t)
 	c := dial(t, srv, nil)
 
-	check := func(tp conn.Topic, key string, want uint32, shards int) {
+	check := func(tp felix.Topic, key string, want uint32, shards int) {
 		t.Helper()
 		subs := make([]*conn.Subscription, shards)
 		for i := range subs {
@@ -44,7 +45,7 @@ func TestKeyedPlacementFollowsRoutingSpec(t *testing.T) {
 		require.Equal(t, uint64(1), tail-oldest, "exactly one record on shard %d", want)
 	}
 	check(topic, "k", 0, 4)
-	check(conn.Topic{TenantID: jt.Tenant, Namespace: jt.Namespace, Stream: jt.Stream}, "customer-0", 3, 8)
+	check(felix.Topic{TenantID: jt.Tenant, Namespace: jt.Namespace, Stream: jt.Stream}, "customer-0", 3, 8)
 
 	r := dialRaw(t, srv)
 	s := r.stream(t, rawFlags, 0)
@@ -101,12 +102,12 @@ func TestEphemeralReplayOverQUIC(t *testing.T) {
 		require.True(t, ev.HasOffset)
 	}
 	_, err = c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(2)})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, conn.CursorError{Reason: "too_old", Requested: 2, Available: 3}, *ce)
+	require.Equal(t, felix.CursorError{Reason: "too_old", Requested: 2, Available: 3}, *ce)
 	_, err = c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(8)})
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, conn.CursorError{Reason: "in_future", Requested: 8, Available: 7}, *ce)
+	require.Equal(t, felix.CursorError{Reason: "in_future", Requested: 8, Available: 7}, *ce)
 }
 
 // The broker passes conn's server limits through and reports them: a

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // Finding 3, caches: one key overwritten 200× with 256 KiB and then
@@ -25,7 +26,7 @@ func TestCacheRetentionInBytes(t *testing.T) {
 	good := dial(t, srv, nil)
 	checkServing(t, good)
 	c := dial(t, srv, nil)
-	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "churn"}
+	ref := felix.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "churn"}
 	require.NoError(t, api.New(c).CachePut(ctx, ref, "warm", []byte("x"), 0))
 
 	before := heapAfterGC()
@@ -45,7 +46,7 @@ func TestCacheRetentionInBytes(t *testing.T) {
 	require.Less(t, grew, int64(10<<20), "not %d MiB", writes*size>>20)
 
 	// Live bytes: 8 keys of 256 KiB do not fit 2 MiB with their keys.
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	for i := range 8 {
 		err = api.New(c).CachePut(ctx, ref, fmt.Sprint("full-", i), value, 0)
 		if err != nil {
@@ -76,7 +77,7 @@ func TestStreamRetentionAndAutoCreateLimits(t *testing.T) {
 	before := heapAfterGC()
 	payload := bytes.Repeat([]byte("s"), size)
 	for i := range 5 {
-		tp := conn.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: fmt.Sprint("auto-", i)}
+		tp := felix.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: fmt.Sprint("auto-", i)}
 		for range perStream {
 			_, err := pub.Publish(ctx, tp, payload, conn.PublishOptions{Ack: felix.AckPerBatch})
 			require.NoError(t, err)
@@ -85,9 +86,9 @@ func TestStreamRetentionAndAutoCreateLimits(t *testing.T) {
 		// whatever the bounds say).
 		require.LessOrEqual(t, srv.Stats().Engine.LogBytes, uint64(8<<20+(i+2)*(size+256)))
 	}
-	_, err := pub.Publish(ctx, conn.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: "one-too-many"},
+	_, err := pub.Publish(ctx, felix.Topic{TenantID: topic.TenantID, Namespace: "ns", Stream: "one-too-many"},
 		payload, conn.PublishOptions{Ack: felix.AckPerBatch})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeLimitExceeded, be.Code)
 	after := heapAfterGC()
@@ -106,7 +107,7 @@ func TestStalledWatchBoundedInBytes(t *testing.T) {
 	cfg.Engine.WatchQueueBytes = 2 << 20
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
-	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "w"}
+	ref := felix.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "w"}
 	c := dial(t, srv, nil)
 	require.NoError(t, api.New(c).CachePut(ctx, ref, "k", []byte("x"), 0))
 	r := dialRaw(t, srv)

@@ -7,12 +7,13 @@ import (
 	"io"
 	"testing"
 
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/quic-go/quic-go"
-	"github.com/stretchr/testify/require"
 )
 
 // Graceful shutdown: the broker finishes every event stream, then closes
@@ -77,12 +78,12 @@ func TestSubscribeErrors(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(2)})
-	var ce *conn.CursorError
+	var ce *felix.CursorError
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, conn.CursorError{Reason: "too_old", Requested: 2, Available: 5}, *ce)
+	require.Equal(t, felix.CursorError{Reason: "too_old", Requested: 2, Available: 5}, *ce)
 	_, err = c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartAt(11)})
 	require.ErrorAs(t, err, &ce)
-	require.Equal(t, conn.CursorError{Reason: "in_future", Requested: 11, Available: 10}, *ce)
+	require.Equal(t, felix.CursorError{Reason: "in_future", Requested: 11, Available: 10}, *ce)
 	sub, err := c.Subscribe(ctx, topic, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 	require.NoError(t, err)
 	defer sub.Close()
@@ -95,7 +96,7 @@ func TestSubscribeErrors(t *testing.T) {
 	strict := startBroker(t, server.Config{Engine: engineStrict()})
 	sc := dial(t, strict, nil)
 	_, err = sc.Subscribe(ctx, topic, conn.SubscribeOptions{})
-	var be *conn.BrokerError
+	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
 	require.Equal(t, felix.RetryAfter, be.Retry)

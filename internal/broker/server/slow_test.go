@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 // A subscriber that stops reading while another keeps up: publishers are
@@ -59,7 +60,7 @@ func TestSlowSubscriberLagged(t *testing.T) {
 
 	// Now the slow one reads: a contiguous prefix, then the lag report.
 	var next uint64
-	var lagged *conn.LaggedError
+	var lagged *felix.LaggedError
 	for {
 		ev, err := slow.Next(ctx)
 		if err != nil {

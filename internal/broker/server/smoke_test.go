@@ -4,11 +4,12 @@ import (
 	"crypto/tls"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/server"
-	"github.com/stretchr/testify/require"
 )
 
 func TestAdvertisesWhatItServes(t *testing.T) {
@@ -37,7 +38,7 @@ func TestAuthRefused(t *testing.T) {
 			c.Close()
 		}
 		require.ErrorIs(t, err, conn.ErrAuthRejected, "%v", cred)
-		var be *conn.BrokerError
+		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Contains(t, []felix.ErrorCode{felix.CodeUnauthenticated, felix.CodeForbidden}, be.Code)
 	}
@@ -113,7 +114,7 @@ func TestCacheOverQUIC(t *testing.T) {
 	srv := startBroker(t, server.Config{})
 	ctx := ctxT(t)
 	c := dial(t, srv, nil)
-	ref := conn.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
+	ref := felix.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "c"}
 	_, found, err := api.New(c).CacheGet(ctx, ref, "k")
 	require.NoError(t, err)
 	require.False(t, found)

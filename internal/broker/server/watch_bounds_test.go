@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/conn"
-	"github.com/stretchr/testify/require"
 )
 
 // Issue 22 #6: watches that never read share one encoded frame per live
@@ -26,7 +27,7 @@ func TestStalledWatchesShareFramesAndTheQueuedBound(t *testing.T) {
 	cfg.EventWriteTimeout = time.Second // then the stalled watches end
 	srv := startBroker(t, cfg)
 	ctx := ctxT(t)
-	ref := conn.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "w"}
+	ref := felix.CacheRef{TenantID: topic.TenantID, Namespace: "ns", Cache: "w"}
 	c := dial(t, srv, nil)
 	reader, err := dial(t, srv, nil).CacheWatch(ctx, ref, conn.WatchOptions{Key: felix.Some("k")})
 	require.NoError(t, err)
