@@ -35,7 +35,7 @@ func Example_client() {
 	err = c.CachePut(ctx, ref, "user-7", []byte("cart=3"), time.Minute)
 	n, _, err := c.CounterAdd(ctx, ref, "visits", 1)
 	g := c.Group(api.GroupRef{Topic: orders, Shard: 0, Group: "billing"})
-	_, err = g.Seek(ctx, client.StartEarliest, true)
+	_, err = g.Seek(ctx, client.Earliest, true)
 	recs, err := g.Poll(ctx, api.PollOptions{Max: 10, Wait: time.Second})
 	shards, err := api.New(c.At(addr)).CacheShards(ctx, ref)
 

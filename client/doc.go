@@ -12,7 +12,7 @@
 //	defer c.Close() // drains what was written
 //	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
 //	res, err := c.Publish(ctx, orders, []byte("hello"), client.PublishOptions{}) // acknowledged
-//	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.StartEarliest})
+//	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.Earliest})
 //	for ev, err := range sub.All(ctx) { // resumes by itself after a lost connection
 //		fmt.Println(ev.Offset, string(ev.Payload), err)
 //	}

@@ -99,7 +99,7 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 	if shards != o.shards {
 		return rep, fmt.Errorf("stream has %d shards, want %d", shards, o.shards)
 	}
-	sub, err := subc.SubscribeSharded(ctx, topic, client.ShardedOptions{Start: client.StartEarliest})
+	sub, err := subc.SubscribeSharded(ctx, topic, client.ShardedOptions{Start: client.Earliest})
 	if err != nil {
 		return rep, err
 	}
