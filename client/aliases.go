@@ -154,3 +154,10 @@ const (
 	CodeRevoked          = felix.CodeRevoked
 	CodeStaleWidth       = felix.CodeStaleWidth
 )
+
+// Opt is an optional value (CommitRequest.ExpectedOffset, ...): V is
+// meaningful when Set.
+type Opt[T any] = felix.Opt[T]
+
+// Some returns v as a set Opt.
+func Some[T any](v T) Opt[T] { return felix.Some(v) }

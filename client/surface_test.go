@@ -160,34 +160,32 @@ func TestNoQUICBelowConn(t *testing.T) {
 // aside, which start the brokers) imports package client and no other
 // package of this module.
 func TestFirstHourImportsClientAlone(t *testing.T) {
-	dirs, err := filepath.Glob("../examples/firsthour/*")
+	files, err := filepath.Glob("../examples/firsthour/*.go")
+	require.NoError(t, err)
+	deeper, err := filepath.Glob("../examples/firsthour/*/*.go")
 	require.NoError(t, err)
 	programs := 0
-	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	for _, name := range append(files, deeper...) {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
 		require.NoError(t, err)
-		for _, name := range files {
-			if strings.HasSuffix(name, "_test.go") {
+		uses := false
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			if p == "github.com/flxproto/felix/client" {
+				uses = true
 				continue
 			}
-			f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-			require.NoError(t, err)
-			uses := false
-			for _, im := range f.Imports {
-				p, _ := strconv.Unquote(im.Path.Value)
-				if p == "github.com/flxproto/felix/client" {
-					uses = true
-					continue
-				}
-				require.False(t, p == "github.com/flxproto/felix" || strings.HasPrefix(p, "github.com/flxproto/felix/"),
-					"%s imports %s: a first-hour program needs package client alone", name, p)
-			}
-			if uses {
-				programs++
-			}
+			require.False(t, p == "github.com/flxproto/felix" || strings.HasPrefix(p, "github.com/flxproto/felix/"),
+				"%s imports %s: a first-hour program needs package client alone", name, p)
+		}
+		if uses {
+			programs++
 		}
 	}
-	require.GreaterOrEqual(t, programs, 3, "the first-hour programs are in ../examples/firsthour")
+	require.GreaterOrEqual(t, programs, 4, "the first-hour programs (main, stream, cache, orders) are in ../examples/firsthour")
 	_, err = os.Stat("../examples/firsthour/README.md")
 	require.NoError(t, err)
 }
