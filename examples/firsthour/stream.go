@@ -15,6 +15,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flxproto/felix/client"
 )
@@ -76,8 +77,10 @@ func streamRun(ctx context.Context, fx fixture, o streamOptions, out io.Writer) 
 	}
 	defer sub.Close()
 
-	// The consumer: every record is "<id>"; ids of one shard arrive in
-	// increasing order (one publisher, one key per batch).
+	// The consumer: every record is "<run>:<id>"; ids of one shard arrive
+	// in increasing order (one publisher, one key per batch). Records of
+	// earlier runs on a long-lived cluster are passed over.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	type seen struct {
 		shard uint32
 		id    int
@@ -90,7 +93,11 @@ func streamRun(ctx context.Context, fx fixture, o streamOptions, out io.Writer) 
 				subErr <- err
 				return
 			}
-			id, perr := strconv.Atoi(string(ev.Payload))
+			rest, ours := strings.CutPrefix(string(ev.Payload), run)
+			if !ours {
+				continue
+			}
+			id, perr := strconv.Atoi(rest)
 			if perr != nil {
 				subErr <- fmt.Errorf("shard %d offset %d: payload %q", ev.Shard, ev.Offset, ev.Payload)
 				return
@@ -120,7 +127,7 @@ func streamRun(ctx context.Context, fx fixture, o streamOptions, out io.Writer) 
 		key := []byte("customer-" + strconv.Itoa(id/o.batch))
 		payloads := make([][]byte, n)
 		for i := range payloads {
-			payloads[i] = []byte(strconv.Itoa(id + i))
+			payloads[i] = []byte(run + strconv.Itoa(id+i))
 		}
 		_, err := pub.PublishBatch(ctx, topic, payloads, client.PublishOptions{Key: key})
 		switch {
