@@ -62,8 +62,7 @@ const (
 
 // The errors of the layers below that a client call returns, so that a
 // program matches every one of them with a client name. docs/errors.md
-// ("Errors an application handles") says, for each, what happened and
-// what to do.
+// §10 says, for each, what happened and what to do.
 
 // BrokerError is an error the broker answered: Code (ErrorCode) says what,
 // RetryClass() what to do, Reason and RetryAfter the detail. The client

@@ -130,9 +130,8 @@
 // client's own (*AmbiguousError, *NameError, ErrClosed, ...) and api's
 // (*CommitError). They are the lower layers' own types and values under
 // client names, so errors.Is and errors.As match either name.
-// docs/errors.md ("Errors an application handles") says, for each, what
-// happened and what to do; RetryClassOf says what the client's own
-// decision table made of it.
+// docs/errors.md §10 says, for each, what happened and what to do;
+// RetryClassOf says what the client's own decision table made of it.
 //
 // # Connection settings
 //

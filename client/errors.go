@@ -38,8 +38,8 @@ var (
 
 	// The sentinels of the layers below that a client call's error
 	// matches, under client names (each is the lower layer's own value, so
-	// errors.Is accepts either name). docs/errors.md, "Errors an
-	// application handles", says what to do about each.
+	// errors.Is accepts either name). docs/errors.md §10 says what to do
+	// about each.
 
 	// ErrNotAdvertised: the broker did not advertise the feature the call
 	// (or an option it sets) needs; nothing was sent. Retrying the same
