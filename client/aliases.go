@@ -60,6 +60,26 @@ const (
 	ShardKindCache  = felix.ShardKindCache
 )
 
+// The codec's views that the cluster queries return (StreamShards,
+// ShardOwners, Topology, ShardInspect) and the subscription listing's
+// filter and cursor (Subscriptions).
+type (
+	// StreamShardsView is a stream's shard count and routing
+	// (StreamShards): Routing.V.ShardOf(key, true, Shards) is the shard a
+	// keyed record lands on.
+	StreamShardsView = felix.StreamShardsView
+	// ShardOwner is one shard's owner (ShardOwners).
+	ShardOwner = felix.ShardOwner
+	// BrokerEndpoint is one broker of the cluster (Topology).
+	BrokerEndpoint = felix.BrokerEndpoint
+	// ShardInspection is a broker's view of one shard (ShardInspect).
+	ShardInspection = felix.ShardInspection
+	// SubscriptionsFilter selects the subscriptions Subscriptions lists.
+	SubscriptionsFilter = felix.SubscriptionsFilter
+	// SubscriptionsCursor continues a Subscriptions listing.
+	SubscriptionsCursor = felix.SubscriptionsCursor
+)
+
 // The errors of the layers below that a client call returns, so that a
 // program matches every one of them with a client name. docs/errors.md
 // §10 says, for each, what happened and what to do.

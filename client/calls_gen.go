@@ -6,7 +6,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
 )
 
@@ -262,14 +261,14 @@ func (c *Client) PublishIf(ctx context.Context, t Topic, payloads [][]byte, key 
 // ShardInspect returns a broker's view of one shard (role, phase, lease,
 // replicas ...). The token needs exactly the node.view:cluster:*
 // permission (else a forbidden *BrokerError). Needs felix.FeatureInspect.
-func (c *Client) ShardInspect(ctx context.Context, tenant, namespace, name string, kind ShardKind, shard uint32) (felix.ShardInspection, error) {
+func (c *Client) ShardInspect(ctx context.Context, tenant, namespace, name string, kind ShardKind, shard uint32) (ShardInspection, error) {
 	return c.calls.ShardInspect(ctx, tenant, namespace, name, kind, shard)
 }
 
 // ShardOwners lists the owner of every shard of a stream or cache (kind
 // felix.ShardKindStream or felix.ShardKindCache), in shard order; an
 // empty list means the name is unknown. Needs felix.FeatureShardOwners.
-func (c *Client) ShardOwners(ctx context.Context, tenant, namespace, name string, kind ShardKind) ([]felix.ShardOwner, error) {
+func (c *Client) ShardOwners(ctx context.Context, tenant, namespace, name string, kind ShardKind) ([]ShardOwner, error) {
 	return c.calls.ShardOwners(ctx, tenant, namespace, name, kind)
 }
 
@@ -292,19 +291,19 @@ func (c *Client) StreamRead(ctx context.Context, t Topic, shard uint32, o ReadOp
 // felix.RoutingModulo, so v.Routing.V.Shard(key, v.Shards) is the shard a
 // routing key lands on. Needs felix.FeatureStreamShards. client.Client
 // keeps the answer to route keyed requests of the stream.
-func (c *Client) StreamShards(ctx context.Context, t Topic) (*felix.StreamShardsView, error) {
+func (c *Client) StreamShards(ctx context.Context, t Topic) (*StreamShardsView, error) {
 	return c.calls.StreamShards(ctx, t)
 }
 
 // Subscriptions lists a broker's subscriptions matching filter, limit per
 // page (0: the broker's default), from cursor (nil: the first page). Needs
 // felix.FeatureInspect and a token granting node.view:cluster:*.
-func (c *Client) Subscriptions(ctx context.Context, filter felix.SubscriptionsFilter, limit uint32, cursor *felix.SubscriptionsCursor) (SubscriptionsPage, error) {
+func (c *Client) Subscriptions(ctx context.Context, filter SubscriptionsFilter, limit uint32, cursor *SubscriptionsCursor) (SubscriptionsPage, error) {
 	return c.calls.Subscriptions(ctx, filter, limit, cursor)
 }
 
 // Topology lists the cluster's brokers (node id and client address).
 // Needs felix.FeatureTopology (standalone brokers do not advertise it).
-func (c *Client) Topology(ctx context.Context) ([]felix.BrokerEndpoint, error) {
+func (c *Client) Topology(ctx context.Context) ([]BrokerEndpoint, error) {
 	return c.calls.Topology(ctx)
 }
