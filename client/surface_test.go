@@ -189,3 +189,32 @@ func TestFirstHourImportsClientAlone(t *testing.T) {
 	_, err = os.Stat("../examples/firsthour/README.md")
 	require.NoError(t, err)
 }
+
+// The client's names for the codec's values are the codec's values: a
+// program comparing BrokerError.Code with client.CodeNotFound, or a
+// retry class with client.RetryFatal, compares with what the broker sent.
+func TestValueNamesAreTheLowerLayersOwn(t *testing.T) {
+	require.Equal(t, felix.StartPosition{}, client.Latest, "Latest is the zero start position")
+	require.Equal(t, felix.StartPosition{Kind: felix.StartEarliest}, client.Earliest)
+	require.Equal(t, felix.StartAt(42), client.StartAt(42))
+	require.Equal(t, felix.Some(uint64(7)), client.Some(uint64(7)))
+	require.Equal(t, felix.CacheCondition{Kind: felix.CondAbsent}, client.IfAbsent)
+	require.Equal(t, api.IfVersion(3), client.IfVersion(3))
+	for _, p := range [][2]any{
+		{client.AckPerBatch, felix.AckPerBatch}, {client.AckPerMessage, felix.AckPerMessage},
+		{client.ShardKindStream, felix.ShardKindStream}, {client.ShardKindCache, felix.ShardKindCache},
+		{client.RetryRetry, felix.RetryRetry}, {client.RetryAfter, felix.RetryAfter}, {client.RetryRedirect, felix.RetryRedirect},
+		{client.RetryOutcomeUnknown, felix.RetryOutcomeUnknown}, {client.RetryFatal, felix.RetryFatal},
+		{client.CodeUnauthenticated, felix.CodeUnauthenticated}, {client.CodeForbidden, felix.CodeForbidden},
+		{client.CodeNotFound, felix.CodeNotFound}, {client.CodeInvalidRequest, felix.CodeInvalidRequest},
+		{client.CodeShardUnavailable, felix.CodeShardUnavailable}, {client.CodeNotLeader, felix.CodeNotLeader},
+		{client.CodeQuorumTimeout, felix.CodeQuorumTimeout}, {client.CodeLeadershipLost, felix.CodeLeadershipLost},
+		{client.CodeUnacknowledged, felix.CodeUnacknowledged}, {client.CodeOverloaded, felix.CodeOverloaded},
+		{client.CodeLimitExceeded, felix.CodeLimitExceeded}, {client.CodeDraining, felix.CodeDraining},
+		{client.CodeInternal, felix.CodeInternal}, {client.CodeStorage, felix.CodeStorage},
+		{client.CodeStaleClaim, felix.CodeStaleClaim}, {client.CodeRevoked, felix.CodeRevoked},
+		{client.CodeStaleWidth, felix.CodeStaleWidth},
+	} {
+		require.Equal(t, p[1], p[0])
+	}
+}
