@@ -42,15 +42,15 @@ type Delivery = api.Delivery
 // (Ack, Nack, DeadLetter). Every call is one request on a stream of its
 // own. Consumer groups need felix.FeatureConsumerGroup; the dead-letter
 // calls, claim control and admin calls need their own features (each call
-// says which) and fail with felix.ErrNotAdvertised, without sending, when
+// says which) and fail with ErrNotAdvertised, without sending, when
 // the broker did not advertise them.
 //
-// Through client.Client, polls, dead-letter listings, describes and seeks
+// Through Client, polls, dead-letter listings, describes and seeks
 // are re-sent after a lost connection (a record claimed by a poll whose
 // answer was lost is redelivered after its visibility timeout, so nothing
 // is lost). Settling calls (ack, nack, extend, dead letter, redrive,
 // discard) and delete are not: when their outcome is unknown they return
-// a *client.AmbiguousError, since a re-sent ack of an applied ack would be
+// a *AmbiguousError, since a re-sent ack of an applied ack would be
 // refused as stale_claim and a re-sent nack could release a later claim.
 type Group = api.Group
 
@@ -65,7 +65,7 @@ type GroupRecord = api.GroupRecord
 
 // GroupRef names a consumer group on one shard of a stream. Group requests
 // go to the shard's leader; a broker that does not lead the shard answers
-// with a *felix.NotLeaderError naming it (client.Client re-sends there,
+// with a *NotLeaderError naming it (Client re-sends there,
 // without reporting it).
 type GroupRef = api.GroupRef
 
@@ -84,10 +84,10 @@ type ReadPage = api.ReadPage
 
 // Requestor sends one client request and returns its answer: one of the
 // success answers of the request's felix.RequestFacts, or an error (a
-// failure answer as its typed error: *felix.BrokerError,
-// *felix.NotLeaderError, *felix.PublishRefusedError, *felix.CursorError,
-// felix.ErrNotAdvertised). It sets the request's request id.
-// *conn.Client and *client.Client implement it.
+// failure answer as its typed error: *BrokerError,
+// *NotLeaderError, *PublishRefusedError, *CursorError,
+// ErrNotAdvertised). It sets the request's request id.
+// *conn.Client and *Client implement it.
 type Requestor = api.Requestor
 
 // StateValue is a state key read with StateGet.
@@ -211,8 +211,8 @@ func (c *Client) CacheShards(ctx context.Context, ref CacheRef) (uint32, error) 
 // the shard the entity key routes to. It returns the offset of the event,
 // which is also the version of every state key it wrote. Needs
 // felix.FeatureAtomicCommit, and felix.FeaturePublishConditional for
-// ExpectedOffset (felix.ErrNotAdvertised, nothing sent). A stale
-// ExpectedOffset is a *felix.PublishRefusedError (Tail names the shard's
+// ExpectedOffset (ErrNotAdvertised, nothing sent). A stale
+// ExpectedOffset is a *PublishRefusedError (Tail names the shard's
 // tail; nothing was written). A commit is not safe to re-send: an unknown
 // outcome is ambiguous (read the state with StateGet to find out).
 func (c *Client) Commit(ctx context.Context, req CommitRequest) (offset uint64, err error) {
@@ -224,7 +224,7 @@ func (c *Client) Commit(ctx context.Context, req CommitRequest) (offset uint64, 
 // felix.FeatureCounters and are a keyspace of their own beside the
 // cache's values (watches do not see them). An add is not safe to
 // re-send: counter_add carries nothing a broker could drop a duplicate
-// by, so client.Client reports an unknown outcome as ambiguous instead of
+// by, so Client reports an unknown outcome as ambiguous instead of
 // counting twice.
 func (c *Client) CounterAdd(ctx context.Context, ref CacheRef, key string, delta int64) (value int64, found bool, err error) {
 	return c.calls.CounterAdd(ctx, ref, key, delta)
@@ -251,7 +251,7 @@ func (c *Client) OffsetForTime(ctx context.Context, t Topic, shard uint32, at ti
 // the shard's leader only if the shard's next offset is expected. It
 // returns the offset of the first record (HasOffset when the client
 // offered flag 0x1000). A stale expected offset is a
-// *felix.PublishRefusedError whose Tail names the shard's next offset;
+// *PublishRefusedError whose Tail names the shard's next offset;
 // nothing was written. Needs felix.FeaturePublishConditional; not safe to
 // re-send (a re-send of an applied write would be refused as stale).
 func (c *Client) PublishIf(ctx context.Context, t Topic, payloads [][]byte, key []byte, expected uint64) (PublishResult, error) {
@@ -266,7 +266,7 @@ func (c *Client) ShardInspect(ctx context.Context, tenant, namespace, name strin
 }
 
 // ShardOwners lists the owner of every shard of a stream or cache (kind
-// felix.ShardKindStream or felix.ShardKindCache), in shard order; an
+// ShardKindStream or ShardKindCache), in shard order; an
 // empty list means the name is unknown. Needs felix.FeatureShardOwners.
 func (c *Client) ShardOwners(ctx context.Context, tenant, namespace, name string, kind ShardKind) ([]ShardOwner, error) {
 	return c.calls.ShardOwners(ctx, tenant, namespace, name, kind)
@@ -280,7 +280,7 @@ func (c *Client) StateGet(ctx context.Context, t Topic, entityKey []byte, key st
 }
 
 // StreamRead reads a bounded page of a durable shard without a
-// subscription. An offset outside the retained range is a *felix.CursorError.
+// subscription. An offset outside the retained range is a *CursorError.
 // Needs felix.FeatureStreamRead.
 func (c *Client) StreamRead(ctx context.Context, t Topic, shard uint32, o ReadOptions) (ReadPage, error) {
 	return c.calls.StreamRead(ctx, t, shard, o)
@@ -289,7 +289,7 @@ func (c *Client) StreamRead(ctx context.Context, t Topic, shard uint32, o ReadOp
 // StreamShards asks a stream's shard count and routing. Shards 0 means
 // the broker does not know the stream (not 1); an absent Routing is
 // felix.RoutingModulo, so v.Routing.V.Shard(key, v.Shards) is the shard a
-// routing key lands on. Needs felix.FeatureStreamShards. client.Client
+// routing key lands on. Needs felix.FeatureStreamShards. Client
 // keeps the answer to route keyed requests of the stream.
 func (c *Client) StreamShards(ctx context.Context, t Topic) (*StreamShardsView, error) {
 	return c.calls.StreamShards(ctx, t)

@@ -29,6 +29,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -107,7 +108,7 @@ type decl struct {
 // gen holds what generation needs to know about both packages.
 type gen struct {
 	apiTypes  map[string]bool   // api's exported type names
-	felixName map[string]string // felix.X → client's alias name of it
+	felixName map[string]string // felix.X → client's alias name of it (types and values)
 	clientTop map[string]bool   // client's hand-written top-level names
 	imports   map[string]string // package name → import path (from api)
 	used      map[string]bool   // package names the output uses
@@ -133,13 +134,21 @@ func generate(apiDir, clientDir string) ([]byte, error) {
 				g.clientTop[n] = true
 			}
 			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.TYPE {
+			if !ok {
 				continue
 			}
 			for _, s := range gd.Specs {
-				ts := s.(*ast.TypeSpec)
-				if sel, ok := ts.Type.(*ast.SelectorExpr); ok && ts.Assign.IsValid() && isPkg(sel.X, "felix") {
-					g.felixName[sel.Sel.Name] = ts.Name.Name
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					if sel, ok := s.Type.(*ast.SelectorExpr); ok && s.Assign.IsValid() && isPkg(sel.X, "felix") {
+						g.felixName[sel.Sel.Name] = s.Name.Name
+					}
+				case *ast.ValueSpec:
+					for i, v := range s.Values {
+						if sel, ok := v.(*ast.SelectorExpr); ok && isPkg(sel.X, "felix") && i < len(s.Names) {
+							g.felixName[sel.Sel.Name] = s.Names[i].Name
+						}
+					}
 				}
 			}
 		}
@@ -198,7 +207,7 @@ func generate(apiDir, clientDir string) ([]byte, error) {
 						if err := g.clash(n); err != nil {
 							return nil, err
 						}
-						types = append(types, decl{n, doc(pick(s.Doc, d.Doc, len(d.Specs))) + "type " + n + " = api." + n + "\n"})
+						types = append(types, decl{n, g.doc(pick(s.Doc, d.Doc, len(d.Specs))) + "type " + n + " = api." + n + "\n"})
 					case *ast.ValueSpec:
 						for _, id := range s.Names {
 							if !id.IsExported() {
@@ -207,7 +216,7 @@ func generate(apiDir, clientDir string) ([]byte, error) {
 							if err := g.clash(id.Name); err != nil {
 								return nil, err
 							}
-							text := doc(pick(s.Doc, d.Doc, len(d.Specs))) + d.Tok.String() + " " + id.Name + " = api." + id.Name + "\n"
+							text := g.doc(pick(s.Doc, d.Doc, len(d.Specs))) + d.Tok.String() + " " + id.Name + " = api." + id.Name + "\n"
 							if d.Tok == token.CONST {
 								consts = append(consts, decl{id.Name, text})
 							} else {
@@ -330,14 +339,29 @@ func pick(spec, group *ast.CommentGroup, n int) *ast.CommentGroup {
 	return group
 }
 
-// doc renders a doc comment ("" for none).
-func doc(cg *ast.CommentGroup) string {
+// qualified matches a qualified exported name in a doc comment.
+var qualified = regexp.MustCompile(`\b(felix|client)\.([A-Z]\w*)`)
+
+// doc renders a doc comment ("" for none) in client's names: a name of
+// the codec that client has under a name of its own is written so, and
+// client's own names lose their qualifier.
+func (g *gen) doc(cg *ast.CommentGroup) string {
 	if cg == nil {
 		return ""
 	}
 	var b strings.Builder
 	for _, c := range cg.List {
-		b.WriteString(c.Text + "\n")
+		text := qualified.ReplaceAllStringFunc(c.Text, func(m string) string {
+			pkg, name, _ := strings.Cut(m, ".")
+			if pkg == "client" {
+				return name
+			}
+			if n, ok := g.felixName[name]; ok {
+				return n
+			}
+			return m
+		})
+		b.WriteString(text + "\n")
 	}
 	return b.String()
 }
@@ -346,7 +370,7 @@ func doc(cg *ast.CommentGroup) string {
 // whose body calls target with fn's parameters.
 func (g *gen) wrapper(fn *ast.FuncDecl, recv, target string) string {
 	var b strings.Builder
-	b.WriteString(doc(fn.Doc))
+	b.WriteString(g.doc(fn.Doc))
 	b.WriteString("func ")
 	if recv != "" {
 		b.WriteString("(" + recv + ") ")

@@ -49,7 +49,7 @@ type Opts struct{}
 // Get gets.
 func (x Calls) Get(ctx context.Context, t felix.Topic, r felix.Other, o ...Opts) (n int, err error) { return 0, nil }
 
-// Put puts.
+// Put puts to a felix.Topic (felix.Other stays; client.Client is Client).
 func (x Calls) Put(ctx context.Context, a, b []byte) error { return nil }
 
 func (x Calls) unexported() {}
@@ -78,7 +78,7 @@ type Client struct{}
 	}
 	for _, want := range []string{
 		"func (c *Client) Get(ctx context.Context, t Topic, r felix.Other, o ...Opts) (n int, err error) {\n\treturn c.calls.Get(ctx, t, r, o...)\n}",
-		"// Put puts.\nfunc (c *Client) Put(ctx context.Context, a, b []byte) error {\n\treturn c.calls.Put(ctx, a, b)\n}",
+		"// Put puts to a Topic (felix.Other stays; Client is Client).\nfunc (c *Client) Put(ctx context.Context, a, b []byte) error {\n\treturn c.calls.Put(ctx, a, b)\n}",
 		"// Opts are options.\ntype Opts = api.Opts",
 		"func Mk(v uint64) Topic {\n\treturn api.Mk(v)\n}",
 		"// Yes is yes.\nconst Yes = api.Yes",
