@@ -1,8 +1,24 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+)
+
+// Sentinel errors of requests refused by the client before sending
+// (matched through a *NameError).
+var (
+	// ErrTenantMismatch: a Topic or CacheRef names a tenant other than the
+	// client's (Config.TenantID). A connection acts for the tenant it
+	// authenticated as; a broker would refuse the request (forbidden).
+	ErrTenantMismatch = errors.New("client: tenant mismatch")
+	// ErrEmptyName: a Topic or CacheRef leaves its tenant, namespace or
+	// stream / cache name empty (a zero Topic{}, typically).
+	ErrEmptyName = errors.New("client: empty name")
+	// ErrUnknownCache: the broker reports 0 shards for the cache (it does
+	// not exist), so a sharded watch refuses it.
+	ErrUnknownCache = errors.New("client: unknown cache (0 shards)")
 )
 
 // NameError refuses a request whose Topic or CacheRef cannot be right,

@@ -11,9 +11,7 @@ import (
 	"github.com/flxproto/felix/conn"
 )
 
-// Sentinel errors: the client's own, then those of the layers below
-// under client names. Package api's commit sentinels (ErrCommitEventCount,
-// ...) are client names too (calls_gen.go).
+// Sentinel errors.
 var (
 	// ErrAmbiguous matches an *AmbiguousError: the request may or may not
 	// have been applied, and the client did not re-send it.
@@ -37,18 +35,6 @@ var (
 	// than not_leader): a gap, an unknown producer or a reused sequence
 	// cannot be mended by re-sending. Create a new Producer.
 	ErrProducerStopped = errors.New("client: producer stopped")
-	// ErrTenantMismatch matches a *NameError: a Topic or CacheRef names a
-	// tenant other than the client's (Config.TenantID). A connection acts
-	// for the tenant it authenticated as; a broker would refuse the request
-	// (forbidden). Nothing was sent.
-	ErrTenantMismatch = errors.New("client: tenant mismatch")
-	// ErrEmptyName matches a *NameError: a Topic or CacheRef leaves its
-	// tenant, namespace or stream / cache name empty (a zero Topic{},
-	// typically). Nothing was sent.
-	ErrEmptyName = errors.New("client: empty name")
-	// ErrUnknownCache: the broker reports 0 shards for the cache (it does
-	// not exist), so a sharded watch refuses it.
-	ErrUnknownCache = errors.New("client: unknown cache (0 shards)")
 
 	// The sentinels of the layers below that a client call's error
 	// matches, under client names (each is the lower layer's own value, so
