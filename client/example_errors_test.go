@@ -9,6 +9,8 @@ import (
 	"log"
 	"time"
 
+	"github.com/flxproto/felix/internal/reftest"
+
 	"github.com/flxproto/felix/client"
 )
 
@@ -16,7 +18,7 @@ import (
 // errors.Is for a sentinel, errors.As for a type, RetryClassOf for what a
 // later attempt could do (docs/errors.md §10 lists them all).
 func Example_errors() {
-	addr, caFile, stop := exampleBroker()
+	addr, caFile, stop := reftest.ExampleBroker()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

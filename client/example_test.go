@@ -36,7 +36,7 @@ func Example() {
 	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
 	res, err := c.Publish(ctx, orders, []byte("order #1"), client.PublishOptions{Key: []byte("customer-7")})
 	if err != nil {
-		log.Fatal(err) // typed: *client.BrokerError, *client.AmbiguousError, ... (docs/errors.md)
+		log.Fatal(err) // typed: *felix.BrokerError, *client.AmbiguousError, ...
 	}
 	fmt.Println("acked at offset", res.Offset) // the zero PublishOptions waits for the ack
 
