@@ -271,7 +271,7 @@ func TestReadmeClientExample(t *testing.T) {
 func TestReadmeAPIExample(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(readme), "### Every other request: package `api`")
+	_, section, ok := strings.Cut(string(readme), "### Every other request: the client's typed calls")
 	require.True(t, ok, "README.md has no api section")
 	_, after, ok := strings.Cut(section, "```go\n")
 	require.True(t, ok, "README.md's api section has no Go example")

@@ -10,8 +10,11 @@
 //     routed request, any broker otherwise), follows redirects, retries
 //     failures by the client's one decision table, and reports an unknown
 //     outcome of a request that is not safe to re-send as an
-//     *client.AmbiguousError. It embeds Calls, so every call below is a
-//     method of the client itself: c.CachePut(ctx, ...).
+//     *client.AmbiguousError. Every call below is also a method of the
+//     client itself (c.CachePut(ctx, ...)), generated from Calls' method
+//     set by internal/gen/clientgen, and every exported name of this
+//     package is a name of package client too (client.GroupRef, ...), so
+//     that an application imports client alone.
 //   - *conn.Client, one connection to one broker, no retries, typed errors
 //     passed through: api.New(cc).CachePut(ctx, ...).
 //

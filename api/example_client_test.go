@@ -6,16 +6,16 @@ import (
 	"log"
 	"time"
 
-	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/internal/reftest"
 
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
 )
 
-// The typed calls are methods of the client (it embeds api.Calls): routed,
-// redirected and retried by its decision table. The README's api section
-// is the middle of this code.
+// The typed calls are methods of the client (generated from api.Calls),
+// taking client's names for api's types: routed, redirected and retried
+// by its decision table. api.New over c.At(addr) pins one broker. The
+// README's api section is the middle of this code.
 func Example_client() {
 	addr, caFile, stop := reftest.ExampleBroker()
 	defer stop()
@@ -31,18 +31,22 @@ func Example_client() {
 		log.Fatal(err)
 	}
 
-	ref := felix.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
+	ref := client.CacheRef{TenantID: "t1", Namespace: "shop", Cache: "sessions"}
 	err = c.CachePut(ctx, ref, "user-7", []byte("cart=3"), time.Minute)
+	r, err := c.CachePutIf(ctx, ref, "user-8", []byte("cart=1"), client.IfAbsent, 0)
 	n, _, err := c.CounterAdd(ctx, ref, "visits", 1)
-	g := c.Group(api.GroupRef{Topic: orders, Shard: 0, Group: "billing"})
-	_, err = g.Seek(ctx, client.StartEarliest, true)
-	recs, err := g.Poll(ctx, api.PollOptions{Max: 10, Wait: time.Second})
-	shards, err := api.New(c.At(addr)).CacheShards(ctx, ref)
+	g := c.Group(client.GroupRef{Topic: orders, Shard: 0, Group: "billing"})
+	_, err = g.Seek(ctx, client.Earliest, true)
+	recs, err := g.Poll(ctx, client.PollOptions{Max: 10, Wait: time.Second})
+	off, err := c.Commit(ctx, client.CommitRequest{Topic: orders, EntityKey: []byte("order-1"),
+		Ops: []client.CommitOp{client.PublishEvent("", []byte("paid")), client.PutState("", "status", []byte("paid"))}})
+	shards, err := api.New(c.At(addr)).CacheShards(ctx, ref) // one broker's own answer
 
 	if err != nil {
 		log.Fatal(err)
 	}
 	v, _, _ := c.CacheGet(ctx, ref, "user-7")
-	fmt.Printf("%s, visits %d, %d record(s) polled, %d cache shard(s)\n", v, n, len(recs), shards)
-	// Output: cart=3, visits 1, 1 record(s) polled, 1 cache shard(s)
+	fmt.Printf("%s, put-if-absent applied %v, visits %d, %d record(s) polled, committed at %d, %d cache shard(s)\n",
+		v, r.Applied, n, len(recs), off, shards)
+	// Output: cart=3, put-if-absent applied true, visits 1, 1 record(s) polled, committed at 1, 1 cache shard(s)
 }

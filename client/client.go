@@ -28,9 +28,11 @@ type CacheRef = felix.CacheRef
 // requests to shard owners, follows redirects, retries by retry class and
 // resumes subscriptions. It is safe for concurrent use.
 type Client struct {
-	// Calls are the typed one-answer requests (caches, counters, commits,
-	// consumer groups, reads, inspection), sent through Request.
-	api.Calls
+	// calls are the typed one-answer requests (caches, counters, commits,
+	// consumer groups, reads, inspection) over the client itself: the
+	// generated methods of calls_gen.go hand their arguments to them, so
+	// that each call is sent through Request.
+	calls api.Calls
 
 	cfg Config
 	log *slog.Logger
@@ -100,7 +102,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: rcfg, brokers: make(map[string]*broker), nodes: make(map[string]string),
 		owners: make(map[ownerKey]ownerHint), shards: make(map[Topic]shardInfo), subs: make(map[closer]struct{})}
-	c.Calls = api.New(c)
+	c.calls = api.New(c)
 	c.log = c.cfg.Logger
 	var logged func(Notice)
 	if c.log.Handler() != slog.DiscardHandler {

@@ -53,10 +53,28 @@ type Config struct {
 	// Conn.TLS). With neither, the system roots are trusted.
 	CAFile string
 	CAPEM  []byte
-	// Conn is the configuration of every connection (TLS, tenant, token,
-	// offers, QUIC settings). Its idle timeout and keep-alive default to
-	// conn.DefaultIdleTimeout (6 s) and conn.DefaultKeepAlive (2 s), as
-	// upstream's; set Conn.QUIC to change them.
+	// TLS is the base TLS configuration of every connection: client
+	// certificates, RootCAs, a custom VerifyPeerCertificate. It is cloned
+	// (CAFile or CAPEM then sets RootCAs on the clone) and TLS 1.3 is
+	// forced. Nil trusts the system roots. It fills Conn.TLS (set one or
+	// the other, not both).
+	TLS *tls.Config
+	// ServerName is the name the brokers' certificates must be valid for
+	// (default: TLS.ServerName, else the dialled host, or "localhost" for
+	// an IP address). It fills Conn.ServerName (set one or the other).
+	ServerName string
+	// IdleTimeout is QUIC's idle timeout: a dead broker or path is noticed
+	// within it (0: 6 s, upstream's). KeepAlive is the QUIC keep-alive
+	// period that keeps quiet subscriptions alive (0: 2 s). They fill
+	// Conn.IdleTimeout and Conn.KeepAlive (set one or the other).
+	IdleTimeout, KeepAlive time.Duration
+	// Conn is the full configuration of every connection, for what the
+	// fields above do not cover: a quic.Config (Conn.QUIC), connection
+	// hooks for metrics and tracing (Conn.Hooks), a token provider
+	// (Conn.TokenFunc), the offered flags and features, the frame limit,
+	// stream pools, a TLS key log. Most programs leave it zero. The fields
+	// above and Conn's fields of the same name must not disagree (New
+	// refuses the Config).
 	Conn conn.Config
 	// MaxRedirects bounds the redirect hops of one attempt (0: default).
 	MaxRedirects int
@@ -99,6 +117,18 @@ func (c *Config) resolve() (Config, error) {
 		d.Conn.Token = d.Token
 	}
 	d.TenantID, d.Token = d.Conn.TenantID, d.Conn.Token
+	if err := fill(&d.Conn.TLS, d.TLS, "TLS"); err != nil {
+		return d, err
+	}
+	if err := fill(&d.Conn.ServerName, d.ServerName, "ServerName"); err != nil {
+		return d, err
+	}
+	if err := fill(&d.Conn.IdleTimeout, d.IdleTimeout, "IdleTimeout"); err != nil {
+		return d, err
+	}
+	if err := fill(&d.Conn.KeepAlive, d.KeepAlive, "KeepAlive"); err != nil {
+		return d, err
+	}
 	if d.CAFile != "" || d.CAPEM != nil {
 		if d.CAFile != "" && d.CAPEM != nil {
 			return d, errors.New("client: Config.CAFile and Config.CAPEM are both set: set one")
@@ -122,7 +152,22 @@ func (c *Config) resolve() (Config, error) {
 		tc.RootCAs = pool
 		d.Conn.TLS = tc
 	}
+	d.TLS, d.ServerName, d.IdleTimeout, d.KeepAlive = d.Conn.TLS, d.Conn.ServerName, d.Conn.IdleTimeout, d.Conn.KeepAlive
 	return d.withDefaults(), nil
+}
+
+// fill copies a Config field v into its Conn field *dst when v is set, and
+// refuses a Config whose two fields are both set and differ.
+func fill[T comparable](dst *T, v T, name string) error {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	if *dst != zero && *dst != v {
+		return fmt.Errorf("client: Config.%s and Config.Conn.%s differ: set one", name, name)
+	}
+	*dst = v
+	return nil
 }
 
 func (c *Config) withDefaults() Config {

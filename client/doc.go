@@ -12,7 +12,7 @@
 //	defer c.Close() // drains what was written
 //	orders := client.Topic{TenantID: "t1", Namespace: "shop", Stream: "orders"}
 //	res, err := c.Publish(ctx, orders, []byte("hello"), client.PublishOptions{}) // acknowledged
-//	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.StartEarliest})
+//	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.Earliest})
 //	for ev, err := range sub.All(ctx) { // resumes by itself after a lost connection
 //		fmt.Println(ev.Offset, string(ev.Payload), err)
 //	}
@@ -25,10 +25,11 @@
 //
 // The client's request surface is three things. The typed one-answer
 // requests (caches, counters, conditional writes, commits and state,
-// consumer groups, reads, inspection) are api.Calls, embedded: c.CachePut,
-// c.Commit, c.Group(ref).Poll, c.StreamRead ... are methods of the client,
-// written once in package api and taking api's types (api.GroupRef,
-// api.CommitRequest, api.ReadOptions, api.IfAbsent ...). Request sends any
+// consumer groups, reads, inspection) are methods of the client:
+// c.CachePut, c.Commit, c.Group(ref).Poll, c.StreamRead ..., written once
+// in package api and generated here from api.Calls (calls_gen.go), with
+// api's types under client names (GroupRef, CommitRequest, ReadOptions,
+// IfAbsent ...). Request sends any
 // request of felix.Requests(), typed call or not; it is the api.Requestor
 // those calls run on, so every request is routed, retried and checked by
 // the same rules, read off the protocol's facts (felix.LookupRequest:
@@ -74,8 +75,8 @@
 // # Retries
 //
 // Failures are handled by retry class (felix.RetryClass): fatal answers
-// are returned at once, typed (*felix.BrokerError with its code,
-// *felix.CursorError, ...); retry and retry_after answers and failed dials
+// are returned at once, typed (*BrokerError with its code,
+// *CursorError, ...); retry and retry_after answers and failed dials
 // are retried within Config.MaxAttempts; a lost connection moves the call
 // to another broker. A request that may have been applied — an
 // outcome_unknown answer, or a connection lost after a publish was
@@ -114,11 +115,31 @@
 // Mistakes are refused before anything is sent when the client can tell:
 // a Topic or CacheRef of another tenant than Config.TenantID or with an
 // empty name (*NameError: ErrTenantMismatch, ErrEmptyName), a request
-// above the frame limit (*felix.FrameLimitError, errors.Is
-// felix.ErrFrameTooLarge). A failed dial is a *conn.DialError naming the
-// address and what to check (conn.ErrBadAddress, conn.ErrNoAnswer,
-// conn.ErrCertUntrusted, conn.ErrAuthRejected). Cancelling ctx ends a call
-// with ctx's error (errors.Is(err, context.Canceled)).
+// above the frame limit (*FrameLimitError, errors.Is ErrFrameTooLarge).
+// A failed dial is a *DialError naming the address and what to check
+// (ErrBadAddress, ErrNoAnswer, ErrCertUntrusted, ErrAuthRejected).
+// Cancelling ctx ends a call with ctx's error (errors.Is(err,
+// context.Canceled)).
+//
+// # Errors
+//
+// Every error a call returns is classified with names of this package:
+// the broker's answers (*BrokerError with its ErrorCode and RetryClass,
+// *CursorError, *PublishRefusedError, *LaggedError, ...), the
+// connection's (*DialError, *TransportError, ErrBrokerShutdown), the
+// client's own (*AmbiguousError, *NameError, ErrClosed, ...) and api's
+// (*CommitError). They are the lower layers' own types and values under
+// client names, so errors.Is and errors.As match either name.
+// docs/errors.md §10 says, for each, what happened and what to do;
+// RetryClassOf says what the client's own decision table made of it.
+//
+// # Connection settings
+//
+// Config.CAFile (or CAPEM) is the certificate to trust; Config.TLS is a
+// custom TLS configuration (client certificates, RootCAs), ServerName the
+// name to verify, IdleTimeout and KeepAlive QUIC's timers. Config.Conn is
+// the escape hatch for the rest (a quic.Config, connection hooks, a token
+// provider, offered features): it is package conn's Config.
 //
 // # Caches and counters
 //
@@ -152,7 +173,7 @@
 //
 // # Queues, commits and inspection
 //
-// Group(ref) is a consumer group of one shard (an *api.Group): poll, ack,
+// Group(ref) is a consumer group of one shard (a *Group): poll, ack,
 // nack, extend, dead letters (list, redrive, discard), seek, describe and
 // delete all go to the shard's leader, and Records is a consumer loop
 // that settles every record it yields. Commit (one event plus state

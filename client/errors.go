@@ -35,6 +35,39 @@ var (
 	// than not_leader): a gap, an unknown producer or a reused sequence
 	// cannot be mended by re-sending. Create a new Producer.
 	ErrProducerStopped = errors.New("client: producer stopped")
+
+	// The sentinels of the layers below that a client call's error
+	// matches, under client names (each is the lower layer's own value, so
+	// errors.Is accepts either name). docs/errors.md §10 says what to do
+	// about each.
+
+	// ErrNotAdvertised: the broker did not advertise the feature the call
+	// (or an option it sets) needs; nothing was sent. Retrying the same
+	// broker cannot help.
+	ErrNotAdvertised = felix.ErrNotAdvertised
+	// ErrProtocol: the broker answered something the protocol does not
+	// allow there; the connection was dropped.
+	ErrProtocol = felix.ErrProtocol
+	// ErrFrameTooLarge matches a *FrameLimitError: the request is larger
+	// than the frame limit and was not sent.
+	ErrFrameTooLarge = felix.ErrFrameTooLarge
+	// ErrBadAddress matches a *DialError: a seed or learnt address cannot
+	// be dialled as written (no port, a host that does not resolve).
+	ErrBadAddress = conn.ErrBadAddress
+	// ErrNoAnswer matches a *DialError: nothing answered the QUIC
+	// handshake at the address (no broker listening, a firewall, a broker
+	// still starting).
+	ErrNoAnswer = conn.ErrNoAnswer
+	// ErrCertUntrusted matches a *DialError: the broker's certificate was
+	// refused (see Config.CAFile, Config.TLS).
+	ErrCertUntrusted = conn.ErrCertUntrusted
+	// ErrAuthRejected: the broker refused the credentials (Config.TenantID,
+	// Config.Token). The error is also a *BrokerError (errors.As) with the
+	// broker's answer. It is the codec's felix.ErrAuthRefused too.
+	ErrAuthRejected = conn.ErrAuthRejected
+	// ErrBrokerShutdown matches a *TransportError: the broker closed the
+	// connection because it is shutting down or draining.
+	ErrBrokerShutdown = conn.ErrBrokerShutdown
 )
 
 // AmbiguousError reports a request whose outcome is unknown: the broker

@@ -40,7 +40,7 @@ func Example() {
 	}
 	fmt.Println("acked at offset", res.Offset) // the zero PublishOptions waits for the ack
 
-	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.StartEarliest})
+	sub, err := c.Subscribe(ctx, orders, client.SubscribeOptions{Start: client.Earliest})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func ExampleSubscription_Info() {
 			log.Fatal(err)
 		}
 	}
-	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: client.StartEarliest})
+	sub, err := c.Subscribe(ctx, audit, client.SubscribeOptions{Start: client.Earliest})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 
 // Request sends req, a one-answer client request, to the broker that
 // serves it and returns its answer: it is the api.Requestor that the
-// typed calls the Client embeds (api.Calls: CachePut, Commit, Group,
-// StreamRead, ...) are written over, and the way to send any other
+// client's typed calls (CachePut, Commit, Group, StreamRead, ..., written
+// once as api.Calls) are sent through, and the way to send any other
 // request of felix.Requests() that has no typed call.
 //
 // A request routed to a stream shard (felix.RouteStreamShard) goes to the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/flxproto/felix/conn/conntest"
 )
 
-// The client's request surface (Request, the api.Calls it embeds, At)
+// The client's request surface (Request, its typed calls, At)
 // against scripted brokers: the decision table, routing and name checks
 // apply to every request by its protocol facts (felix.LookupRequest), not
 // by a hand-written wrapper per call.
@@ -28,11 +29,31 @@ const reqFeatures = conntest.Features | felix.FeatureStreamRead | felix.FeatureC
 // reqCache is the cache the table's cache requests name.
 var reqCache = felix.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
 
+// typedCalls are the typed calls the table uses: *client.Client's
+// generated methods and api.Calls over a pinned Requestor (At) both have
+// them.
+type typedCalls interface {
+	CacheGet(ctx context.Context, ref felix.CacheRef, key string) ([]byte, bool, error)
+	CounterGet(ctx context.Context, ref felix.CacheRef, key string) (int64, bool, error)
+	CounterAdd(ctx context.Context, ref felix.CacheRef, key string, delta int64) (int64, bool, error)
+	CachePutIf(ctx context.Context, ref felix.CacheRef, key string, value []byte, cond felix.CacheCondition, ttl time.Duration) (api.CondResult, error)
+	StreamRead(ctx context.Context, t felix.Topic, shard uint32, o api.ReadOptions) (api.ReadPage, error)
+	StateGet(ctx context.Context, t felix.Topic, entityKey []byte, key string) (api.StateValue, error)
+	PublishIf(ctx context.Context, t felix.Topic, payloads [][]byte, key []byte, expected uint64) (felix.PublishResult, error)
+	Commit(ctx context.Context, req api.CommitRequest) (uint64, error)
+	Group(ref api.GroupRef) *api.Group
+}
+
+var (
+	_ typedCalls = (*client.Client)(nil)
+	_ typedCalls = api.Calls{}
+)
+
 // reqCase is one request: the typed call that sends it (over any
 // Requestor, naming stream t or cache ref) and a success answer.
 type reqCase struct {
 	typ    string
-	call   func(ctx context.Context, x api.Calls, t felix.Topic, ref felix.CacheRef) error
+	call   func(ctx context.Context, x typedCalls, t felix.Topic, ref felix.CacheRef) error
 	answer func() felix.Message
 	// routed: the request names a stream shard (felix.RouteStreamShard).
 	routed bool
@@ -41,7 +62,7 @@ type reqCase struct {
 var reqCases = []reqCase{
 	{typ: "cache_get", answer: func() felix.Message {
 		return &felix.CacheValue{TenantID: reqCache.TenantID, Namespace: reqCache.Namespace, Cache: reqCache.Cache, Key: "k", Value: felix.Some([]byte("v"))}
-	}, call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
+	}, call: func(ctx context.Context, x typedCalls, _ felix.Topic, ref felix.CacheRef) error {
 		v, found, err := x.CacheGet(ctx, ref, "k")
 		if err == nil && (!found || string(v) != "v") {
 			err = fmt.Errorf("cache_get: %q %v", v, found)
@@ -49,7 +70,7 @@ var reqCases = []reqCase{
 		return err
 	}},
 	{typ: "counter_get", answer: func() felix.Message { return &felix.CounterValue{Value: felix.Some(int64(3))} },
-		call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, _ felix.Topic, ref felix.CacheRef) error {
 			v, _, err := x.CounterGet(ctx, ref, "k")
 			if err == nil && v != 3 {
 				err = fmt.Errorf("counter_get: %d", v)
@@ -57,49 +78,49 @@ var reqCases = []reqCase{
 			return err
 		}},
 	{typ: "counter_add", answer: func() felix.Message { return &felix.CounterValue{Value: felix.Some(int64(4))} },
-		call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, _ felix.Topic, ref felix.CacheRef) error {
 			_, _, err := x.CounterAdd(ctx, ref, "k", 1)
 			return err
 		}},
 	{typ: "cache_put_if", answer: func() felix.Message {
 		return &felix.CacheConditionResult{Applied: true, Version: felix.Some(uint64(1))}
 	},
-		call: func(ctx context.Context, x api.Calls, _ felix.Topic, ref felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, _ felix.Topic, ref felix.CacheRef) error {
 			_, err := x.CachePutIf(ctx, ref, "k", []byte("v"), api.IfAbsent, 0)
 			return err
 		}},
 	{typ: "stream_read", routed: true, answer: func() felix.Message { return &felix.StreamRecords{NextOffset: 0} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.StreamRead(ctx, t, 2, api.ReadOptions{})
 			return err
 		}},
 	{typ: "state_get", routed: true, answer: func() felix.Message { return &felix.StateValue{} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.StateGet(ctx, t, []byte("entity"), "k")
 			return err
 		}},
 	{typ: "publish_if", routed: true, answer: func() felix.Message { return &felix.PublishOK{Offset: felix.Some(uint64(0))} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.PublishIf(ctx, t, [][]byte{[]byte("x")}, []byte("key"), 0)
 			return err
 		}},
 	{typ: "commit", routed: true, answer: func() felix.Message { return &felix.CommitOK{Offset: 0} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.Commit(ctx, api.CommitRequest{Topic: t, EntityKey: []byte("entity"), Ops: []api.CommitOp{api.PublishEvent("", []byte("x"))}})
 			return err
 		}},
 	{typ: "group_describe", routed: true, answer: func() felix.Message { return &felix.GroupInfo{Tail: 1} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.Group(api.GroupRef{Topic: t, Shard: 1, Group: "g"}).Describe(ctx)
 			return err
 		}},
 	{typ: "group_poll", routed: true, answer: func() felix.Message { return &felix.GroupRecords{} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			_, err := x.Group(api.GroupRef{Topic: t, Shard: 1, Group: "g"}).Poll(ctx, api.PollOptions{Max: 1})
 			return err
 		}},
 	{typ: "group_ack", routed: true, answer: func() felix.Message { return &felix.CacheOK{} },
-		call: func(ctx context.Context, x api.Calls, t felix.Topic, _ felix.CacheRef) error {
+		call: func(ctx context.Context, x typedCalls, t felix.Topic, _ felix.CacheRef) error {
 			return x.Group(api.GroupRef{Topic: t, Shard: 1, Group: "g"}).Ack(ctx, 7)
 		}},
 }
@@ -143,7 +164,7 @@ func TestRequestLostConnection(t *testing.T) {
 			nd.On(tc.typ, func(x *conntest.Exchange) error { return x.ResetConn() })
 			nd.Always(tc.typ, reply(tc.answer))
 			c, n := scriptedClient(t, cl, nil, nil)
-			err := tc.call(ctxT(t), c.Calls, sTopic, reqCache)
+			err := tc.call(ctxT(t), c, sTopic, reqCache)
 			if facts.Safe {
 				require.NoError(t, err)
 				require.Equal(t, []int{0, 0}, nodesOf(cl, tc.typ), "re-sent after the lost connection")
@@ -181,12 +202,12 @@ func TestRequestFollowsNotLeader(t *testing.T) {
 			owner.Always(tc.typ, reply(tc.answer))
 			c, n := scriptedClient(t, cl, nil, nil) // seeded with node 0 only
 			require.NoError(t, c.Connect(ctxT(t)))
-			require.NoError(t, tc.call(ctxT(t), c.Calls, sTopic, reqCache))
+			require.NoError(t, tc.call(ctxT(t), c, sTopic, reqCache))
 			require.Equal(t, []int{0, 1}, nodesOf(cl, tc.typ))
 			require.Equal(t, 1, n.count(client.NoticeRedirect))
 			require.Zero(t, n.count(client.NoticeRetry), "a redirect spends no retry")
 
-			require.NoError(t, tc.call(ctxT(t), c.Calls, sTopic, reqCache))
+			require.NoError(t, tc.call(ctxT(t), c, sTopic, reqCache))
 			require.Equal(t, []int{0, 1, 1}, nodesOf(cl, tc.typ), "the owner is kept")
 		})
 	}
@@ -276,7 +297,7 @@ func TestRequestNameChecks(t *testing.T) {
 	at := api.New(c.At(cl.Nodes[0].Addr))
 	for _, tc := range reqCases {
 		t.Run(tc.typ, func(t *testing.T) {
-			for _, x := range []api.Calls{c.Calls, at} {
+			for _, x := range []typedCalls{c, at} {
 				err := tc.call(ctxT(t), x, otherTopic, otherCache)
 				var ne *client.NameError
 				require.ErrorAs(t, err, &ne)

@@ -322,19 +322,22 @@ func (s *Stream) AnswerPublish(ctx context.Context, req Request, res felix.Publi
 	return p.Resolve(ctx, res, err)
 }
 
-// BrokerErrorOf returns err as the *felix.BrokerError a client would decode from
-// the frame this package answers it with: a *felix.BrokerError as it is (Type
+// ErrorAnswer is a server's helper: the error answer (the error frame, as
+// the *felix.BrokerError a client decodes from it) that a server half
+// sends for err, a server-side error. It does not read an answer a client
+// received: it makes one. A *felix.BrokerError is answered as it is (Type
 // "error" when empty); a *felix.NotLeaderError as code not_leader (retry
-// redirect) with the owner hint; a *felix.LaggedError, *felix.ShardMovedError or
-// *felix.StreamDeletedError as the error an event stream ends with for a client
-// that cannot parse their own frames (see EventStream.End); a
-// *felix.CursorError as invalid_request; anything else as code internal with the
-// error's text (retry outcome_unknown: a server that does not know whether
-// it applied a request must not let the client assume it did not). A nil
-// err returns nil, and so does a context's cancellation or expiry
-// (context.Canceled, context.DeadlineExceeded): no broker answered it, and
-// none is made up.
-func BrokerErrorOf(err error) *felix.BrokerError {
+// redirect) with the owner hint; a *felix.LaggedError,
+// *felix.ShardMovedError or *felix.StreamDeletedError as the error an
+// event stream ends with for a client that cannot parse their own frames
+// (see EventStream.End); a *felix.CursorError as invalid_request; anything
+// else as code internal with the error's text (retry outcome_unknown: a
+// server that does not know whether it applied a request must not let the
+// client assume it did not). A nil err returns nil, and so does a
+// context's cancellation or expiry (context.Canceled,
+// context.DeadlineExceeded): no decision was made, and none is made up
+// (Stream.WriteErr answers an abandoned request itself).
+func ErrorAnswer(err error) *felix.BrokerError {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
@@ -372,10 +375,10 @@ func BrokerErrorOf(err error) *felix.BrokerError {
 }
 
 // brokerAnswer is the error frame a server half answers err with:
-// BrokerErrorOf's, and for a request abandoned because its context ended
+// ErrorAnswer's, and for a request abandoned because its context ended
 // (no broker decision to convey) code internal, retry outcome_unknown.
 func brokerAnswer(err error) *felix.BrokerError {
-	if be := BrokerErrorOf(err); be != nil {
+	if be := ErrorAnswer(err); be != nil {
 		return be
 	}
 	return &felix.BrokerError{Type: "error", Message: "request abandoned: " + err.Error(), Code: felix.CodeInternal}
@@ -402,7 +405,7 @@ func refusedMessage(pr *felix.PublishRefusedError, rid uint64) *felix.PublishRef
 // to the client's offer); *felix.NotLeaderError → not_leader when the client
 // offered FeatureRedirect, else an error with code not_leader;
 // *felix.CursorError → subscribe_cursor_error; *felix.PublishRefusedError →
-// publish_refused; anything else → the error BrokerErrorOf gives. It does
+// publish_refused; anything else → the error ErrorAnswer gives. It does
 // not end the stream. ctx bounds the write (see Stream).
 func (s *Stream) WriteErr(ctx context.Context, err error) error {
 	if err == nil {
@@ -460,12 +463,12 @@ func (s *Stream) StartSubscription(ctx context.Context, ans *felix.Subscribed) (
 // subscription_lagged (cache_watch_lagged for a watch) carrying this
 // stream's subscription id and the error's resume offset; *felix.ShardMovedError
 // is shard_moved; *felix.StreamDeletedError is stream_deleted; anything else is
-// an error frame (BrokerErrorOf). A client that did not offer what a
+// an error frame (ErrorAnswer). A client that did not offer what a
 // terminal frame needs (FeatureSubscriptionLagged with flag 0x0020,
 // FeatureShardMoved, FeatureStreamDeleted) gets the fallback the protocol
 // allows instead: a lag becomes shard_moved with the resume offset when the
 // client offered FeatureShardMoved, and otherwise each becomes the error
-// frame of BrokerErrorOf (code overloaded / shard_unavailable /
+// frame of ErrorAnswer (code overloaded / shard_unavailable /
 // not_found), so that a failed upstream never reaches a client as a clean
 // end. When the frame cannot be written, the stream is aborted (a reset,
 // not a clean end) and the write's error returned. ctx bounds the write.

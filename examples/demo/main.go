@@ -181,7 +181,7 @@ func runWith(ctx context.Context, out io.Writer, n, batch int, o options) error 
 
 	// 3. A second subscriber replays from the earliest offset.
 	rstart := time.Now()
-	early, err := c.Subscribe(ctx, topic, client.SubscribeOptions{Start: client.StartEarliest})
+	early, err := c.Subscribe(ctx, topic, client.SubscribeOptions{Start: client.Earliest})
 	if err != nil {
 		return fmt.Errorf("earliest subscribe: %w", err)
 	}

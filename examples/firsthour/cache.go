@@ -1,163 +1,136 @@
-// Command cache is the first-hour cache program: against a three-node
-// reference cluster started in-process it watches a key prefix on every
-// shard of a cache, writes values with and without a TTL, makes
-// conditional puts and deletes, counts with counters, and checks what
-// docs/caches.md promises: values and counters are separate keyspaces, an
-// expired value reads as a miss and sends no watch event, counter adds
-// send none either, and the watch sees every value write of the prefix
-// once, in order. It exits 0 only if every check held.
-//
-//	go run ./examples/firsthour/cache
 package main
+
+// The cache program watches a key prefix on every shard of a cache, writes
+// values with and without a TTL, makes conditional puts and deletes,
+// counts with counters, and checks what docs/caches.md promises: values
+// and counters are separate keyspaces, an expired value reads as a miss
+// and sends no watch event, counter adds send none either, and the watch
+// sees every value write of the prefix once, in order.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"strconv"
 	"time"
 
-	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/flxproto/felix/internal/broker/engine"
 )
-
-func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "cache:", err)
-		os.Exit(1)
-	}
-}
 
 // ttl is the lifetime of the short-lived session.
 const ttl = 300 * time.Millisecond
 
-func run(ctx context.Context, out io.Writer) error {
-	cl, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ref := client.CacheRef{TenantID: cluster.DefaultTenant, Namespace: "firsthour", Cache: "sessions"}
-	cl.Engine().CreateCache(engine.CacheRef{Tenant: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache})
-
-	c, err := client.Dial(ctx, client.Config{Seeds: cl.Addrs(), TenantID: cluster.DefaultTenant,
-		Token: cluster.DefaultToken, CAFile: cl.CAFile()})
+func runCache(ctx context.Context, fx fixture, out io.Writer) error {
+	ref := client.CacheRef{TenantID: fx.TenantID, Namespace: fx.Namespace, Cache: fx.Cache}
+	c, err := client.Dial(ctx, fx.config())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 
-	w, err := c.CacheWatchSharded(ctx, ref, client.ShardedWatchOptions{Prefix: "session/"})
+	// Every key of this run is under a prefix of its own, so that a run
+	// against a long-lived cluster finds no earlier run's keys.
+	p := "session-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/"
+	w, err := c.CacheWatchSharded(ctx, ref, client.ShardedWatchOptions{Prefix: p})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	fmt.Fprintf(out, "watching session/ on %d shard(s)\n", w.Shards())
-
-	check := func(ok bool, format string, args ...any) error {
-		if !ok {
-			return fmt.Errorf("check failed: "+format, args...)
-		}
-		fmt.Fprintf(out, "ok: "+format+"\n", args...)
-		return nil
-	}
+	fmt.Fprintf(out, "watching %s on %d shard(s)\n", p, w.Shards())
+	check := checker{out}.check
 	var want []string // the watch events expected, "put KEY=VALUE" or "del KEY"
 
 	// A value with a TTL and one without.
-	if err := c.CachePut(ctx, ref, "session/short", []byte("alice"), ttl); err != nil {
+	if err := c.CachePut(ctx, ref, p+"short", []byte("alice"), ttl); err != nil {
 		return err
 	}
-	want = append(want, "put session/short=alice")
-	if err := c.CachePut(ctx, ref, "session/long", []byte("bob"), 0); err != nil {
+	want = append(want, "put "+p+"short=alice")
+	if err := c.CachePut(ctx, ref, p+"long", []byte("bob"), 0); err != nil {
 		return err
 	}
-	want = append(want, "put session/long=bob")
+	want = append(want, "put "+p+"long=bob")
 
 	// Conditional puts: "absent" fails on a live key, a matching version wins,
 	// a stale one loses.
-	r, err := c.CachePutIf(ctx, ref, "session/long", []byte("mallory"), api.IfAbsent, 0)
+	r, err := c.CachePutIf(ctx, ref, p+"long", []byte("mallory"), client.IfAbsent, 0)
 	if err != nil {
 		return err
 	}
 	if err := check(!r.Applied, "put-if-absent on a live key is not applied"); err != nil {
 		return err
 	}
-	item, err := c.CacheGetVersioned(ctx, ref, "session/long")
+	item, err := c.CacheGetVersioned(ctx, ref, p+"long")
 	if err != nil {
 		return err
 	}
 	if err := check(item.Found && item.HasVersion, "a versioned read returns the version (%d)", item.Version); err != nil {
 		return err
 	}
-	r, err = c.CachePutIf(ctx, ref, "session/long", []byte("bob-2"), api.IfVersion(item.Version), 0)
+	r, err = c.CachePutIf(ctx, ref, p+"long", []byte("bob-2"), client.IfVersion(item.Version), 0)
 	if err != nil {
 		return err
 	}
 	if err := check(r.Applied, "put-if-version with the current version is applied"); err != nil {
 		return err
 	}
-	want = append(want, "put session/long=bob-2")
-	r, err = c.CachePutIf(ctx, ref, "session/long", []byte("bob-3"), api.IfVersion(item.Version), 0)
+	want = append(want, "put "+p+"long=bob-2")
+	r, err = c.CachePutIf(ctx, ref, p+"long", []byte("bob-3"), client.IfVersion(item.Version), 0)
 	if err != nil {
 		return err
 	}
 	if err := check(!r.Applied, "put-if-version with a stale version is not applied"); err != nil {
 		return err
 	}
-	r, err = c.CachePutIf(ctx, ref, "session/new", []byte("carol"), api.IfAbsent, 0)
+	r, err = c.CachePutIf(ctx, ref, p+"new", []byte("carol"), client.IfAbsent, 0)
 	if err != nil {
 		return err
 	}
 	if err := check(r.Applied, "put-if-absent on a new key is applied"); err != nil {
 		return err
 	}
-	want = append(want, "put session/new=carol")
-	dr, err := c.CacheDeleteIf(ctx, ref, "session/new", r.Version)
+	want = append(want, "put "+p+"new=carol")
+	dr, err := c.CacheDeleteIf(ctx, ref, p+"new", r.Version)
 	if err != nil {
 		return err
 	}
 	if err := check(dr.Applied, "delete-if-version with the current version is applied"); err != nil {
 		return err
 	}
-	want = append(want, "del session/new")
+	want = append(want, "del "+p+"new")
 
 	// Counters: their own keyspace, and no watch events.
 	for range 5 {
-		if _, _, err := c.CounterAdd(ctx, ref, "session/hits", 1); err != nil {
+		if _, _, err := c.CounterAdd(ctx, ref, p+"hits", 1); err != nil {
 			return err
 		}
 	}
-	n, found, err := c.CounterGet(ctx, ref, "session/hits")
+	n, found, err := c.CounterGet(ctx, ref, p+"hits")
 	if err != nil {
 		return err
 	}
 	if err := check(found && n == 5, "five adds of 1 count 5 (got %d)", n); err != nil {
 		return err
 	}
-	_, found, err = c.CacheGet(ctx, ref, "session/hits")
+	_, found, err = c.CacheGet(ctx, ref, p+"hits")
 	if err != nil {
 		return err
 	}
 	if err := check(!found, "a counter is not a value: CacheGet of a counted key misses"); err != nil {
 		return err
 	}
-	n, _, err = c.CounterAdd(ctx, ref, "session/long", 10)
+	n, _, err = c.CounterAdd(ctx, ref, p+"long", 10)
 	if err != nil {
 		return err
 	}
-	v, _, err := c.CacheGet(ctx, ref, "session/long")
+	v, _, err := c.CacheGet(ctx, ref, p+"long")
 	if err != nil {
 		return err
 	}
 	if err := check(n == 10 && string(v) == "bob-2", "CounterAdd on a key holding a value starts a counter and leaves the value (%d, %q)", n, v); err != nil {
 		return err
 	}
-	_, found, err = c.CounterGet(ctx, ref, "session/never")
+	_, found, err = c.CounterGet(ctx, ref, p+"never")
 	if err != nil {
 		return err
 	}
@@ -171,7 +144,7 @@ func run(ctx context.Context, out io.Writer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	_, found, err = c.CacheGet(ctx, ref, "session/short")
+	_, found, err = c.CacheGet(ctx, ref, p+"short")
 	if err != nil {
 		return err
 	}
@@ -181,10 +154,10 @@ func run(ctx context.Context, out io.Writer) error {
 
 	// A last write marks the end: everything the watch delivers before it
 	// must be exactly want (no expiry event, no counter event).
-	if err := c.CachePut(ctx, ref, "session/zz-end", []byte("end"), 0); err != nil {
+	if err := c.CachePut(ctx, ref, p+"zz-end", []byte("end"), 0); err != nil {
 		return err
 	}
-	want = append(want, "put session/zz-end=end")
+	want = append(want, "put "+p+"zz-end=end")
 	var got []string
 	for len(got) < len(want) {
 		ev, err := w.Next(ctx)

@@ -1,17 +1,11 @@
-// Command stream is the first-hour stream program: it starts a three-node
-// reference cluster in-process, declares a six-shard durable stream,
-// publishes 100,000 acknowledged records to it through six node kills
-// (each node killed and restarted twice), and counts them per shard with
-// one sharded subscriber that reads from the earliest offset the whole
-// time. It exits 0 only if every acknowledged record arrived exactly once,
-// in order within its shard.
-//
-//	go run ./examples/firsthour/stream [-records N] [-kills K] [-batch B]
-//
-// The publisher uses only package client; package cluster stands in for
-// the brokers (its Kill and Restart are what the cluster's control
-// endpoint does over HTTP).
 package main
+
+// The stream program publishes acknowledged keyed batches to a sharded
+// durable stream while it kills and restarts nodes through the cluster's
+// control endpoint, reads every shard from the earliest offset with one
+// sharded subscription the whole time, and checks that every
+// acknowledged record arrived once, on the shard its key routes to, in
+// order within the shard.
 
 import (
 	"context"
@@ -19,73 +13,49 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/flxproto/felix/client"
-	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/flxproto/felix/internal/broker/engine"
 )
 
-// options are the program's knobs.
-type options struct {
+// streamOptions are the stream program's knobs.
+type streamOptions struct {
+	stream                string
 	records, kills, batch int
-	shards                uint32
-	timeout               time.Duration
 }
 
-func main() {
-	o := options{shards: 6}
-	flag.IntVar(&o.records, "records", 100_000, "acknowledged records to publish")
-	flag.IntVar(&o.kills, "kills", 6, "node kills during the run (each node is restarted after)")
-	flag.IntVar(&o.batch, "batch", 100, "records per publish")
-	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
-	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-	defer cancel()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "stream:", err)
-		os.Exit(1)
-	}
-}
-
-// report is what a run saw.
-type report struct {
+// streamReport is what a run saw.
+type streamReport struct {
 	acked, ambiguous, delivered, extra int
 	perShard                           []int
 	kills                              int
 }
 
-func run(ctx context.Context, o options, out io.Writer) error {
-	_, err := runReport(ctx, o, out)
+func runStream(ctx context.Context, fx fixture, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("stream", flag.ContinueOnError)
+	var o streamOptions
+	fs.StringVar(&o.stream, "stream", "events", "the durable sharded stream, in the fixture's namespace")
+	fs.IntVar(&o.records, "records", 100_000, "acknowledged records to publish")
+	fs.IntVar(&o.kills, "kills", 6, "node kills during the run (each node is restarted after)")
+	fs.IntVar(&o.batch, "batch", 100, "records per publish")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	_, err := streamRun(ctx, fx, o, out)
 	return err
 }
 
-func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
-	rep := report{perShard: make([]int, o.shards)}
-	cl, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		return rep, err
-	}
-	defer cl.Close()
-	topic := client.Topic{TenantID: cluster.DefaultTenant, Namespace: "firsthour", Stream: "orders"}
-	if err := cl.Engine().CreateStream(engine.Topic{Tenant: topic.TenantID, Namespace: topic.Namespace, Stream: topic.Stream},
-		engine.StreamConfig{Durable: true, Shards: o.shards}); err != nil {
-		return rep, err
-	}
-
-	newClient := func() (*client.Client, error) {
-		return client.Dial(ctx, client.Config{Seeds: cl.Addrs(), TenantID: cluster.DefaultTenant,
-			Token: cluster.DefaultToken, CAFile: cl.CAFile()})
-	}
-	pub, err := newClient()
+func streamRun(ctx context.Context, fx fixture, o streamOptions, out io.Writer) (streamReport, error) {
+	var rep streamReport
+	topic := client.Topic{TenantID: fx.TenantID, Namespace: fx.Namespace, Stream: o.stream}
+	pub, err := client.Dial(ctx, fx.config())
 	if err != nil {
 		return rep, err
 	}
 	defer pub.Close()
-	subc, err := newClient()
+	subc, err := client.Dial(ctx, fx.config())
 	if err != nil {
 		return rep, err
 	}
@@ -96,17 +66,21 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 		return rep, err
 	}
 	shards, routing := view.Shards, view.Routing.V
-	if shards != o.shards {
-		return rep, fmt.Errorf("stream has %d shards, want %d", shards, o.shards)
+	if shards < 2 {
+		return rep, fmt.Errorf("stream %s has %d shard(s): declare it with several (-stream %s/%s/%s:durable:shards=6)",
+			o.stream, shards, fx.TenantID, fx.Namespace, o.stream)
 	}
-	sub, err := subc.SubscribeSharded(ctx, topic, client.ShardedOptions{Start: client.StartEarliest})
+	rep.perShard = make([]int, shards)
+	sub, err := subc.SubscribeSharded(ctx, topic, client.ShardedOptions{Start: client.Earliest})
 	if err != nil {
 		return rep, err
 	}
 	defer sub.Close()
 
-	// The consumer: every record is "<id>"; ids of one shard arrive in
-	// increasing order (one publisher, one key per batch).
+	// The consumer: every record is "<run>:<id>"; ids of one shard arrive
+	// in increasing order (one publisher, one key per batch). Records of
+	// earlier runs on a long-lived cluster are passed over.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	type seen struct {
 		shard uint32
 		id    int
@@ -119,12 +93,20 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 				subErr <- err
 				return
 			}
-			id, perr := strconv.Atoi(string(ev.Payload))
+			rest, ours := strings.CutPrefix(string(ev.Payload), run)
+			if !ours {
+				continue
+			}
+			id, perr := strconv.Atoi(rest)
 			if perr != nil {
 				subErr <- fmt.Errorf("shard %d offset %d: payload %q", ev.Shard, ev.Offset, ev.Payload)
 				return
 			}
-			events <- seen{ev.Shard, id}
+			select {
+			case events <- seen{ev.Shard, id}:
+			case <-ctx.Done():
+				return
+			}
 		}
 		subErr <- errors.New("subscription ended")
 	}()
@@ -134,6 +116,7 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 	// restarted one batch later. An ambiguous batch (the connection died
 	// with it in flight) is not counted as acknowledged; its ids are
 	// published again under new ids, so exactly o.records are acked.
+	nodes := len(fx.Addrs)
 	ackedShard := map[int]uint32{} // id → shard, for acknowledged records
 	maybe := map[int]bool{}        // ids of ambiguous batches
 	every := o.records / (o.kills + 1)
@@ -144,7 +127,7 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 		key := []byte("customer-" + strconv.Itoa(id/o.batch))
 		payloads := make([][]byte, n)
 		for i := range payloads {
-			payloads[i] = []byte(strconv.Itoa(id + i))
+			payloads[i] = []byte(run + strconv.Itoa(id+i))
 		}
 		_, err := pub.PublishBatch(ctx, topic, payloads, client.PublishOptions{Key: key})
 		switch {
@@ -164,14 +147,14 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 		}
 		id += n
 		if killed >= 0 {
-			if err := cl.Restart(killed); err != nil {
+			if err := fx.control(ctx, "/restart", fmt.Sprintf(`{"node": %d}`, killed)); err != nil {
 				return rep, err
 			}
 			killed = -1
 		}
 		if rep.kills < o.kills && rep.acked >= nextKill {
-			killed = rep.kills % cl.Nodes()
-			if err := cl.Kill(killed); err != nil {
+			killed = rep.kills % nodes
+			if err := fx.control(ctx, "/kill", fmt.Sprintf(`{"node": %d}`, killed)); err != nil {
 				return rep, err
 			}
 			rep.kills++
@@ -180,14 +163,14 @@ func runReport(ctx context.Context, o options, out io.Writer) (report, error) {
 		}
 	}
 	if killed >= 0 {
-		if err := cl.Restart(killed); err != nil {
+		if err := fx.control(ctx, "/restart", fmt.Sprintf(`{"node": %d}`, killed)); err != nil {
 			return rep, err
 		}
 	}
 
 	// Count until every acknowledged record arrived.
 	got := map[int]bool{}
-	last := make([]int, o.shards)
+	last := make([]int, shards)
 	for i := range last {
 		last[i] = -1
 	}
