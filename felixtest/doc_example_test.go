@@ -103,7 +103,7 @@ func TestConsumeThroughFaults(t *testing.T) {
 // TestTestingDocExample: docs/testing.md §4 shows the code above, from
 // consume on, so that the page's example cannot rot.
 func TestTestingDocExample(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "testing.md"))
+	doc, err := os.ReadFile(filepath.FromSlash("../docs/testing.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
