@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ type Limits struct {
 }
 
 // Option configures NewBroker and NewCluster.
-type Option func(*settings)
+type Option struct{ apply func(*settings) }
 
 type settings struct {
 	tenant       string
@@ -106,30 +107,32 @@ type declStream struct {
 
 // WithTenant names the tenant the broker's token acts for (default
 // DefaultTenant).
-func WithTenant(tenant string) Option { return func(s *settings) { s.tenant = tenant } }
+func WithTenant(tenant string) Option { return Option{func(s *settings) { s.tenant = tenant }} }
 
-// WithStream declares stream name in namespace ns before the nodes start.
+// WithStream declares stream name in namespace ns (before NewCluster
+// returns).
 func WithStream(ns, name string, cfg Stream) Option {
-	return func(s *settings) { s.streams = append(s.streams, declStream{ns, name, cfg}) }
+	return Option{func(s *settings) { s.streams = append(s.streams, declStream{ns, name, cfg}) }}
 }
 
-// WithCache declares cache name in namespace ns before the nodes start.
+// WithCache declares cache name in namespace ns (before NewCluster
+// returns).
 func WithCache(ns, name string) Option {
-	return func(s *settings) { s.caches = append(s.caches, engine.CacheRef{Namespace: ns, Cache: name}) }
+	return Option{func(s *settings) { s.caches = append(s.caches, engine.CacheRef{Namespace: ns, Cache: name}) }}
 }
 
 // WithDefaultStream configures the streams created on first use.
-func WithDefaultStream(cfg Stream) Option { return func(s *settings) { s.defStream = cfg } }
+func WithDefaultStream(cfg Stream) Option { return Option{func(s *settings) { s.defStream = cfg }} }
 
 // WithoutAutoCreate makes a stream or cache that was not declared (with
 // WithStream or WithCache) unknown: requests for it are refused not_found.
-func WithoutAutoCreate() Option { return func(s *settings) { s.noAutoCreate = true } }
+func WithoutAutoCreate() Option { return Option{func(s *settings) { s.noAutoCreate = true }} }
 
 // WithLimits lowers the broker's limits.
-func WithLimits(l Limits) Option { return func(s *settings) { s.limits = l } }
+func WithLimits(l Limits) Option { return Option{func(s *settings) { s.limits = l }} }
 
 // WithLogger sends the nodes' logs to l (by default they are discarded).
-func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.logger = l } }
+func WithLogger(l *slog.Logger) Option { return Option{func(s *settings) { s.logger = l }} }
 
 // Cluster is a running broker or cluster of broker nodes, started by
 // NewBroker or NewCluster and stopped when the test ends. Nodes are
@@ -139,8 +142,8 @@ type Cluster struct {
 	tenant string
 	token  string
 
-	mu    sync.Mutex
-	hooks []*hook
+	mu    sync.Mutex              // serialises Intercept's changes
+	hooks atomic.Pointer[[]*hook] // read by every request
 }
 
 // NewBroker starts a single broker node: NewCluster(t, 1, opts...).
@@ -161,7 +164,9 @@ func NewCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	s := settings{tenant: DefaultTenant}
 	for _, o := range opts {
-		o(&s)
+		if o.apply != nil {
+			o.apply(&s)
+		}
 	}
 	c := &Cluster{tenant: s.tenant, token: rand.Text()}
 	cfg := cluster.Config{
@@ -241,28 +246,29 @@ func (c *Cluster) CertificatePEM() []byte { return c.cl.CertificatePEM() }
 // (conn.Config.TLS).
 func (c *Cluster) TLSConfig() *tls.Config { return c.cl.TLS() }
 
-// Test timings of ClientConfig: a lost link is noticed within
-// ClientIdleTimeout, and retries back off from ClientBackoffBase to at most
-// ClientBackoffMax.
+// The timings of ClientConfig.
 const (
-	ClientIdleTimeout = 1500 * time.Millisecond
-	ClientKeepAlive   = 300 * time.Millisecond
-	ClientBackoffBase = 10 * time.Millisecond
-	ClientBackoffMax  = 200 * time.Millisecond
+	clientIdleTimeout = 1500 * time.Millisecond
+	clientKeepAlive   = 300 * time.Millisecond
+	clientBackoffBase = 10 * time.Millisecond
+	clientBackoffMax  = 200 * time.Millisecond
 )
 
 // ClientConfig returns a client configuration for the cluster: every node
 // as a seed, the tenant and token, the certificate as the only trusted
-// root, and timings shortened for tests (ClientIdleTimeout, ...). Change
-// any field before client.New or client.Dial.
+// root (CAPEM), and timings shortened for tests: a lost link is noticed
+// after 1.5 s without a packet (Conn.IdleTimeout, with a 300 ms
+// Conn.KeepAlive), and retries back off from 10 ms to at most 200 ms
+// (BackoffBase, BackoffMax). Change any field before client.New or
+// client.Dial.
 func (c *Cluster) ClientConfig() client.Config {
 	return client.Config{
 		Seeds:       c.Addrs(),
 		TenantID:    c.tenant,
 		Token:       c.token,
 		CAPEM:       c.CertificatePEM(),
-		Conn:        conn.Config{IdleTimeout: ClientIdleTimeout, KeepAlive: ClientKeepAlive},
-		BackoffBase: ClientBackoffBase, BackoffMax: ClientBackoffMax,
+		Conn:        conn.Config{IdleTimeout: clientIdleTimeout, KeepAlive: clientKeepAlive},
+		BackoffBase: clientBackoffBase, BackoffMax: clientBackoffMax,
 	}
 }
 

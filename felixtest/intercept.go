@@ -77,23 +77,22 @@ type hook struct {
 func (c *Cluster) Intercept(fn func(Request) *Answer) (remove func()) {
 	h := &hook{fn: fn}
 	c.mu.Lock()
-	c.hooks = append(c.hooks, h)
+	c.setHooks(append(c.loadHooks(), h))
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.hooks = slices.DeleteFunc(c.hooks, func(x *hook) bool { return x == h })
+		c.setHooks(slices.DeleteFunc(c.loadHooks(), func(x *hook) bool { return x == h }))
 	}
 }
 
 // intercept is the cluster's server.Config.Intercept for node i.
 func (c *Cluster) intercept(i int, in server.Intercepted) *server.Interception {
-	c.mu.Lock()
-	hooks := slices.Clone(c.hooks)
-	c.mu.Unlock()
-	if len(hooks) == 0 {
+	p := c.hooks.Load() // never modified once stored
+	if p == nil || len(*p) == 0 {
 		return nil
 	}
+	hooks := *p
 	r := describe(i, in)
 	for _, h := range hooks {
 		if a := h.fn(r); a != nil {
@@ -137,3 +136,14 @@ func describe(i int, in server.Intercepted) Request {
 	}
 	return r
 }
+
+// loadHooks returns a copy of the hooks in force.
+func (c *Cluster) loadHooks() []*hook {
+	if p := c.hooks.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+// setHooks replaces the hooks (under c.mu).
+func (c *Cluster) setHooks(hs []*hook) { c.hooks.Store(&hs) }

@@ -1,7 +1,6 @@
 package felixtest
 
 import (
-	"fmt"
 	"log"
 	"slices"
 	"sync"
@@ -43,7 +42,7 @@ func (s *standalone) Error(a ...any) {
 }
 
 func (s *standalone) Errorf(f string, a ...any) {
-	log.Print(fmt.Sprintf(f, a...))
+	log.Printf(f, a...)
 	s.Fail()
 }
 
