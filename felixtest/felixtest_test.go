@@ -379,3 +379,22 @@ func TestInterceptNotLeaderPublish(t *testing.T) {
 	require.Equal(t, int64(1), onNode[1].Load(), "redirected to node 1")
 	require.Equal(t, uint64(1), cl.Appended(tp, 0), "written once")
 }
+
+// Standalone runs its cleanups, the broker's stop among them, last first,
+// when stop is called; Errorf marks it failed.
+func TestStandalone(t *testing.T) {
+	tb, stop := felixtest.Standalone()
+	var order []int
+	tb.Cleanup(func() { order = append(order, 1) })
+	b := felixtest.NewBroker(tb)
+	tb.Cleanup(func() { order = append(order, 2) })
+	c := dial(t, b, nil)
+	publish(t, c, b.Topic("ns", "s"), "x")
+	require.False(t, tb.Failed())
+	tb.Errorf("felixtest: a logged failure (expected by %s)", t.Name())
+	require.True(t, tb.Failed())
+	require.NoError(t, c.Close())
+	stop()
+	require.Equal(t, []int{2, 1}, order)
+	require.False(t, b.Running(0), "the broker stopped with stop")
+}
