@@ -2,6 +2,7 @@ package felixtest_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,4 +398,34 @@ func TestStandalone(t *testing.T) {
 	stop()
 	require.Equal(t, []int{2, 1}, order)
 	require.False(t, b.Running(0), "the broker stopped with stop")
+}
+
+// Any request can be answered with any error: a cache write refused
+// forbidden reaches the application as that error.
+func TestInterceptCacheWrite(t *testing.T) {
+	cl := felixtest.NewBroker(t)
+	c := dial(t, cl, nil)
+	kv := cl.CacheRef("ns", "kv")
+	var types []string
+	var mu sync.Mutex
+	cl.Intercept(func(r felixtest.Request) *felixtest.Answer {
+		mu.Lock()
+		types = append(types, r.Type)
+		mu.Unlock()
+		if r.Type == "cache_put" {
+			return &felixtest.Answer{Code: felix.CodeForbidden, Message: "no writes today"}
+		}
+		return nil
+	})
+	err := c.CachePut(ctxT(t), kv, "k", []byte("v"), 0)
+	var be *felix.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeForbidden, be.Code)
+	require.Contains(t, be.Message, "no writes today")
+	_, _, err = c.CacheGet(ctxT(t), kv, "k")
+	require.NoError(t, err, "other requests are served")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, types, "cache_put")
+	require.Contains(t, types, "cache_get")
 }
