@@ -429,3 +429,17 @@ func TestInterceptCacheWrite(t *testing.T) {
 	require.Contains(t, types, "cache_put")
 	require.Contains(t, types, "cache_get")
 }
+
+// WithLimits lowers the frame limit: a record above it is refused, one
+// below it is written.
+func TestLimitsFrame(t *testing.T) {
+	cl := felixtest.NewBroker(t, felixtest.WithLimits(felixtest.Limits{MaxFrameBytes: 4096}))
+	c := dial(t, cl, func(cfg *client.Config) { cfg.MaxAttempts = -1 })
+	tp := cl.Topic("ns", "s")
+	_, err := c.Publish(ctxT(t), tp, make([]byte, 8192), client.PublishOptions{})
+	var be *felix.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.CodeLimitExceeded, be.Code)
+	publish(t, c, tp, "small")
+	require.Equal(t, uint64(1), cl.Appended(tp, 0))
+}

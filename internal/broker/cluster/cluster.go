@@ -332,11 +332,14 @@ func (c *Cluster) startNode(i int) error {
 		TLS:          c.tls,
 		Tokens:       c.tokens,
 		SharedEngine: c.eng,
-		Router:       &router{c: c, i: i},
-		DrainTimeout: 100 * time.Millisecond,
-		Logger:       c.log.With("node", n.id),
-		KeyLogWriter: c.cfg.KeyLogWriter,
-		Hooks:        n.hooks,
+		// The nodes read frames up to the shared engine's limit, as a
+		// standalone broker's server and engine share one.
+		MaxFrameBytes: c.cfg.Engine.MaxFrameBytes,
+		Router:        &router{c: c, i: i},
+		DrainTimeout:  100 * time.Millisecond,
+		Logger:        c.log.With("node", n.id),
+		KeyLogWriter:  c.cfg.KeyLogWriter,
+		Hooks:         n.hooks,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: node %d: %w", i, err)
