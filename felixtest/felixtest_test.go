@@ -2,6 +2,7 @@ package felixtest_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -442,4 +443,27 @@ func TestLimitsFrame(t *testing.T) {
 	require.Equal(t, felix.CodeLimitExceeded, be.Code)
 	publish(t, c, tp, "small")
 	require.Equal(t, uint64(1), cl.Appended(tp, 0))
+}
+
+// A declared stream keeps RetainRecords per shard; streams created on first
+// use take WithDefaultStream's configuration.
+func TestRetention(t *testing.T) {
+	cl := felixtest.NewBroker(t,
+		felixtest.WithStream("ns", "short", felixtest.Stream{RetainRecords: 2}),
+		felixtest.WithDefaultStream(felixtest.Stream{Shards: 2}))
+	c := dial(t, cl, nil)
+	short := cl.Topic("ns", "short")
+	for i := range 5 {
+		publish(t, c, short, fmt.Sprint("r", i))
+	}
+	sub, err := c.Subscribe(ctxT(t), short, client.SubscribeOptions{Start: client.StartEarliest})
+	require.NoError(t, err)
+	defer sub.Close()
+	require.Equal(t, uint64(3), sub.Info().StartOffset.V, "the oldest retained record")
+	next(t, sub, "r3")
+
+	publish(t, c, cl.Topic("ns", "auto"), "x")
+	ans, err := c.Request(ctxT(t), &felix.StreamShards{TenantID: cl.TenantID(), Namespace: "ns", Stream: "auto"})
+	require.NoError(t, err)
+	require.Equal(t, uint32(2), ans.(*felix.StreamShardsView).Shards)
 }
