@@ -467,3 +467,27 @@ func TestRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint32(2), ans.(*felix.StreamShardsView).Shards)
 }
+
+// Fire-and-forget publishes are seen too, and dropped when answered.
+func TestInterceptNoAck(t *testing.T) {
+	cl := felixtest.NewBroker(t)
+	c := dial(t, cl, nil)
+	tp := cl.Topic("ns", "s")
+	var seen atomic.Int64
+	cl.Intercept(func(r felixtest.Request) *felixtest.Answer {
+		if r.Topic != tp {
+			return nil
+		}
+		if seen.Add(1) == 1 {
+			return felixtest.RetryAfter(time.Second) // dropped: nowhere to answer
+		}
+		return nil
+	})
+	for _, p := range []string{"dropped", "kept"} {
+		_, err := c.Publish(ctxT(t), tp, []byte(p), client.PublishOptions{NoAck: true})
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Flush(ctxT(t)))
+	require.Equal(t, int64(2), seen.Load())
+	require.Equal(t, uint64(1), cl.Appended(tp, 0))
+}

@@ -68,7 +68,7 @@ func (h *handler) serve() {
 
 // handle answers one request; it returns false when the stream has ended.
 func (h *handler) handle(req conn.Request) bool {
-	if h.s.cfg.Intercept != nil && !h.st.Unidirectional() {
+	if h.s.cfg.Intercept != nil {
 		if more, ok := h.intercept(req); ok {
 			return more
 		}

@@ -8,7 +8,8 @@ import (
 )
 
 // Intercepted is a request an Intercept hook (Config.Intercept) sees: the
-// tenant of the stream that carried it and the request as read.
+// tenant of the stream that carried it and the request as read (on any
+// authenticated stream, publish-only ones included).
 type Intercepted struct {
 	Tenant  string
 	Request conn.Request
@@ -21,7 +22,8 @@ type Intercepted struct {
 // acked publish); otherwise it is an error with Code, Retry, Reason and
 // RetryAfter (detail.retry_after_ms). A publish is answered on its stream,
 // which stays open; any other request's stream ends after the answer, as
-// a refusal ends it. An unacked publish is dropped.
+// a refusal ends it. An unacked publish (any request of a publish-only
+// stream) is dropped.
 type Interception struct {
 	Code       felix.ErrorCode
 	Retry      felix.RetryClass
@@ -38,6 +40,9 @@ func (h *handler) intercept(req conn.Request) (more, ok bool) {
 	a := h.s.cfg.Intercept(Intercepted{Tenant: h.id.Tenant, Request: req})
 	if a == nil {
 		return false, false
+	}
+	if h.st.Unidirectional() {
+		return true, true // a publish-only stream: nowhere to answer, dropped
 	}
 	if a.Message == "" {
 		a.Message = "intercepted: " + string(a.Code)

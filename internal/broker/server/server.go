@@ -123,7 +123,7 @@ type Config struct {
 	// then also advertises ClusterFlags and ClusterFeatures.
 	Router Router
 	// Intercept, when set, sees every request read on an authenticated
-	// bidirectional stream before it is served, and may answer it instead
+	// stream before it is served, and may answer it instead
 	// (see Interception): a test's way to script a broker's answers.
 	Intercept func(Intercepted) *Interception
 }
