@@ -252,15 +252,17 @@ const (
 	clientKeepAlive   = 300 * time.Millisecond
 	clientBackoffBase = 10 * time.Millisecond
 	clientBackoffMax  = 200 * time.Millisecond
+	clientDialTimeout = time.Second
 )
 
 // ClientConfig returns a client configuration for the cluster: every node
 // as a seed, the tenant and token, the certificate as the only trusted
 // root (CAPEM), and timings shortened for tests: a lost link is noticed
 // after 1.5 s without a packet (Conn.IdleTimeout, with a 300 ms
-// Conn.KeepAlive), and retries back off from 10 ms to at most 200 ms
-// (BackoffBase, BackoffMax). Change any field before client.New or
-// client.Dial.
+// Conn.KeepAlive), a dial to a node that does not answer (a killed one
+// the client has not seen die) is given up after 1 s (DialTimeout), and
+// retries back off from 10 ms to at most 200 ms (BackoffBase,
+// BackoffMax). Change any field before client.New or client.Dial.
 func (c *Cluster) ClientConfig() client.Config {
 	return client.Config{
 		Seeds:       c.Addrs(),
@@ -268,7 +270,7 @@ func (c *Cluster) ClientConfig() client.Config {
 		Token:       c.token,
 		CAPEM:       c.CertificatePEM(),
 		Conn:        conn.Config{IdleTimeout: clientIdleTimeout, KeepAlive: clientKeepAlive},
-		BackoffBase: clientBackoffBase, BackoffMax: clientBackoffMax,
+		BackoffBase: clientBackoffBase, BackoffMax: clientBackoffMax, DialTimeout: clientDialTimeout,
 	}
 }
 
