@@ -136,7 +136,9 @@ func WithLogger(l *slog.Logger) Option { return Option{func(s *settings) { s.log
 
 // Cluster is a running broker or cluster of broker nodes, started by
 // NewBroker or NewCluster and stopped when the test ends. Nodes are
-// numbered from 0. Its methods are safe for concurrent use.
+// numbered from 0; a method given a node out of range panics, except the
+// fault methods, which return an error matching ErrFault, and Running.
+// Its methods are safe for concurrent use.
 type Cluster struct {
 	cl     *cluster.Cluster
 	tenant string

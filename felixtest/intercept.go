@@ -18,7 +18,8 @@ type Request struct {
 	// Topic is the stream a publish, subscribe or stream_read names (zero
 	// for other requests).
 	Topic felix.Topic
-	// Message is the decoded JSON request; nil for a binary publish frame.
+	// Message is the decoded JSON request (nil for a binary publish
+	// frame); the node serves this value: read it, do not change it.
 	Message felix.Message
 }
 
