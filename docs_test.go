@@ -246,9 +246,10 @@ func TestDocIndexComplete(t *testing.T) {
 	}
 }
 
-// TestReadmeClientExample: the README's first Go example is the body of
-// client.Example (client/example_test.go), which go test compiles and runs,
-// so the quick start cannot rot. Comments and indentation are ignored.
+// TestReadmeClientExample: the README's first Go example is
+// client/hello_test.go (TestHello, which go test compiles and runs), so the
+// quick start cannot rot. Comments, indentation and the package clause are
+// ignored.
 func TestReadmeClientExample(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
@@ -256,13 +257,12 @@ func TestReadmeClientExample(t *testing.T) {
 	require.True(t, ok, "README.md has no Go example")
 	snippet, _, ok := strings.Cut(after, "```")
 	require.True(t, ok)
-	ex, err := os.ReadFile(filepath.Join("client", "example_test.go"))
+	ex, err := os.ReadFile(filepath.Join("client", "hello_test.go"))
 	require.NoError(t, err)
-	_, body, ok := strings.Cut(string(ex), "func Example() {\n")
-	require.True(t, ok, "client.Example not found")
-	body, _, ok = strings.Cut(body, "// Output:")
-	require.True(t, ok)
-	require.Equal(t, codeLines(body), codeLines(snippet), "README.md's first example differs from client.Example")
+	noPackage := func(lines []string) []string {
+		return slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "package ") })
+	}
+	require.Equal(t, noPackage(codeLines(string(ex))), noPackage(codeLines(snippet)), "README.md's first example differs from client/hello_test.go")
 }
 
 // TestReadmeAPIExample: the README's example of package api is a

@@ -7,9 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/felixtest"
 	"github.com/flxproto/felix/internal/broker/cluster"
-	"github.com/flxproto/felix/internal/broker/engine"
 )
 
 // startCluster starts a three-node reference cluster for the test.
@@ -37,12 +38,28 @@ func clusterTopic(stream string) client.Topic {
 	return client.Topic{TenantID: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Stream: stream}
 }
 
-// shardLog returns the records of shard 0 of tp in the cluster's shared log.
-func shardLog(t *testing.T, cl *cluster.Cluster, tp client.Topic) []engine.ReadRecord {
+// felixClient returns a client over every node of a felixtest cluster,
+// recording its notices.
+func felixClient(t testing.TB, cl *felixtest.Cluster, adjust func(*client.Config)) (*client.Client, *notices) {
 	t.Helper()
-	recs, _, err := cl.Engine().Read(engine.Topic{Tenant: tp.TenantID, Namespace: tp.Namespace, Stream: tp.Stream}, 0, 0, 1<<20)
+	n := newNotices()
+	cfg := cl.ClientConfig()
+	cfg.OnNotice = n.add
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	c, err := client.New(cfg)
 	require.NoError(t, err)
-	return recs
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c, n
+}
+
+// shardLog returns the records of shard 0 of tp, read through c.
+func shardLog(t *testing.T, c *client.Client, tp client.Topic) []api.StreamRecord {
+	t.Helper()
+	page, err := c.StreamRead(ctxT(t), tp, 0, api.ReadOptions{From: 0, MaxRecords: 1 << 16})
+	require.NoError(t, err)
+	return page.Records
 }
 
 // A three-node cluster loses the node the client publishes to in the
@@ -50,10 +67,10 @@ func shardLog(t *testing.T, cl *cluster.Cluster, tp client.Topic) []engine.ReadR
 // is in the log at its acknowledged offset, and no record is written
 // twice (nothing is re-sent without the at-least-once opt-in).
 func TestClusterPublishLoopLosesNode(t *testing.T) {
-	cl := startCluster(t)
-	tp := clusterTopic(cluster.MovableStream)
-	c, n := clusterClient(t, cl, nil)
-	owner, _ := cl.Owner(cluster.MovableStream, 0)
+	cl := felixtest.NewCluster(t, 3)
+	tp := cl.Topic("ns", "movable")
+	c, n := felixClient(t, cl, nil)
+	owner := cl.Owner(tp, 0)
 	const records, killAt = 60, 20
 	acks := make(map[string]uint64)
 	ambiguous := 0
@@ -79,7 +96,7 @@ func TestClusterPublishLoopLosesNode(t *testing.T) {
 	require.GreaterOrEqual(t, len(acks), records-killAt/2, "publishing went on on the survivors")
 	seen := make(map[string]int)
 	at := make(map[string]uint64)
-	for _, r := range shardLog(t, cl, tp) {
+	for _, r := range shardLog(t, c, tp) {
 		seen[string(r.Payload)]++
 		at[string(r.Payload)] = r.Offset
 	}
@@ -97,9 +114,9 @@ func TestClusterPublishLoopLosesNode(t *testing.T) {
 // each time): delivery continues on the new owner at the next offset, so
 // the offsets it sees are contiguous.
 func TestSubscriberSurvivesTwoShardMoves(t *testing.T) {
-	cl := startCluster(t)
-	tp := clusterTopic(cluster.MovableStream)
-	c, n := clusterClient(t, cl, nil)
+	cl := felixtest.NewCluster(t, 3)
+	tp := cl.Topic("ns", "movable")
+	c, n := felixClient(t, cl, nil)
 	res, err := c.Publish(ctxT(t), tp, []byte("start"), acked)
 	require.NoError(t, err)
 	sub, err := c.Subscribe(ctxT(t), tp, client.SubscribeOptions{Start: felix.StartAt(res.Offset)})
@@ -129,12 +146,9 @@ func TestSubscriberSurvivesTwoShardMoves(t *testing.T) {
 	}
 	read(append([]string{"start"}, publish("home")...)...)
 	for move := 1; move <= 2; move++ {
-		owner, gen := cl.Owner(cluster.MovableStream, 0)
-		to := (owner + 1) % cl.Nodes()
-		require.NoError(t, cl.Move(cluster.MovableStream, 0, to))
-		now, ngen := cl.Owner(cluster.MovableStream, 0)
-		require.Equal(t, to, now)
-		require.Greater(t, ngen, gen)
+		to := (cl.Owner(tp, 0) + 1) % cl.Nodes()
+		require.NoError(t, cl.MoveShard(tp, 0, to))
+		require.Equal(t, to, cl.Owner(tp, 0))
 		read(publish(fmt.Sprint("move", move))...)
 		ev := n.wait(t, client.NoticeResumed, func(ev client.Notice) bool { return ev.Addr == cl.Addr(to) })
 		var moved *felix.ShardMovedError

@@ -6,27 +6,30 @@ import (
 	"log"
 	"time"
 
-	"github.com/flxproto/felix/internal/reftest"
-
 	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/felixtest"
 )
 
 // Hello world: publish with an acknowledgement, then read the record
-// back from the earliest offset. Only package client is imported; the
-// broker is one started in-process, as "go run ./examples/broker
-// -cert-out broker.pem" starts one on 127.0.0.1:7447.
+// back from the earliest offset. The broker is one started in-process by
+// package felixtest (in a test, pass the test's t to felixtest.NewBroker;
+// TestHello is this code as a test); against the broker of
+// "go run ./examples/broker -cert-out broker.pem", the seed is
+// "127.0.0.1:7447", the tenant "t1", the token "demo-token" and
+// CAFile "broker.pem".
 func Example() {
-	addr, caFile, stop := exampleBroker() // "127.0.0.1:7447", "broker.pem"
+	t, stop := felixtest.Standalone() // an Example has no testing.T
 	defer stop()
+	b := felixtest.NewBroker(t, felixtest.WithTenant("t1"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, client.Config{
-		Seeds:    []string{addr}, // one or more; the rest of a cluster is discovered
+		Seeds:    b.Addrs(), // one or more; the rest of a cluster is discovered
 		TenantID: "t1",
-		Token:    "demo-token",
-		CAFile:   caFile, // the certificate the broker wrote with -cert-out
+		Token:    b.Token(),
+		CAPEM:    b.CertificatePEM(), // or CAFile: the certificate a broker wrote with -cert-out
 	})
 	if err != nil {
 		log.Fatal(err) // names the address and what to check
@@ -57,19 +60,22 @@ func Example() {
 	// order #1 at offset 0
 }
 
-// exampleBroker starts a reference broker in-process and writes its
-// certificate to a PEM file (internal/reftest.ExampleBroker).
-var exampleBroker = reftest.ExampleBroker
+// exampleBroker starts a felixtest broker for tenant t1 outside a test;
+// stop stops it.
+func exampleBroker() (b *felixtest.Cluster, stop func()) {
+	t, stop := felixtest.Standalone()
+	return felixtest.NewBroker(t, felixtest.WithTenant("t1")), stop
+}
 
 // Info tells where a subscription from earliest began: the oldest record
 // the broker still keeps.
 func ExampleSubscription_Info() {
-	addr, caFile, stop := exampleBroker()
+	b, stop := exampleBroker()
 	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	c, err := client.Dial(ctx, b.ClientConfig())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -94,11 +100,11 @@ func ExampleSubscription_Info() {
 // without a TTL and a counter: the watch sees the value writes (a counter
 // is a keyspace of its own, and an expiry writes no event).
 func ExampleClient_CacheWatchSharded() {
-	addr, caFile, stop := exampleBroker()
+	b, stop := exampleBroker()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	c, err := client.Dial(ctx, b.ClientConfig())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -137,11 +143,11 @@ func ExampleClient_CacheWatchSharded() {
 // Fire-and-forget publishes are asked for with NoAck; Flush waits until
 // the broker has read them.
 func ExampleClient_Flush() {
-	addr, caFile, stop := exampleBroker()
+	b, stop := exampleBroker()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Seeds: []string{addr}, TenantID: "t1", Token: "demo-token", CAFile: caFile})
+	c, err := client.Dial(ctx, b.ClientConfig())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -132,6 +132,19 @@ type Config struct {
 	// by node. It is called once per node by Start; a restarted node keeps
 	// its hooks, so its counters run on.
 	Hooks func(i int, id string) *conn.Hooks
+	// NoFixture leaves out the fixture's streams and caches (durable,
+	// movable, quorum, link, the missing stream and the two caches): a
+	// cluster for an application's tests (package felixtest) declares its
+	// own.
+	NoFixture bool
+	// Interpose puts every node behind an interposer of its own and makes
+	// the node advertise the interposer's address (Addr, topology, owner
+	// hints), so that every client packet crosses it: CutClient,
+	// StallClient and ResetClient then act on any node.
+	Interpose bool
+	// Intercept, when set, is node i's server.Config.Intercept: it sees
+	// every request the node reads and may answer it instead.
+	Intercept func(i int, in server.Intercepted) *server.Interception
 }
 
 // Cluster is a running cluster. Create it with Start, stop it with Close.
@@ -155,6 +168,7 @@ type Cluster struct {
 	decls    []shardKey       // declared shards (CreateStream, CreateCache), listed by State
 	healed   chan struct{}    // closed by Heal; replaced by Partition
 	parted   map[int]bool     // nodes cut off from their replicas
+	cuts     map[[2]int]bool  // links cut between two nodes (lower index first)
 	timers   map[*time.Timer]struct{}
 	closed   bool
 	ctrl     *control
@@ -164,7 +178,8 @@ type Cluster struct {
 
 type node struct {
 	id    string
-	addr  string
+	addr  string            // where the server listens
+	relay *interposer.Relay // Config.Interpose: in front of the node
 	hooks *conn.Hooks
 	srv   *server.Server
 	done  chan error
@@ -206,11 +221,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ecfg := cfg.Engine
-	ecfg.MissingStreams = append(slices.Clip(ecfg.MissingStreams),
-		engine.Topic{Tenant: cfg.Tenant, Namespace: cfg.Namespace, Stream: MissingStream})
+	if !cfg.NoFixture {
+		ecfg.MissingStreams = append(slices.Clip(ecfg.MissingStreams),
+			engine.Topic{Tenant: cfg.Tenant, Namespace: cfg.Namespace, Stream: MissingStream})
+	}
 	c := &Cluster{cfg: cfg, eng: engine.New(ecfg), log: log, linkN: linkN, tokens: cfg.nodeTokens(), ctlToken: rand.Text(),
 		shards: make(map[shardKey]*assignment), homes: make(map[shardKey]int),
-		healed: make(chan struct{}), parted: make(map[int]bool), timers: make(map[*time.Timer]struct{})}
+		healed: make(chan struct{}), parted: make(map[int]bool), timers: make(map[*time.Timer]struct{}),
+		cuts: make(map[[2]int]bool)}
 	close(c.healed)
 	var err error
 	if c.tls, _, err = conn.SelfSigned("localhost", cfg.Host); err != nil {
@@ -229,9 +247,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	if err := c.declare(); err != nil {
-		c.Close()
-		return nil, err
+	if !cfg.NoFixture {
+		if err := c.declare(); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	for i := range cfg.Nodes {
 		n := &node{id: "broker-" + strconv.Itoa(i), addr: net.JoinHostPort(cfg.Host, "0")}
@@ -242,6 +262,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err := c.startNode(i); err != nil {
 			c.Close()
 			return nil, err
+		}
+		if cfg.Interpose {
+			r, err := interposer.Listen(net.JoinHostPort(cfg.Host, "0"), n.addr, log.With("node", n.id))
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.mu.Lock()
+			n.relay = r
+			c.mu.Unlock()
 		}
 		if err := ctx.Err(); err != nil {
 			c.Close()
@@ -292,16 +322,24 @@ func (c *Cluster) declare() error {
 // one) and marks it alive. Called without c.mu.
 func (c *Cluster) startNode(i int) error {
 	n := c.nodes[i]
+	var intercept func(server.Intercepted) *server.Interception
+	if f := c.cfg.Intercept; f != nil {
+		intercept = func(in server.Intercepted) *server.Interception { return f(i, in) }
+	}
 	srv, err := server.Listen(server.Config{
+		Intercept:    intercept,
 		Addr:         n.addr,
 		TLS:          c.tls,
 		Tokens:       c.tokens,
 		SharedEngine: c.eng,
-		Router:       &router{c: c, i: i},
-		DrainTimeout: 100 * time.Millisecond,
-		Logger:       c.log.With("node", n.id),
-		KeyLogWriter: c.cfg.KeyLogWriter,
-		Hooks:        n.hooks,
+		// The nodes read frames up to the shared engine's limit, as a
+		// standalone broker's server and engine share one.
+		MaxFrameBytes: c.cfg.Engine.MaxFrameBytes,
+		Router:        &router{c: c, i: i},
+		DrainTimeout:  100 * time.Millisecond,
+		Logger:        c.log.With("node", n.id),
+		KeyLogWriter:  c.cfg.KeyLogWriter,
+		Hooks:         n.hooks,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: node %d: %w", i, err)
@@ -317,11 +355,28 @@ func (c *Cluster) startNode(i int) error {
 // Nodes returns the number of nodes.
 func (c *Cluster) Nodes() int { return len(c.nodes) }
 
-// Addr returns node i's client address.
+// Addr returns node i's client address (its interposer's with
+// Config.Interpose).
 func (c *Cluster) Addr(i int) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.nodes[i].addr
+	return c.nodes[i].public()
+}
+
+// public is the address a node advertises.
+func (n *node) public() string {
+	if n.relay != nil {
+		return n.relay.Addr().String()
+	}
+	return n.addr
+}
+
+// Relay returns the interposer in front of node i (nil without
+// Config.Interpose).
+func (c *Cluster) Relay(i int) *interposer.Relay {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].relay
 }
 
 // NodeID returns node i's node id.
@@ -333,7 +388,7 @@ func (c *Cluster) Addrs() []string {
 	defer c.mu.Unlock()
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = n.addr
+		out[i] = n.public()
 	}
 	return out
 }
@@ -412,6 +467,36 @@ func (c *Cluster) Kill(i int) error {
 	return err
 }
 
+// Drain stops node i gracefully, as an operator's shutdown does: its
+// shards move to surviving nodes first (the subscriptions it serves end
+// with shard_moved and resume on the new owners), then the node drains
+// (server.Shutdown: new requests are refused with draining, event streams
+// end cleanly) and stops. It returns once the node is down. Restart
+// starts it again.
+func (c *Cluster) Drain(i int) error {
+	c.mu.Lock()
+	if i < 0 || i >= len(c.nodes) || c.closed {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: no node %d", ErrNodeState, i)
+	}
+	n := c.nodes[i]
+	if !n.alive {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: node %d is down", ErrNodeState, i)
+	}
+	n.alive = false
+	for k, a := range c.shards {
+		if a.owner == i {
+			c.cutoverLocked(k, a, c.survivorLocked(k))
+		}
+	}
+	srv, done := n.srv, n.done
+	c.mu.Unlock()
+	err := errors.Join(srv.Close(), <-done)
+	c.log.Info("node drained", "node", n.id)
+	return err
+}
+
 // Restart starts a killed node again on its address. Shards pinned to it
 // (the link stream behind the interposer, ...) move back to it.
 func (c *Cluster) Restart(i int) error {
@@ -472,6 +557,11 @@ func (c *Cluster) Close() error {
 	if c.link != nil {
 		errs = append(errs, c.link.Close())
 	}
+	for _, n := range c.nodes {
+		if n.relay != nil {
+			errs = append(errs, n.relay.Close())
+		}
+	}
 	var wg sync.WaitGroup
 	nodeErrs := make([]error, 2*len(live))
 	for j, n := range live {
@@ -494,5 +584,5 @@ func (c *Cluster) Close() error {
 
 // endpoint is node i's broker endpoint.
 func (c *Cluster) endpointLocked(i int) felix.BrokerEndpoint {
-	return felix.BrokerEndpoint{NodeID: c.nodes[i].id, Addr: c.nodes[i].addr}
+	return felix.BrokerEndpoint{NodeID: c.nodes[i].id, Addr: c.nodes[i].public()}
 }

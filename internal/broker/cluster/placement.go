@@ -9,6 +9,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/interposer"
 	"github.com/flxproto/felix/internal/broker/server"
 )
 
@@ -123,23 +124,36 @@ func (c *Cluster) cutoverLocked(k shardKey, a *assignment, to int) {
 // Owner returns the owner of shard of a stream in the fixture's tenant
 // and namespace, and its generation.
 func (c *Cluster) Owner(stream string, shard uint32) (node int, gen uint64) {
+	return c.OwnerOf(engine.Topic{Tenant: c.cfg.Tenant, Namespace: c.cfg.Namespace, Stream: stream}, shard)
+}
+
+// OwnerOf returns the owner of shard of stream t, and its generation
+// (placing the shard when nothing has yet).
+func (c *Cluster) OwnerOf(t engine.Topic, shard uint32) (node int, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := c.assignLocked(streamKey(c.cfg.Tenant, c.cfg.Namespace, stream, shard))
+	a := c.assignLocked(streamKey(t.Tenant, t.Namespace, t.Stream, shard))
 	return a.owner, a.gen
 }
 
 // Move moves shard of a stream of the fixture's namespace to node to at
 // once (a planned move with no hold).
 func (c *Cluster) Move(stream string, shard uint32, to int) error {
+	return c.MoveShard(engine.Topic{Tenant: c.cfg.Tenant, Namespace: c.cfg.Namespace, Stream: stream}, shard, to)
+}
+
+// MoveShard moves shard of stream t to node to at once (a planned move
+// with no hold): when it returns, the new owner serves the shard and the
+// subscriptions served by the old one have been told shard_moved.
+func (c *Cluster) MoveShard(t engine.Topic, shard uint32, to int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if to < 0 || to >= len(c.nodes) || !c.nodes[to].alive {
 		return fmt.Errorf("%w: node %d cannot take a shard", ErrPlacement, to)
 	}
-	k := streamKey(c.cfg.Tenant, c.cfg.Namespace, stream, shard)
-	if _, ok := c.eng.StreamInfo(engine.Topic{Tenant: k.tenant, Namespace: k.ns, Stream: k.name}); !ok {
-		return fmt.Errorf("%w: unknown stream %q", ErrPlacement, stream)
+	k := streamKey(t.Tenant, t.Namespace, t.Stream, shard)
+	if info, ok := c.eng.StreamInfo(t); !ok || shard >= max(info.Shards, 1) {
+		return fmt.Errorf("%w: unknown stream shard %q/%d", ErrPlacement, t.Stream, shard)
 	}
 	a := c.assignLocked(k)
 	if a.owner != to {
@@ -211,10 +225,35 @@ func (c *Cluster) Partition(stream string) (int, error) {
 	return a.owner, nil
 }
 
-// Heal ends every partition and every link drop or stall.
+// CutNodes cuts the link between nodes a and b (until Heal): neither
+// forwards a publish to a shard the other owns any more; such a publish is
+// refused with shard_unavailable (reason owner_unavailable, retry class
+// retry), as a node that cannot reach the owner refuses it. Reads,
+// subscribes and watches are redirected to the owner as before (the
+// client reaches it directly).
+func (c *Cluster) CutNodes(a, b int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a < 0 || b < 0 || a >= len(c.nodes) || b >= len(c.nodes) || a == b {
+		return fmt.Errorf("%w: no link between nodes %d and %d", ErrPlacement, a, b)
+	}
+	c.cuts[[2]int{min(a, b), max(a, b)}] = true
+	c.log.Info("nodes cut", "a", c.nodes[a].id, "b", c.nodes[b].id)
+	return nil
+}
+
+// Heal ends every partition, every cut between nodes and every link drop
+// or stall (of the link interposer and of every node's).
 func (c *Cluster) Heal() {
 	c.mu.Lock()
 	clear(c.parted)
+	clear(c.cuts)
+	var relays []*interposer.Relay
+	for _, n := range c.nodes {
+		if n.relay != nil {
+			relays = append(relays, n.relay)
+		}
+	}
 	select {
 	case <-c.healed:
 	default:
@@ -223,6 +262,9 @@ func (c *Cluster) Heal() {
 	c.mu.Unlock()
 	if c.link != nil {
 		c.link.Heal()
+	}
+	for _, r := range relays {
+		r.Heal()
 	}
 	c.log.Info("healed")
 }
@@ -280,6 +322,10 @@ func (r *router) place(k shardKey, shards uint32, write bool) server.Placement {
 		return server.Placement{Refuse: shardUnavailable(felix.ReasonMoving)}
 	}
 	if !c.nodes[a.owner].alive {
+		c.mu.Unlock()
+		return server.Placement{Refuse: shardUnavailable(felix.ReasonOwnerUnavailable)}
+	}
+	if write && a.owner != r.i && c.cuts[[2]int{min(a.owner, r.i), max(a.owner, r.i)}] {
 		c.mu.Unlock()
 		return server.Placement{Refuse: shardUnavailable(felix.ReasonOwnerUnavailable)}
 	}

@@ -100,7 +100,7 @@ func (c *Cluster) State() State {
 	st := State{Link: LinkState{Addr: c.link.Addr().String(), Node: c.nodes[c.linkN].id,
 		DropMs: drop.Milliseconds(), StallMs: stall.Milliseconds()}}
 	for _, n := range c.nodes {
-		st.Nodes = append(st.Nodes, NodeState{Node: n.id, Addr: n.addr, Alive: n.alive})
+		st.Nodes = append(st.Nodes, NodeState{Node: n.id, Addr: n.public(), Alive: n.alive})
 	}
 	for i := range c.parted {
 		st.Nodes[i].Partitioned = true

@@ -38,7 +38,7 @@ func (c *Cluster) Snapshot() Snapshot {
 	out := Snapshot{Nodes: make([]NodeSnapshot, len(c.nodes))}
 	srvs := make([]*server.Server, len(c.nodes))
 	for i, n := range c.nodes {
-		out.Nodes[i] = NodeSnapshot{Node: n.id, Addr: n.addr, Alive: n.alive}
+		out.Nodes[i] = NodeSnapshot{Node: n.id, Addr: n.public(), Alive: n.alive}
 		if n.alive {
 			srvs[i] = n.srv
 		}

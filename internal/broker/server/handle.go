@@ -68,6 +68,11 @@ func (h *handler) serve() {
 
 // handle answers one request; it returns false when the stream has ended.
 func (h *handler) handle(req conn.Request) bool {
+	if h.s.cfg.Intercept != nil {
+		if more, ok := h.intercept(req); ok {
+			return more
+		}
+	}
 	if req.Flags != 0 {
 		switch req.Flags.Layout() {
 		case felix.LayoutPublishBatch:

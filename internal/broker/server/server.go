@@ -122,6 +122,10 @@ type Config struct {
 	// Router makes the server one node of a cluster (see Router); it
 	// then also advertises ClusterFlags and ClusterFeatures.
 	Router Router
+	// Intercept, when set, sees every request read on an authenticated
+	// stream before it is served, and may answer it instead
+	// (see Interception): a test's way to script a broker's answers.
+	Intercept func(Intercepted) *Interception
 }
 
 // Server is a running broker. Create it with Listen, run Serve, stop it
