@@ -51,9 +51,9 @@ type BrokerError struct {
 }
 
 // Error formats the error: "felix: broker <type> (request N): message
-// [code, retry] reason R", with type "error" when Type is empty; a refused
-// auth adds what to check (the broker never says whether the tenant or
-// the token was wrong).
+// [code, retry] reason R", with type "error" when Type is empty; an auth
+// refused for good (retry class fatal) adds what to check (the broker
+// never says whether the tenant or the token was wrong).
 func (e *BrokerError) Error() string {
 	typ := e.Type
 	if typ == "" {
@@ -74,7 +74,9 @@ func (e *BrokerError) Error() string {
 	if e.Reason != "" {
 		s += " reason " + e.Reason
 	}
-	if e.Auth {
+	if e.Auth && e.RetryClass() == RetryFatal {
+		// A retryable refusal (draining, throttled) says nothing about
+		// the credentials.
 		s += " (check the tenant id and the token)"
 	}
 	return s

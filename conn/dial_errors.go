@@ -69,9 +69,18 @@ func (e *DialError) Error() string {
 	case ErrCertUntrusted:
 		return "conn: the broker at " + e.Addr + " " + certAdvice(e.Err)
 	case ErrAuthRejected:
-		s := fmt.Sprintf("conn: the broker at %s refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Addr, e.Tenant)
 		var be *felix.BrokerError
-		if errors.As(e.Err, &be) {
+		if errors.As(e.Err, &be) && be.RetryClass() != felix.RetryFatal {
+			// Not a verdict on the credentials: the broker takes no new
+			// connection for now (draining, shutting down, throttled).
+			what := "refused the connection for now"
+			if be.Code == felix.CodeDraining {
+				what = "is draining (shutting down) and takes no new connection"
+			}
+			return fmt.Sprintf("conn: the broker at %s %s: %s [%s, %s]: connect to another broker, or retry once it is back", e.Addr, what, be.Message, be.Code, be.RetryClass())
+		}
+		s := fmt.Sprintf("conn: the broker at %s refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Addr, e.Tenant)
+		if be != nil {
 			s += ": " + be.Message
 			if be.Code != "" {
 				s += " [" + string(be.Code) + "]"
