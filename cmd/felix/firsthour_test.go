@@ -184,3 +184,20 @@ func TestHelpDefaultsOncePerLine(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Equal(t, 1, strings.Count(out, "environment:"), out)
 }
+
+// Name mistakes from the command line name the flag or argument, not a
+// Go field, and a name the protocol cannot carry is a name error.
+func TestCLINameErrorsNameTheFlag(t *testing.T) {
+	b := []string{"-addr", "127.0.0.1:1"} // never dialled: refused before
+	code, _, errb := felixRun(t, "", cmd([]string{"pub"}, b, "-namespace", "", "orders", "x")...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "-namespace (FELIX_NAMESPACE) is empty")
+	require.NotContains(t, errb, "set Namespace")
+	code, _, errb = felixRun(t, "", cmd([]string{"sub"}, b, strings.Repeat("s", 70_000))...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errb, "STREAM is 70000 bytes long; names are UTF-8 text of 1 to 65535 bytes")
+	require.NotContains(t, errb, "frame")
+	code, _, errb = felixRun(t, "", cmd([]string{"cache", "get"}, b, "-tenant", "", "c", "k")...)
+	require.Equal(t, 2, code, errb)
+	require.Contains(t, errb, "-tenant (FELIX_TENANT) is empty")
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
@@ -95,6 +96,12 @@ func (c *clientFlags) connConfig(flags felix.Flags) (conn.Config, error) {
 // dial is bounded by -timeout, so a silent address is reported as the
 // dial's "no answer within -timeout".
 func (c *clientFlags) connect(ctx context.Context, flags felix.Flags) (*client.Client, error) {
+	if err := checkName("-tenant (FELIX_TENANT)", c.tenant); err != nil {
+		return nil, err
+	}
+	if err := checkName("-namespace (FELIX_NAMESPACE)", c.namespace); err != nil {
+		return nil, err
+	}
 	cc, err := c.connConfig(flags)
 	if err != nil {
 		return nil, err
@@ -183,9 +190,6 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	stream := fs.Arg(0)
 	if err := checkName("STREAM", stream); err != nil {
-		return err
-	}
-	if err := checkName("-namespace (FELIX_NAMESPACE)", cf.namespace); err != nil {
 		return err
 	}
 	p := &publisher{cf: &cf, stream: stream, stdout: stdout, ack: ack,
@@ -437,13 +441,17 @@ const maxMessageLine = felix.DefaultMaxFrameBytes + 1
 // binary publish layout stores names behind a u16 length.
 const maxNameLen = 1<<16 - 1
 
-// checkName refuses a name no frame can carry, before connecting.
+// checkName refuses a name no frame can carry, before connecting: names
+// are UTF-8 text of 1 to 65535 bytes (docs/limits.md, "Names").
 func checkName(what, name string) error {
 	if len(name) > maxNameLen {
-		return usagef("%s is %d bytes long; names are limited to %d bytes", what, len(name), maxNameLen)
+		return usagef("%s is %d bytes long; names are UTF-8 text of 1 to %d bytes", what, len(name), maxNameLen)
 	}
 	if name == "" {
-		return usagef("%s is empty", what)
+		return usagef("%s is empty; names are UTF-8 text of 1 to %d bytes", what, maxNameLen)
+	}
+	if !utf8.ValidString(name) {
+		return usagef("%s is not valid UTF-8; names are UTF-8 text of 1 to %d bytes", what, maxNameLen)
 	}
 	return nil
 }

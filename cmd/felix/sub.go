@@ -91,9 +91,6 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err := checkName("STREAM", fs.Arg(0)); err != nil {
 		return err
 	}
-	if err := checkName("-namespace (FELIX_NAMESPACE)", cf.namespace); err != nil {
-		return err
-	}
 	c, err := cf.connect(ctx, felix.DefaultClientFlags()|felix.FlagEventBatchPublisher|felix.FlagEventBatchTimestamps)
 	if err != nil {
 		return err
