@@ -125,9 +125,16 @@ type CursorError struct {
 	Available uint64
 }
 
-// Error formats the error.
+// Error formats the error with what to do about it.
 func (e *CursorError) Error() string {
-	return fmt.Sprintf("felix: subscribe cursor %s: requested %d, available %d", e.Reason, e.Requested, e.Available)
+	s := fmt.Sprintf("felix: subscribe cursor %s: requested %d, available %d", e.Reason, e.Requested, e.Available)
+	switch e.Reason {
+	case "too_old":
+		return s + fmt.Sprintf(": the records before %d were trimmed by retention; start at %d (or earliest) and accept the gap, or read faster than retention trims", e.Available, e.Available)
+	case "in_future":
+		return s + fmt.Sprintf(": the shard holds no record at %d yet (its next offset is %d); start at latest or earliest (or an offset below %d). An offset that existed before means the broker lost the stream (a broker that keeps streams in memory restarted) or this is another stream or broker", e.Requested, e.Available, e.Available)
+	}
+	return s
 }
 
 // PublishRefusedError is a publish_refused answer (idempotent or conditional

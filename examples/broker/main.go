@@ -204,7 +204,8 @@ func run(args []string) error {
 		RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring}
 	if *nodes > 0 {
 		o := clusterOptions{nodes: *nodes, host: *addr, streams: streams, caches: cacheRefs,
-			engine:  engine.Config{DefaultStream: defStream, NoAutoCreateStreams: *strict, NoAutoCreateCaches: *strict},
+			engine: engine.Config{DefaultStream: defStream, NoAutoCreateStreams: *strict, NoAutoCreateCaches: *strict,
+				DeclareHint: declareHint},
 			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl,
 			stats: *statsAddr, statsLog: *statsLog}
 		if operatorTokens(fs) {
@@ -223,6 +224,7 @@ func run(args []string) error {
 			DefaultStream:        defStream,
 			NoAutoCreateStreams:  *strict,
 			NoAutoCreateCaches:   *strict,
+			DeclareHint:          declareHint,
 			DefaultQueueCapacity: *queue,
 			MaxQueueCapacity:     *queueMax,
 		},
@@ -506,4 +508,13 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 		}
 	}
 	return t, c, nil
+}
+
+// declareHint is the end of a -strict broker's not_found answer: the flag
+// that declares the stream or cache.
+func declareHint(cache bool, name string) string {
+	if cache {
+		return "the broker runs with -strict: start it with -cache " + name + " to declare it"
+	}
+	return "the broker runs with -strict: start it with -stream " + name + "[:shards=N] to declare it"
 }
