@@ -147,7 +147,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // Connect makes sure the client holds a connection to some broker,
-// trying every known broker (with backoff) within the retry budget.
+// trying every known broker: when each one failed its dial once, it
+// returns that failure (the broker's *conn.DialError, or a *DialsError
+// naming each), within about one DialTimeout per broker.
 func (c *Client) Connect(ctx context.Context) error {
 	return c.run(ctx, call{op: "connect", safe: true}, func(context.Context, *conn.Client, *broker) error { return nil })
 }
@@ -637,6 +639,41 @@ type addrErr struct {
 	err  error
 }
 
+// dialsErr is the error of a call whose every broker failed its dial:
+// the broker's *conn.DialError, or a *DialsError naming each.
+func (st *runState) dialsErr() error {
+	if len(st.dials) == 1 {
+		return st.dials[0].err
+	}
+	return &DialsError{Op: st.cl.op, Dials: dialErrs(st.dials)}
+}
+
+// resumes reports a call that keeps a subscription or watch going
+// (Subscribe, CacheWatch and their resumes): it dials again within its
+// retry budget while its brokers restart, where any other call reports
+// its failed dials at once.
+func (cl call) resumes() bool { return cl.op == "subscribe" || cl.op == "cache_watch" }
+
+// everyBrokerDialled reports whether every broker the call may use (its
+// pin, else every known broker) failed a dial in this call.
+func (c *Client) everyBrokerDialled(st *runState) bool {
+	dialled := make(map[string]bool, len(st.dials))
+	for _, d := range st.dials {
+		dialled[d.addr] = true
+	}
+	if st.cl.pin != nil {
+		return dialled[st.cl.pin.addr]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.list {
+		if !dialled[b.addr] {
+			return false
+		}
+	}
+	return true
+}
+
 // dialed records a failed dial of addr.
 func (st *runState) dialed(addr string, err error) {
 	for i := range st.dials {
@@ -696,6 +733,12 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 			}
 		case actFailover:
 			c.failover(st, o)
+			if _, ok := o.err.(*notSent); ok && ctx.Err() == nil && !cl.resumes() && c.everyBrokerDialled(st) {
+				// Every broker this call may use failed a dial of its own
+				// in this call: report it (within one DialTimeout of
+				// the first) instead of dialling dead brokers again.
+				return st.dialsErr()
+			}
 		}
 		if !c.pause(ctx, st, o.b, v) {
 			return st.lastErr

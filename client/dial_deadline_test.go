@@ -55,22 +55,37 @@ func TestDialWithinCallerDeadlineNamesTheAddress(t *testing.T) {
 	}
 }
 
-// A call that tried several brokers before its deadline names each one
-// with its dial's failure.
-func TestDialDeadlineNamesEveryBrokerTried(t *testing.T) {
+// A call that tried several brokers names each one with its dial's
+// failure: when every broker failed its dial (the call reports them after
+// one round, not dialling dead brokers again), and when the caller's
+// deadline ends a dial (the error then also matches the deadline).
+func TestDialErrorsNameEveryBrokerTried(t *testing.T) {
 	closed, silent := deadAddrs(t)
-	cfg := client.Config{Seeds: []string{closed, silent}, Conn: connConfig(t), DialTimeout: 300 * time.Millisecond,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, MaxAttempts: 1000}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	_, err := client.Dial(ctx, cfg)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	var des *client.DialsError
-	require.ErrorAs(t, err, &des)
-	require.Len(t, des.Dials, 2)
-	require.Contains(t, err.Error(), "no answer from "+closed)
-	require.Contains(t, err.Error(), "no answer from "+silent)
-	require.Contains(t, err.Error(), "within 300ms", "a dial that DialTimeout ended says its real wait")
+	t.Run("every broker failed", func(t *testing.T) {
+		cfg := client.Config{Seeds: []string{closed, silent}, Conn: connConfig(t), DialTimeout: 300 * time.Millisecond,
+			BackoffBase: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, MaxAttempts: 1000}
+		_, err := client.Dial(ctxT(t), cfg)
+		var des *client.DialsError
+		require.ErrorAs(t, err, &des)
+		require.Nil(t, des.Ctx)
+		require.Len(t, des.Dials, 2, "each broker dialled once")
+		require.ErrorIs(t, err, conn.ErrNoAnswer)
+		require.Contains(t, err.Error(), "every broker tried failed to connect")
+		require.Contains(t, err.Error(), "no answer from "+closed+" within 300ms")
+		require.Contains(t, err.Error(), "no answer from "+silent+" within 300ms")
+	})
+	t.Run("deadline during the second dial", func(t *testing.T) {
+		cfg := client.Config{Seeds: []string{closed, silent}, Conn: connConfig(t), DialTimeout: 2 * time.Second}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := client.Dial(ctx, cfg)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		var des *client.DialsError
+		require.ErrorAs(t, err, &des)
+		require.Equal(t, context.DeadlineExceeded, des.Ctx)
+		require.Contains(t, err.Error(), "no answer from "+closed)
+		require.Contains(t, err.Error(), "no answer from "+silent)
+	})
 }
 
 // Concurrent callers of one unreachable broker share its dial: one dial

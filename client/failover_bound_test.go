@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,14 +32,8 @@ func TestFailoverWithinIdlePlusOneDial(t *testing.T) {
 	}
 	sub, err := c.Subscribe(ctxT(t), topic, client.SubscribeOptions{})
 	require.NoError(t, err)
-	defer sub.Close()
-	go func() {
-		for {
-			if _, err := sub.Next(ctxT(t)); err != nil {
-				return
-			}
-		}
-	}()
+	stopReader := readAll(t, sub)
+	defer stopReader()
 
 	dead.dropAll.Store(true)
 	died := time.Now()
@@ -59,4 +54,69 @@ func TestFailoverWithinIdlePlusOneDial(t *testing.T) {
 	took := time.Since(died)
 	t.Logf("re-send answered %v after the death (idle %v + dial timeout %v = %v); %d ambiguous", took, idle, dialTimeout, idle+dialTimeout, ambiguous)
 	require.LessOrEqual(t, ambiguous, 1, "one publish was in flight")
+}
+
+// The only broker dies silently under a publishing program with an open
+// subscription: the re-send fails with a clear error (no answer from the
+// broker) within idle timeout + one dial timeout of the death, instead of
+// re-dialling the dead broker for the whole retry budget, in turns with
+// the subscription's resume.
+func TestReSendToDeadBrokerFailsWithinIdlePlusOneDial(t *testing.T) {
+	b := startBroker(t)
+	r := startRelay(t, b.addr)
+	const dialTimeout = 2 * time.Second
+	c, _ := newClient(t, []string{r.addr()}, func(cfg *client.Config) {
+		cfg.DialTimeout = dialTimeout
+		cfg.BackoffBase, cfg.BackoffMax = 50*time.Millisecond, time.Second
+	})
+	idle := connConfig(t).IdleTimeout
+	_, err := c.Publish(ctxT(t), topic, []byte("first"), acked)
+	require.NoError(t, err)
+	sub, err := c.Subscribe(ctxT(t), topic, client.SubscribeOptions{})
+	require.NoError(t, err)
+	stopReader := readAll(t, sub)
+	defer stopReader()
+
+	r.dropAll.Store(true)
+	died := time.Now()
+	bound := idle + dialTimeout + 3*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	var last error
+	for range 3 {
+		_, last = c.Publish(ctx, topic, []byte("x"), acked)
+		require.Error(t, last)
+		require.NoError(t, ctx.Err(), "no clear error within %v of the death; last error: %v", bound, last)
+		if !errors.Is(last, client.ErrAmbiguous) {
+			break
+		}
+	}
+	took := time.Since(died)
+	t.Logf("re-send failed %v after the death (idle %v + dial timeout %v = %v): %v", took, idle, dialTimeout, idle+dialTimeout, last)
+	require.ErrorIs(t, last, conn.ErrNoAnswer, "the re-send names the dead broker")
+	require.Contains(t, last.Error(), "no answer from "+r.addr())
+}
+
+// readAll reads sub until the returned stop, which closes sub and waits
+// for the reader to end.
+func readAll(t *testing.T, sub *client.Subscription) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := sub.Next(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		sub.Close()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("the subscription's reader did not end after Close")
+		}
+	}
 }
