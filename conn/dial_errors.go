@@ -162,12 +162,13 @@ func dialErr(ctx context.Context, addr string, started time.Time, err error) err
 	return &TransportError{Op: "dial", Err: err}
 }
 
-// waited is how long a dial that started at started was given: the
-// caller's deadline when it set one (so that a 1 s timeout reads "1s"),
-// else the time it took.
+// waited is how long a dial that started at started waited: up to the
+// caller's deadline when that deadline ended it (so that a 1 s timeout
+// reads "1s"), else the time it took (a handshake that timed out on its
+// own, well before a distant deadline, says how long it really waited).
 func waited(ctx context.Context, started time.Time) time.Duration {
-	if d, ok := ctx.Deadline(); ok {
+	if d, ok := ctx.Deadline(); ok && ctx.Err() != nil {
 		return d.Sub(started).Round(time.Millisecond)
 	}
-	return time.Since(started)
+	return time.Since(started).Round(time.Millisecond)
 }
