@@ -8,6 +8,7 @@ import (
 
 	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/internal/broker/cluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -119,4 +120,41 @@ func readAll(t *testing.T, sub *client.Subscription) (stop func()) {
 			t.Error("the subscription's reader did not end after Close")
 		}
 	}
+}
+
+// The reference cluster loses the shard owner (Kill: a crash) under a
+// program that publishes with an open subscription: a publish re-sent
+// after the kill is answered by a survivor within idle timeout + one
+// dial timeout.
+func TestClusterFailoverWithinIdlePlusOneDial(t *testing.T) {
+	cl := startCluster(t)
+	tp := clusterTopic(cluster.MovableStream)
+	const dialTimeout = 2 * time.Second
+	c, n := clusterClient(t, cl, func(cfg *client.Config) { cfg.DialTimeout = dialTimeout })
+	idle := connConfig(t).IdleTimeout
+	owner, _ := cl.Owner(cluster.MovableStream, 0)
+	for range 3 {
+		_, err := c.Publish(ctxT(t), tp, []byte("warm"), acked)
+		require.NoError(t, err)
+	}
+	n.wait(t, client.NoticeConnected, func(ev client.Notice) bool { return ev.Addr == cl.Addr(owner) })
+	sub, err := c.Subscribe(ctxT(t), tp, client.SubscribeOptions{})
+	require.NoError(t, err)
+	stopReader := readAll(t, sub)
+	defer stopReader()
+
+	require.NoError(t, cl.Kill(owner))
+	died := time.Now()
+	bound := idle + dialTimeout + 3*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	for {
+		_, err := c.Publish(ctx, tp, []byte("x"), acked)
+		if err == nil {
+			break
+		}
+		require.NoError(t, ctx.Err(), "no answer from a survivor within %v of the kill; last error: %v", bound, err)
+		require.ErrorIs(t, err, client.ErrAmbiguous, "the only failure is the outcome-unknown publish")
+	}
+	t.Logf("re-send answered %v after the kill (idle %v + dial timeout %v = %v)", time.Since(died), idle, dialTimeout, idle+dialTimeout)
 }
