@@ -51,9 +51,9 @@ type BrokerError struct {
 }
 
 // Error formats the error: "felix: broker <type> (request N): message
-// [code, retry] reason R", with type "error" when Type is empty; a refused
-// auth adds what to check (the broker never says whether the tenant or
-// the token was wrong).
+// [code, retry] reason R", with type "error" when Type is empty; an auth
+// refused for good (retry class fatal) adds what to check (the broker
+// never says whether the tenant or the token was wrong).
 func (e *BrokerError) Error() string {
 	typ := e.Type
 	if typ == "" {
@@ -74,7 +74,9 @@ func (e *BrokerError) Error() string {
 	if e.Reason != "" {
 		s += " reason " + e.Reason
 	}
-	if e.Auth {
+	if e.Auth && e.RetryClass() == RetryFatal {
+		// A retryable refusal (draining, throttled) says nothing about
+		// the credentials.
 		s += " (check the tenant id and the token)"
 	}
 	return s
@@ -123,9 +125,16 @@ type CursorError struct {
 	Available uint64
 }
 
-// Error formats the error.
+// Error formats the error with what to do about it.
 func (e *CursorError) Error() string {
-	return fmt.Sprintf("felix: subscribe cursor %s: requested %d, available %d", e.Reason, e.Requested, e.Available)
+	s := fmt.Sprintf("felix: subscribe cursor %s: requested %d, available %d", e.Reason, e.Requested, e.Available)
+	switch e.Reason {
+	case "too_old":
+		return s + fmt.Sprintf(": the records before %d were trimmed by retention; start at %d (or earliest) and accept the gap, or read faster than retention trims", e.Available, e.Available)
+	case "in_future":
+		return s + fmt.Sprintf(": the shard holds no record at %d yet (its next offset is %d); start at latest or earliest (or an offset below %d). An offset that existed before means the broker lost the stream (a broker that keeps streams in memory restarted) or this is another stream or broker", e.Requested, e.Available, e.Available)
+	}
+	return s
 }
 
 // PublishRefusedError is a publish_refused answer (idempotent or conditional

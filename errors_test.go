@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/flxproto/felix"
@@ -83,5 +84,22 @@ func TestErrorFormatAndUnwrap(t *testing.T) {
 	}
 	if got := err.Error(); got != "felix: frame: bad magic: magic at offset 0: got 0x464c5832" {
 		t.Errorf("bad magic message %q", got)
+	}
+}
+
+// A cursor error says what to do: where to start instead, and why the
+// offset is not there.
+func TestCursorErrorSaysWhatToDo(t *testing.T) {
+	old := (&felix.CursorError{Reason: "too_old", Requested: 3, Available: 10}).Error()
+	for _, w := range []string{"subscribe cursor too_old: requested 3, available 10", "trimmed by retention", "start at 10 (or earliest)"} {
+		if !strings.Contains(old, w) {
+			t.Errorf("%q lacks %q", old, w)
+		}
+	}
+	fut := (&felix.CursorError{Reason: "in_future", Requested: 2645, Available: 1}).Error()
+	for _, w := range []string{"subscribe cursor in_future: requested 2645, available 1", "start at latest or earliest", "restarted"} {
+		if !strings.Contains(fut, w) {
+			t.Errorf("%q lacks %q", fut, w)
+		}
 	}
 }

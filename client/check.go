@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors of requests refused by the client before sending
@@ -16,20 +17,32 @@ var (
 	// ErrEmptyName: a Topic or CacheRef leaves its tenant, namespace or
 	// stream / cache name empty (a zero Topic{}, typically).
 	ErrEmptyName = errors.New("client: empty name")
+	// ErrBadName: a Topic or CacheRef names a tenant, namespace, stream
+	// or cache that no frame can carry: longer than MaxNameBytes, or not
+	// valid UTF-8 (docs/limits.md, "Names").
+	ErrBadName = errors.New("client: name not allowed by the protocol")
 	// ErrUnknownCache: the broker reports 0 shards for the cache (it does
 	// not exist), so a sharded watch refuses it.
 	ErrUnknownCache = errors.New("client: unknown cache (0 shards)")
 )
 
+// MaxNameBytes is the longest tenant, namespace, stream or cache name the
+// protocol carries (the binary layouts store a name behind a 16-bit
+// length). A broker may set a lower bound of its own (the reference
+// broker's -max-name-bytes), which it answers invalid_request.
+const MaxNameBytes = 1<<16 - 1
+
 // NameError refuses a request whose Topic or CacheRef cannot be right,
-// before anything is sent: a tenant other than the client's, or an empty
-// name. errors.Is matches Kind (ErrTenantMismatch or ErrEmptyName).
-// Retrying cannot help.
+// before anything is sent: a tenant other than the client's, an empty
+// name, or a name the protocol cannot carry. errors.Is matches Kind
+// (ErrTenantMismatch, ErrEmptyName or ErrBadName). Retrying cannot help.
 type NameError struct {
 	// Op is the operation refused ("publish", "subscribe", "cache_put", ...).
 	Op string
-	// Kind is ErrTenantMismatch or ErrEmptyName.
+	// Kind is ErrTenantMismatch, ErrEmptyName or ErrBadName.
 	Kind error
+	// Field names the name ErrBadName refuses ("stream name", ...).
+	Field string
 	// Tenant, Namespace and Name are the request's names (Name is the
 	// stream or cache).
 	Tenant, Namespace, Name string
@@ -44,6 +57,16 @@ func (e *NameError) Error() string {
 	what := "stream"
 	if e.cache {
 		what = "cache"
+	}
+	if e.Kind == ErrBadName {
+		v := map[string]string{"tenant": e.Tenant, "namespace": e.Namespace}[e.Field]
+		if v == "" {
+			v = e.Name
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Sprintf("client: %s: the %s is not valid UTF-8: names are UTF-8 text of 1 to %d bytes; nothing was sent", e.Op, e.Field, MaxNameBytes)
+		}
+		return fmt.Sprintf("client: %s: the %s is %d bytes long: names are UTF-8 text of 1 to %d bytes; nothing was sent", e.Op, e.Field, len(v), MaxNameBytes)
 	}
 	if e.Kind == ErrTenantMismatch {
 		return fmt.Sprintf("client: %s: the %s %s/%s is in tenant %q, but this client authenticates as tenant %q: a connection acts for one tenant (set TenantID to %q, or use a client configured for %q); nothing was sent",
@@ -89,6 +112,16 @@ func (c *Client) checkNames(op, tenant, namespace, name string, cache bool) erro
 	case c.cfg.Conn.TenantID != "" && tenant != c.cfg.Conn.TenantID:
 		e.Kind = ErrTenantMismatch
 	default:
+		what := "stream name"
+		if cache {
+			what = "cache name"
+		}
+		for _, f := range [...][2]string{{"tenant", tenant}, {"namespace", namespace}, {what, name}} {
+			if len(f[1]) > MaxNameBytes || !utf8.ValidString(f[1]) {
+				e.Kind, e.Field = ErrBadName, f[0]
+				return e
+			}
+		}
 		return nil
 	}
 	return e

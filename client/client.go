@@ -57,6 +57,9 @@ type Client struct {
 	wg        sync.WaitGroup
 	subsMu    sync.Mutex
 	subs      map[closer]struct{}
+	// dropped maps a connection the client dropped itself to why
+	// (*conn.Client → error), for its disconnect notice.
+	dropped sync.Map
 }
 
 type closer interface{ Close() error }
@@ -65,11 +68,23 @@ type closer interface{ Close() error }
 type broker struct {
 	addr string
 
-	mu        sync.Mutex
-	cc        *conn.Client
-	dial      chan struct{} // closed when the dial in progress ends
+	mu   sync.Mutex
+	cc   *conn.Client
+	dial *dialCall // the dial in flight, nil when none
+	// fails counts the failures (failed dials, lost connections) since
+	// the last successful dial: a broker with fails > 0 is tried after
+	// every broker without.
 	fails     int
 	downUntil time.Time
+}
+
+// dialCall is one dial of a broker, shared by every caller that needs
+// the broker while it runs (one dial in flight per broker): each waiter
+// gets its outcome, none dials again behind it.
+type dialCall struct {
+	done chan struct{} // closed when the dial ended
+	cc   *conn.Client
+	err  error
 }
 
 // ownerKey names one shard of a stream or cache.
@@ -134,7 +149,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // Connect makes sure the client holds a connection to some broker,
-// trying every known broker (with backoff) within the retry budget.
+// trying every known broker: when each one failed its dial once, it
+// returns that failure (the broker's *conn.DialError, or a *DialsError
+// naming each), within about one DialTimeout per broker.
 func (c *Client) Connect(ctx context.Context) error {
 	return c.run(ctx, call{op: "connect", safe: true}, func(context.Context, *conn.Client, *broker) error { return nil })
 }
@@ -223,67 +240,93 @@ func (c *Client) addBroker(addr, how string) *broker {
 	return b
 }
 
-// connect returns a live connection to b, dialling it when needed (one
-// dial at a time per broker; concurrent callers wait for it).
+// connect returns a live connection to b, dialling it when needed. One
+// dial per broker is in flight at a time: concurrent callers share it and
+// each gets its outcome (a dead broker costs them one DialTimeout
+// together, not one each in turn). The dial runs on the client's
+// context, bounded by DialTimeout, so that a caller whose ctx ends first
+// does not end it for the others; that caller gets an error naming the
+// address and matching its ctx's error.
 func (c *Client) connect(ctx context.Context, b *broker) (*conn.Client, error) {
-	for {
-		if c.closed.Load() {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	started := time.Now()
+	b.mu.Lock()
+	if b.cc != nil {
+		if b.cc.Context().Err() == nil {
+			cc := b.cc
+			b.mu.Unlock()
+			return cc, nil
+		}
+		c.retire(b.cc)
+		b.cc = nil
+	}
+	dc := b.dial
+	if dc == nil {
+		dc = &dialCall{done: make(chan struct{})}
+		if !c.spawn(func() { c.dial(b, dc) }) {
+			b.mu.Unlock()
 			return nil, ErrClosed
 		}
-		b.mu.Lock()
-		if b.cc != nil {
-			if b.cc.Context().Err() == nil {
-				cc := b.cc
-				b.mu.Unlock()
-				return cc, nil
-			}
-			c.retire(b.cc)
-			b.cc = nil
-		}
-		if ch := b.dial; ch != nil {
-			b.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		ch := make(chan struct{})
-		b.dial = ch
-		b.mu.Unlock()
+		b.dial = dc
+	}
+	b.mu.Unlock()
+	select {
+	case <-dc.done:
+		return dc.cc, dc.err
+	case <-ctx.Done():
+		return nil, dialAbandoned(ctx, b.addr, started)
+	}
+}
 
-		cfg := c.cfg.Conn
-		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-		cc, err := conn.Dial(dctx, b.addr, &cfg)
-		cancel()
-		b.mu.Lock()
-		b.dial = nil
-		close(ch)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.fails++
-				d := c.cfg.backoff(b.fails, 0)
-				b.downUntil = time.Now().Add(d)
-				b.mu.Unlock()
-				c.emit(Notice{Kind: NoticeDialFailed, Addr: b.addr, Delay: d, Err: err})
-			} else {
-				b.mu.Unlock()
-			}
-			return nil, err
-		}
-		if c.closed.Load() {
-			b.mu.Unlock()
+// dial runs dc, the one dial in flight of b, and hands its outcome to
+// every caller waiting for it.
+func (c *Client) dial(b *broker, dc *dialCall) {
+	cfg := c.cfg.Conn
+	dctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+	cc, err := conn.Dial(dctx, b.addr, &cfg)
+	cancel()
+	if c.closed.Load() {
+		if cc != nil {
 			cc.Close()
-			return nil, ErrClosed
 		}
+		cc, err = nil, ErrClosed
+	}
+	var d time.Duration
+	b.mu.Lock()
+	b.dial = nil
+	switch {
+	case err == nil:
 		b.cc, b.fails, b.downUntil = cc, 0, time.Time{}
-		b.mu.Unlock()
+	case !errors.Is(err, ErrClosed):
+		b.fails++
+		d = c.cfg.backoff(b.fails, 0)
+		b.downUntil = time.Now().Add(d)
+	}
+	b.mu.Unlock()
+	switch {
+	case err == nil:
 		c.emit(Notice{Kind: NoticeConnected, Addr: b.addr})
 		c.watchConn(b, cc)
 		c.afterConnect(b, cc)
-		return cc, nil
+	case !errors.Is(err, ErrClosed):
+		c.emit(Notice{Kind: NoticeDialFailed, Addr: b.addr, Delay: d, Err: err})
 	}
+	dc.cc, dc.err = cc, err
+	close(dc.done)
+}
+
+// dialAbandoned is the error of a caller whose ctx ended while it waited
+// for a dial of addr: a cancelled ctx's own error (as everywhere), else a
+// *conn.DialError naming the address and how long the caller waited, which
+// also matches ctx's error (context.DeadlineExceeded).
+func dialAbandoned(ctx context.Context, addr string, started time.Time) error {
+	err := ctx.Err()
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &conn.DialError{Addr: addr, Kind: conn.ErrNoAnswer, Waited: time.Since(started).Round(time.Millisecond), Err: err}
 }
 
 // spawn runs f on a goroutine that Close waits for; after Close it runs
@@ -323,6 +366,13 @@ func (c *Client) watchConn(b *broker, cc *conn.Client) {
 		if c.closed.Load() {
 			return
 		}
+		// A connection the client dropped itself ended because of what
+		// made it drop it (a draining broker, a lost request), not
+		// because of its own close.
+		if why, ok := c.dropped.LoadAndDelete(cc); ok {
+			c.emit(Notice{Kind: NoticeDisconnected, Addr: b.addr, Err: why.(error)})
+			return
+		}
 		c.markFailed(b, cc)
 		c.emit(Notice{Kind: NoticeDisconnected, Addr: b.addr, Err: context.Cause(cc.Context())})
 	})
@@ -330,10 +380,17 @@ func (c *Client) watchConn(b *broker, cc *conn.Client) {
 
 // markFailed records that b failed (its connection cc is dropped and the
 // broker is avoided for a backoff) and moves the home broker elsewhere.
-func (c *Client) markFailed(b *broker, cc *conn.Client) {
+func (c *Client) markFailed(b *broker, cc *conn.Client) { c.markFailedBy(b, cc, nil) }
+
+// markFailedBy is markFailed with the failure that made the client drop
+// cc: the disconnect notice names it (nil: the connection's own end).
+func (c *Client) markFailedBy(b *broker, cc *conn.Client, why error) {
 	b.mu.Lock()
 	if cc != nil && b.cc == cc {
 		b.cc = nil
+		if why != nil {
+			c.dropped.Store(cc, why)
+		}
 		c.retire(cc)
 	}
 	b.fails++
@@ -414,10 +471,15 @@ func (c *Client) learnNode(id, addr, how string) {
 // unless excluded or avoided, else the next usable one; when every
 // non-excluded broker is avoided, the one whose backoff ends first. Nil
 // when every broker is excluded.
+//
+// A broker that failed since its last successful dial (a lost connection,
+// a failed dial) comes after every broker that did not, even once its
+// backoff ended: a dead broker costs a DialTimeout per dial, a live one a
+// round trip.
 func (c *Client) pick(exclude map[string]bool) *broker {
 	home := c.home.Load()
 	now := time.Now()
-	if home != nil && !exclude[home.addr] && home.usable(now) {
+	if home != nil && !exclude[home.addr] && home.healthy(now) {
 		return home
 	}
 	c.mu.Lock()
@@ -429,16 +491,19 @@ func (c *Client) pick(exclude map[string]bool) *broker {
 			start = i + 1
 		}
 	}
-	var soonest *broker
+	var soonest, failed *broker
 	var soonestAt time.Time
 	for i := range list {
 		b := list[(start+i)%len(list)]
 		if exclude[b.addr] {
 			continue
 		}
-		if b.usable(now) {
+		if b.healthy(now) {
 			c.home.Store(b)
 			return b
+		}
+		if failed == nil && b.usable(now) {
+			failed = b
 		}
 		b.mu.Lock()
 		at := b.downUntil
@@ -447,13 +512,29 @@ func (c *Client) pick(exclude map[string]bool) *broker {
 			soonest, soonestAt = b, at
 		}
 	}
+	if failed != nil {
+		c.home.Store(failed)
+		return failed
+	}
 	return soonest
 }
 
+// usable reports a broker out of its backoff.
 func (b *broker) usable(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.downUntil.IsZero() || !now.Before(b.downUntil)
+}
+
+// healthy reports a broker that has not failed since its last successful
+// dial (or was never dialled), or one connected now.
+func (b *broker) healthy(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cc != nil && b.cc.Context().Err() == nil {
+		return true
+	}
+	return b.fails == 0 && (b.downUntil.IsZero() || !now.Before(b.downUntil))
 }
 
 // learnOwner records an owner hint unless a newer one (higher
@@ -550,6 +631,60 @@ type runState struct {
 	hops    int
 	attempt int
 	lastErr error
+	// dials is the last failed dial of each broker the call tried, in
+	// the order first tried.
+	dials []addrErr
+}
+
+type addrErr struct {
+	addr string
+	err  error
+}
+
+// dialsErr is the error of a call whose every broker failed its dial:
+// the broker's *conn.DialError, or a *DialsError naming each.
+func (st *runState) dialsErr() error {
+	if len(st.dials) == 1 {
+		return st.dials[0].err
+	}
+	return &DialsError{Op: st.cl.op, Dials: dialErrs(st.dials)}
+}
+
+// resumes reports a call that keeps a subscription or watch going
+// (Subscribe, CacheWatch and their resumes): it dials again within its
+// retry budget while its brokers restart, where any other call reports
+// its failed dials at once.
+func (cl call) resumes() bool { return cl.op == "subscribe" || cl.op == "cache_watch" }
+
+// everyBrokerDialled reports whether every broker the call may use (its
+// pin, else every known broker) failed a dial in this call.
+func (c *Client) everyBrokerDialled(st *runState) bool {
+	dialled := make(map[string]bool, len(st.dials))
+	for _, d := range st.dials {
+		dialled[d.addr] = true
+	}
+	if st.cl.pin != nil {
+		return dialled[st.cl.pin.addr]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.list {
+		if !dialled[b.addr] {
+			return false
+		}
+	}
+	return true
+}
+
+// dialed records a failed dial of addr.
+func (st *runState) dialed(addr string, err error) {
+	for i := range st.dials {
+		if st.dials[i].addr == addr {
+			st.dials[i].err = err
+			return
+		}
+	}
+	st.dials = append(st.dials, addrErr{addr, err})
 }
 
 // runFrom is run whose first attempt already happened when first is set
@@ -561,7 +696,7 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 		if first != nil {
 			o, first = *first, nil
 		} else {
-			if err := c.stopped(ctx, st.lastErr); err != nil {
+			if err := c.stopped(ctx, st); err != nil {
 				return err
 			}
 			o = c.attempt(ctx, st, fn)
@@ -571,13 +706,16 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 		}
 		v := decide(o.err, cl.safe)
 		st.lastErr = bare(o.err)
+		if _, ok := o.err.(*notSent); ok {
+			st.dialed(o.b.addr, st.lastErr)
+		}
 		switch v.act {
 		case actReturn:
 			return st.lastErr
 		case actAmbiguous:
 			var te *conn.TransportError
 			if errors.As(o.err, &te) {
-				c.markFailed(o.b, o.cc)
+				c.markFailedBy(o.b, o.cc, o.err)
 			}
 			c.stats.ambiguous.Add(1)
 			if cl.op == "publish" {
@@ -597,6 +735,12 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 			}
 		case actFailover:
 			c.failover(st, o)
+			if _, ok := o.err.(*notSent); ok && ctx.Err() == nil && !cl.resumes() && c.everyBrokerDialled(st) {
+				// Every broker this call may use failed a dial of its own
+				// in this call: report it (within one DialTimeout of
+				// the first) instead of dialling dead brokers again.
+				return st.dialsErr()
+			}
 		}
 		if !c.pause(ctx, st, o.b, v) {
 			return st.lastErr
@@ -617,28 +761,47 @@ func (c *Client) target(cl call) *broker {
 	if !ok {
 		return nil
 	}
-	// A hint naming a broker that failed lately is not followed: the shard
-	// has likely moved (the broker reached forwards or redirects).
-	if b := c.addBroker(h.addr, "owner hint"); b.usable(time.Now()) {
+	// A hint naming a broker that failed since its last dial is not
+	// followed: the shard has likely moved (the broker reached forwards or
+	// redirects).
+	if b := c.addBroker(h.addr, "owner hint"); b.healthy(time.Now()) {
 		return b
 	}
 	return nil
 }
 
 // stopped returns the error that ends the call before another attempt:
-// the client closed, or ctx ended (joined with the last failure, which
-// says what the call was waiting out).
-func (c *Client) stopped(ctx context.Context, lastErr error) error {
+// the client closed, or ctx ended. An ended ctx's error says what the
+// call was waiting out: the last failure (a dial's *conn.DialError names
+// the address, and matches ctx's error when ctx ended the dial), or every
+// broker whose dial failed when the call tried more than one
+// (*DialsError). It always matches ctx's error.
+func (c *Client) stopped(ctx context.Context, st *runState) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
-		if lastErr != nil && !errors.Is(lastErr, err) {
-			return errors.Join(err, lastErr)
-		}
-		return err // one wording: the context's error, not twice
+	err := ctx.Err()
+	if err == nil {
+		return nil
 	}
-	return nil
+	if len(st.dials) > 1 && errors.Is(err, context.DeadlineExceeded) {
+		return &DialsError{Op: st.cl.op, Ctx: err, Dials: dialErrs(st.dials)}
+	}
+	switch {
+	case st.lastErr == nil:
+		return err
+	case errors.Is(st.lastErr, err):
+		return st.lastErr // it says both: one wording
+	}
+	return errors.Join(err, st.lastErr)
+}
+
+func dialErrs(ds []addrErr) []error {
+	out := make([]error, len(ds))
+	for i, d := range ds {
+		out[i] = d.err
+	}
+	return out
 }
 
 // attempt sends the call once, to the decided target or else a broker not
@@ -719,7 +882,7 @@ func (c *Client) failover(st *runState, o outcome) {
 		c.forgetOwner(*st.cl.key, o.b.addr)
 	}
 	if o.cc != nil {
-		c.markFailed(o.b, o.cc)
+		c.markFailedBy(o.b, o.cc, o.err)
 	}
 }
 

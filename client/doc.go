@@ -55,7 +55,9 @@
 // connection per broker it talks to, and heals them: a lost connection is
 // re-dialled on demand, another broker first when the broker failed, with
 // capped exponential backoff and full jitter (never shorter than a
-// broker's retry_after_ms). Connections use upstream's 6 s idle timeout
+// broker's retry_after_ms). One dial per broker is in flight at a time,
+// shared by every call that needs the broker, and a broker that failed
+// since its last successful dial is tried after every one that did not. Connections use upstream's 6 s idle timeout
 // and 2 s keep-alive unless Config.Conn says otherwise.
 //
 // # Routing and redirects
@@ -77,8 +79,11 @@
 // Failures are handled by retry class (felix.RetryClass): fatal answers
 // are returned at once, typed (*BrokerError with its code,
 // *CursorError, ...); retry and retry_after answers and failed dials
-// are retried within Config.MaxAttempts; a lost connection moves the call
-// to another broker. A request that may have been applied — an
+// are retried within Config.MaxAttempts, except that a call other than
+// Subscribe and CacheWatch stops once every broker it may use failed a
+// dial in this call (a dead cluster is reported within about one
+// DialTimeout, not after the whole budget); a lost connection moves the
+// call to another broker. A request that may have been applied — an
 // outcome_unknown answer, or a connection lost after a publish was
 // written — is not re-sent: it returns an *AmbiguousError
 // (errors.Is(err, ErrAmbiguous)). PublishBatchMayDuplicate opts into
@@ -114,11 +119,14 @@
 //
 // Mistakes are refused before anything is sent when the client can tell:
 // a Topic or CacheRef of another tenant than Config.TenantID or with an
-// empty name (*NameError: ErrTenantMismatch, ErrEmptyName), a request
-// above the frame limit (*FrameLimitError, errors.Is ErrFrameTooLarge).
-// A failed dial is a *DialError naming the address and what to check
-// (ErrBadAddress, ErrNoAnswer, ErrCertUntrusted, ErrAuthRejected).
-// Cancelling ctx ends a call with ctx's error (errors.Is(err,
+// empty name, or a name the protocol cannot carry (*NameError:
+// ErrTenantMismatch, ErrEmptyName, ErrBadName), a request above the frame
+// limit (*FrameLimitError, errors.Is ErrFrameTooLarge). A failed dial is
+// a *DialError naming the address and what to check (ErrBadAddress,
+// ErrNoAnswer, ErrCertUntrusted, ErrAuthRejected); several failed dials a
+// *DialsError naming each. A ctx whose deadline ends a call during a dial
+// gives those errors too, and they match context.DeadlineExceeded;
+// cancelling ctx ends a call with ctx's error alone (errors.Is(err,
 // context.Canceled)).
 //
 // # Errors

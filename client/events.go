@@ -99,7 +99,8 @@ func (c *Client) emit(ev Notice) { c.notify(ev) }
 // LogNotices returns an observer that writes each Notice to l as one
 // structured record (message "felix client", attribute "event" the kind's
 // name): state changes, redirects, retries and resumes at Info,
-// discoveries at Debug. Config.Logger is this observer joined to
+// discoveries at Debug. A failure is attribute "err"; a resume, which
+// succeeded, names what ended the previous event stream as "after". Config.Logger is this observer joined to
 // Config.OnNotice; a nil l yields nil.
 func LogNotices(l *slog.Logger) func(Notice) {
 	if l == nil {
@@ -144,7 +145,13 @@ func logNotice(l *slog.Logger, ev Notice) {
 		attrs = append(attrs, slog.Uint64("count", ev.Count))
 	}
 	if ev.Err != nil {
-		attrs = append(attrs, slog.String("err", ev.Err.Error()))
+		// A resume succeeded: its Err is what ended the previous event
+		// stream, not a failure of the resume.
+		key := "err"
+		if ev.Kind == NoticeResumed {
+			key = "after"
+		}
+		attrs = append(attrs, slog.String(key, ev.Err.Error()))
 	}
 	l.LogAttrs(context.Background(), lvl, "felix client", attrs...)
 }

@@ -69,9 +69,18 @@ func (e *DialError) Error() string {
 	case ErrCertUntrusted:
 		return "conn: the broker at " + e.Addr + " " + certAdvice(e.Err)
 	case ErrAuthRejected:
-		s := fmt.Sprintf("conn: the broker at %s refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Addr, e.Tenant)
 		var be *felix.BrokerError
-		if errors.As(e.Err, &be) {
+		if errors.As(e.Err, &be) && be.RetryClass() != felix.RetryFatal {
+			// Not a verdict on the credentials: the broker takes no new
+			// connection for now (draining, shutting down, throttled).
+			what := "refused the connection for now"
+			if be.Code == felix.CodeDraining {
+				what = "is draining (shutting down) and takes no new connection"
+			}
+			return fmt.Sprintf("conn: the broker at %s %s: %s [%s, %s]: connect to another broker, or retry once it is back", e.Addr, what, be.Message, be.Code, be.RetryClass())
+		}
+		s := fmt.Sprintf("conn: the broker at %s refused the credentials offered for tenant %q: check the tenant id and the token (the broker does not say which is wrong)", e.Addr, e.Tenant)
+		if be != nil {
 			s += ": " + be.Message
 			if be.Code != "" {
 				s += " [" + string(be.Code) + "]"
@@ -153,12 +162,13 @@ func dialErr(ctx context.Context, addr string, started time.Time, err error) err
 	return &TransportError{Op: "dial", Err: err}
 }
 
-// waited is how long a dial that started at started was given: the
-// caller's deadline when it set one (so that a 1 s timeout reads "1s"),
-// else the time it took.
+// waited is how long a dial that started at started waited: up to the
+// caller's deadline when that deadline ended it (so that a 1 s timeout
+// reads "1s"), else the time it took (a handshake that timed out on its
+// own, well before a distant deadline, says how long it really waited).
 func waited(ctx context.Context, started time.Time) time.Duration {
-	if d, ok := ctx.Deadline(); ok {
+	if d, ok := ctx.Deadline(); ok && ctx.Err() != nil {
 		return d.Sub(started).Round(time.Millisecond)
 	}
-	return time.Since(started)
+	return time.Since(started).Round(time.Millisecond)
 }

@@ -20,3 +20,18 @@ func TestDialErrCertificateVerificationIsUntrusted(t *testing.T) {
 	require.ErrorIs(t, err, ErrCertUntrusted)
 	require.ErrorAs(t, err, new(*tls.CertificateVerificationError))
 }
+
+// The wait a dial error states is the real one: a handshake that timed
+// out on its own under a distant deadline says how long it waited, not
+// the deadline; a dial the deadline ended says the deadline.
+func TestDialWaitedIsTheRealWait(t *testing.T) {
+	far, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	started := time.Now().Add(-5 * time.Second)
+	require.Less(t, waited(far, started), time.Minute, "not the hour of the deadline")
+	require.GreaterOrEqual(t, waited(far, started), 5*time.Second)
+	ended, cancel2 := context.WithDeadline(context.Background(), started.Add(2*time.Second))
+	defer cancel2()
+	<-ended.Done()
+	require.Equal(t, 2*time.Second, waited(ended, started))
+}

@@ -157,3 +157,19 @@ func TestPublishAckedByDefault(t *testing.T) {
 	_, err = c.Publish(ctx, tp, []byte("c"), PublishOptions{NoAck: true, Ack: felix.AckPerMessage})
 	require.ErrorIs(t, err, felix.ErrInvalidValue)
 }
+
+// A broker that refuses the auth because it is draining says so: the
+// message is not about credentials (the client's logs printed it as a
+// credentials problem at every re-dial of a stopping broker).
+func TestDialErrorDrainingIsNotCredentials(t *testing.T) {
+	be := &felix.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining, Auth: true}
+	e := &DialError{Addr: "127.0.0.1:7447", Kind: ErrAuthRejected, Tenant: "t1", Err: be}
+	require.Contains(t, e.Error(), "the broker at 127.0.0.1:7447 is draining")
+	require.Contains(t, e.Error(), "connect to another broker")
+	require.NotContains(t, e.Error(), "credentials")
+	require.NotContains(t, e.Error(), "token")
+	require.NotContains(t, be.Error(), "token", "a retryable refusal says nothing about the token")
+	bad := &felix.BrokerError{Type: "error", Message: "auth failed", Code: felix.CodeUnauthenticated, Auth: true}
+	e.Err = bad
+	require.Contains(t, e.Error(), "refused the credentials")
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -320,7 +319,7 @@ func (b *bench) verify() benchVerify {
 // acknowledged record, or a publisher or subscriber stopped by an error.
 func (r *benchReport) failure() error {
 	if r.Interrupted {
-		return errors.New("interrupted: the report covers the run until then")
+		return interruptedf("the report covers the run until then")
 	}
 	if r.Verify.LostAcked > 0 {
 		return fmt.Errorf("%d acknowledged record(s) did not reach every subscriber (first: %s)", r.Verify.LostAcked, strings.Join(r.Verify.FirstLost, "; "))

@@ -38,8 +38,10 @@ var subUsage = map[string]string{
 // distinct from 1 (an error) so scripts can tell a miss from a failure.
 const exitAbsent = 3
 
-// cacheHelp prints every cache operation with its flags.
+// cacheHelp prints every cache operation with its flags, then the
+// environment the operations read, once.
 func cacheHelp(ctx context.Context, w io.Writer) {
+	defer printEnv(w)
 	for i, op := range cacheOps {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -49,7 +51,7 @@ func cacheHelp(ctx context.Context, w io.Writer) {
 			continue
 		}
 		fmt.Fprintf(w, "usage: felix %s\n", subUsage["cache "+op])
-		printFlags(w, fs)
+		printFlagList(w, fs)
 	}
 }
 
@@ -187,7 +189,10 @@ func runCache(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	for n := 0; *count == 0 || n < *count; n++ {
 		ev, err := w.Next(ctx)
 		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return interruptedf("%d event(s) printed", n)
+			}
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return cf.explain("watch", err)

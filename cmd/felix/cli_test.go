@@ -194,7 +194,7 @@ func TestInputLimitsAreStated(t *testing.T) {
 
 	code, _, errb = felixRun(t, "", cmd([]string{"pub"}, b, strings.Repeat("s", 70000), "hi")...)
 	require.Equal(t, 2, code)
-	require.Contains(t, errb, "STREAM is 70000 bytes long; names are limited to 65535 bytes")
+	require.Contains(t, errb, "STREAM is 70000 bytes long; names are UTF-8 text of 1 to 65535 bytes")
 	require.NotContains(t, errb, "frame too large")
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conn"
 )
 
@@ -28,6 +29,16 @@ const brokerHint = "start one with: go run ./examples/broker -cert-out broker.pe
 func (c *clientFlags) explain(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	var ae *client.AmbiguousError
+	if errors.As(err, &ae) {
+		// Whatever else happened (a timeout, a lost connection), the
+		// request may have been applied: say so first.
+		why := ae.Err.Error()
+		if errors.Is(ae.Err, context.DeadlineExceeded) {
+			why = fmt.Sprintf("no answer within -timeout %s", c.timeout)
+		}
+		return fmt.Errorf("%s: outcome unknown: the broker at %s may or may not have applied it (%s); it was not re-sent: check (e.g. felix sub -from earliest) before sending it again", op, ae.Addr, why)
 	}
 	var de *conn.DialError
 	if errors.As(err, &de) {

@@ -21,7 +21,11 @@
 // Errors are reported as one line on stderr that names what failed and the
 // likely fix. Exit status: 0 success, 1 failure, 2 usage error, 3 for
 // "cache get" and "cache del" of an absent key (nothing is printed on
-// stdout then).
+// stdout then). An interrupt (Ctrl-C, SIGTERM) ends every command the same
+// way: it finishes what it started (felix pub publishes the lines it
+// read), prints "felix CMD: interrupted[: what was done]" on stderr and
+// exits 0; only an outcome the interrupt left unknown (a request sent and
+// not answered) is a failure, exit status 1.
 //
 // # Adding a command
 //
@@ -58,6 +62,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/flxproto/felix/client"
 )
 
 // command is one felix subcommand.
@@ -94,6 +100,20 @@ func (e usageError) Error() string { return e.msg }
 
 // usagef returns a usageError.
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// interrupted ends a command that stopped because it was interrupted
+// (SIGINT, SIGTERM: its ctx ended) after finishing what it had started:
+// run prints "felix CMD: interrupted: <what was done>" on stderr and exits
+// 0, as for every command that an interrupt ends without an unknown
+// outcome.
+type interrupted struct{ msg string }
+
+func (e interrupted) Error() string { return "interrupted: " + e.msg }
+
+// interruptedf returns an interrupted error saying what was done.
+func interruptedf(format string, args ...any) error {
+	return interrupted{fmt.Sprintf(format, args...)}
+}
 
 // exitCode is returned by a command that has already reported its outcome
 // and only needs the process to exit with that status.
@@ -161,6 +181,14 @@ var envVars = [][2]string{
 // printFlags writes fs's flags with their defaults, and the environment
 // variables when fs has the broker connection flags.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
+	printFlagList(w, fs)
+	if fs.Lookup("addr") != nil {
+		printEnv(w)
+	}
+}
+
+// printFlagList writes fs's flags with their defaults.
+func printFlagList(w io.Writer, fs *flag.FlagSet) {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
@@ -169,11 +197,13 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-	if fs.Lookup("addr") != nil {
-		fmt.Fprintln(w, "environment:")
-		for _, e := range envVars {
-			fmt.Fprintf(w, "  %-16s %s\n", e[0], e[1])
-		}
+}
+
+// printEnv writes the environment variables of the broker commands.
+func printEnv(w io.Writer) {
+	fmt.Fprintln(w, "environment:")
+	for _, e := range envVars {
+		fmt.Fprintf(w, "  %-16s %s\n", e[0], e[1])
 	}
 }
 
@@ -206,7 +236,7 @@ func printUsage(w io.Writer) {
 	for _, e := range envVars {
 		fmt.Fprintf(w, "  %-16s %s\n", e[0], e[1])
 	}
-	fmt.Fprintln(w, "exit status: 0 success, 1 failure, 2 usage error (cache get/del: 3 when the key is absent)")
+	fmt.Fprintln(w, "exit status: 0 success (and Ctrl-C), 1 failure, 2 usage error (cache get/del: 3 when the key is absent)")
 }
 
 // shortSummary is a summary up to its first "; " or " (": the command
@@ -299,8 +329,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var ue usageError
 	var ec exitCode
 	var hr helpRequest
+	var ie interrupted
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &ie):
+		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(ie.Error()))
+		return 0
+	case ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.Is(err, client.ErrAmbiguous):
+		// Interrupted while waiting (connecting, for an answer of a call
+		// that changes nothing): nothing is left half done.
+		fmt.Fprintf(stderr, "%s: interrupted\n", name)
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		// A command that answers -h itself, before parsing flags.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -10,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/client"
@@ -93,6 +96,12 @@ func (c *clientFlags) connConfig(flags felix.Flags) (conn.Config, error) {
 // dial is bounded by -timeout, so a silent address is reported as the
 // dial's "no answer within -timeout".
 func (c *clientFlags) connect(ctx context.Context, flags felix.Flags) (*client.Client, error) {
+	if err := checkName("-tenant (FELIX_TENANT)", c.tenant); err != nil {
+		return nil, err
+	}
+	if err := checkName("-namespace (FELIX_NAMESPACE)", c.namespace); err != nil {
+		return nil, err
+	}
 	cc, err := c.connConfig(flags)
 	if err != nil {
 		return nil, err
@@ -164,7 +173,8 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	cf.register(fs)
 	ackName := fs.String("ack", "per_batch", "acknowledgement: none, per_message or per_batch")
 	key := fs.String("key", "", "routing key (UTF-8); empty means unkeyed")
-	batch := fs.Int("batch", 1, "messages per publish request")
+	batch := fs.Int("batch", 0, "most messages per publish request (0: 1 for MESSAGE arguments; for stdin, every line read\n"+
+		"while the previous request was in flight, up to "+strconv.Itoa(stdinBatch)+" lines and "+strconv.Itoa(stdinBatchBytes>>10)+" KiB)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -175,72 +185,252 @@ func runPub(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if !ok {
 		return usagef("bad -ack %q", *ackName)
 	}
-	if *batch < 1 {
-		return usagef("-batch must be at least 1")
+	if *batch < 0 {
+		return usagef("-batch must not be negative")
 	}
 	stream := fs.Arg(0)
-	msgs := fs.Args()[1:]
-	if len(msgs) == 0 {
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), maxMessageLine)
-		for sc.Scan() {
-			msgs = append(msgs, sc.Text())
-		}
-		if err := sc.Err(); err != nil {
-			if errors.Is(err, bufio.ErrTooLong) {
-				return fmt.Errorf("stdin line %d is longer than the frame limit (%d bytes): one message must fit in one frame with its headers", len(msgs)+1, felix.DefaultMaxFrameBytes)
-			}
-			return fmt.Errorf("reading stdin: %v", err)
-		}
-	}
 	if err := checkName("STREAM", stream); err != nil {
 		return err
+	}
+	p := &publisher{cf: &cf, stream: stream, stdout: stdout, ack: ack,
+		topic: client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream},
+		o:     client.PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}}
+	if *key != "" {
+		p.o.Key = []byte(*key)
 	}
 	c, err := cf.connect(ctx, 0)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	topic := client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}
-	o := client.PublishOptions{Ack: ack, NoAck: ack == felix.AckNone}
-	if *key != "" {
-		o.Key = []byte(*key)
-	}
-	for i := 0; i < len(msgs); i += *batch {
-		part := msgs[i:min(i+*batch, len(msgs))]
-		payloads := make([][]byte, len(part))
-		for j, m := range part {
-			payloads[j] = []byte(m)
-		}
-		pctx, cancel := cf.timeoutCtx(ctx)
-		res, err := c.PublishBatch(pctx, topic, payloads, o)
-		cancel()
-		if err != nil {
-			return cf.explain(fmt.Sprintf("publish to %s", stream), err)
-		}
-		type out struct {
-			Stream string  `json:"stream"`
-			Count  int     `json:"count"`
-			Acked  bool    `json:"acked"`
-			Offset *uint64 `json:"offset,omitempty"`
-		}
-		rec := out{Stream: stream, Count: len(part), Acked: ack != felix.AckNone}
-		text := fmt.Sprintf("published %d message(s) to %s/%s", len(part), cf.namespace, stream)
-		if res.HasOffset {
-			off := res.Offset
-			rec.Offset = &off
-			text += fmt.Sprintf(" at offset %d", off)
-			if len(part) > 1 {
-				text += fmt.Sprintf("..%d", off+uint64(len(part))-1)
+	p.c = c
+	if msgs := fs.Args()[1:]; len(msgs) > 0 {
+		n := max(*batch, 1)
+		for i := 0; i < len(msgs); i += n {
+			part := msgs[i:min(i+n, len(msgs))]
+			payloads := make([][]byte, len(part))
+			for j, m := range part {
+				payloads[j] = []byte(m)
 			}
-		} else if ack == felix.AckNone {
-			text += " (unacknowledged)"
+			if err := p.publish(ctx, payloads); err != nil {
+				return err
+			}
 		}
-		if err := cf.emit(stdout, rec, text); err != nil {
-			return err
+		return nil
+	}
+	maxLines := *batch
+	if maxLines == 0 {
+		maxLines = stdinBatch
+	}
+	return p.fromStdin(ctx, stdin, maxLines)
+}
+
+// stdinBatch and stdinBatchBytes bound a batch of stdin lines (a single
+// longer line goes alone, up to the frame limit).
+const (
+	stdinBatch      = 1000
+	stdinBatchBytes = 256 << 10
+)
+
+// publisher publishes felix pub's messages and prints one line per batch.
+type publisher struct {
+	cf     *clientFlags
+	c      *client.Client
+	stream string
+	topic  client.Topic
+	o      client.PublishOptions
+	ack    felix.AckMode
+	stdout io.Writer
+	// total counts the messages published.
+	total int
+}
+
+// fromStdin publishes stdin's lines as they arrive: a line is published as
+// soon as it is read, and the lines read while a publish is in flight go
+// together in the next one (up to maxLines and stdinBatchBytes). An
+// interrupt (ctx) stops the reading: the lines already read are
+// published, and the command ends as interrupted with the count. A
+// publish in progress is never cut by the interrupt: it ends with its
+// answer or its -timeout.
+func (p *publisher) fromStdin(ctx context.Context, stdin io.Reader, maxLines int) error {
+	chunks := make(chan [][]byte, 16)
+	readErr := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		readErr <- readLines(stdin, maxLines, chunks, stop)
+		close(chunks)
+	}()
+	// Publishes outlive the interrupt: what was read is published.
+	pctx := context.WithoutCancel(ctx)
+	var pending [][]byte
+	eof := false
+	for {
+		if len(pending) == 0 && !eof {
+			select {
+			case ch, ok := <-chunks:
+				if !ok {
+					eof = true
+				}
+				pending = ch
+			case <-ctx.Done():
+			}
+		}
+		interrupted := ctx.Err() != nil
+		// Everything already read joins the batch, without waiting.
+	more:
+		for !eof && len(pending) < maxLines {
+			select {
+			case ch, ok := <-chunks:
+				if !ok {
+					eof = true
+					break more
+				}
+				pending = append(pending, ch...)
+			default:
+				break more
+			}
+		}
+		for len(pending) > 0 {
+			n := batchLen(pending, maxLines)
+			if err := p.publish(pctx, pending[:n]); err != nil {
+				return err
+			}
+			pending = pending[n:]
+			if !interrupted {
+				break // read what arrived meanwhile before the next batch
+			}
+		}
+		switch {
+		case interrupted:
+			return interruptedf("published %d message(s) read from stdin until the interrupt", p.total)
+		case eof && len(pending) == 0:
+			if err := <-readErr; err != nil {
+				return err
+			}
+			return nil
 		}
 	}
-	return nil
+}
+
+// batchLen is how many of lines go in the next publish: up to maxLines and
+// stdinBatchBytes, at least one.
+func batchLen(lines [][]byte, maxLines int) int {
+	n, size := 0, 0
+	for n < len(lines) && n < maxLines {
+		size += len(lines[n])
+		if n > 0 && size > stdinBatchBytes {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// readLines reads r line by line (a trailing "\r" is dropped, as by
+// bufio.ScanLines) and sends the lines to out in chunks: every line that
+// is already buffered goes with the one before it (up to maxLines), so a
+// line that arrives alone is sent alone, at once. It stops when stop is
+// closed.
+func readLines(r io.Reader, maxLines int, out chan<- [][]byte, stop <-chan struct{}) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var chunk [][]byte
+	n := 0
+	send := func() bool {
+		if len(chunk) == 0 {
+			return true
+		}
+		select {
+		case out <- chunk:
+			chunk = nil
+			return true
+		case <-stop:
+			return false
+		}
+	}
+	for {
+		line, err := readLine(br)
+		if err == nil || (err == io.EOF && line != nil) {
+			n++
+			chunk = append(chunk, line)
+		}
+		switch {
+		case errors.Is(err, errLineTooLong):
+			send()
+			return fmt.Errorf("stdin line %d is longer than the frame limit (%d bytes): one message must fit in one frame with its headers", n+1, felix.DefaultMaxFrameBytes)
+		case err == io.EOF:
+			send()
+			return nil
+		case err != nil:
+			send()
+			return fmt.Errorf("reading stdin: %v", err)
+		}
+		if len(chunk) >= maxLines || br.Buffered() == 0 {
+			if !send() {
+				return nil
+			}
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its "\n" (and "\r"); at the end
+// of the input, the last unterminated line with io.EOF (nil when there
+// is none).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		if len(line)+len(part) > maxMessageLine {
+			return nil, errLineTooLong
+		}
+		line = append(line, part...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			if len(line) == 0 {
+				return nil, io.EOF
+			}
+			return bytes.TrimSuffix(line, []byte("\r")), io.EOF
+		case err != nil:
+			return nil, err
+		}
+		line = line[:len(line)-1]
+		return bytes.TrimSuffix(line, []byte("\r")), nil
+	}
+}
+
+// publish publishes one batch and prints its line.
+func (p *publisher) publish(ctx context.Context, payloads [][]byte) error {
+	cf := p.cf
+	pctx, cancel := cf.timeoutCtx(ctx)
+	res, err := p.c.PublishBatch(pctx, p.topic, payloads, p.o)
+	cancel()
+	if err != nil {
+		return cf.explain(fmt.Sprintf("publish to %s", p.stream), err)
+	}
+	p.total += len(payloads)
+	type out struct {
+		Stream string  `json:"stream"`
+		Count  int     `json:"count"`
+		Acked  bool    `json:"acked"`
+		Offset *uint64 `json:"offset,omitempty"`
+	}
+	rec := out{Stream: p.stream, Count: len(payloads), Acked: p.ack != felix.AckNone}
+	text := fmt.Sprintf("published %d message(s) to %s/%s", len(payloads), cf.namespace, p.stream)
+	if res.HasOffset {
+		off := res.Offset
+		rec.Offset = &off
+		text += fmt.Sprintf(" at offset %d", off)
+		if len(payloads) > 1 {
+			text += fmt.Sprintf("..%d", off+uint64(len(payloads))-1)
+		}
+	} else if p.ack == felix.AckNone {
+		text += " (unacknowledged)"
+	}
+	return cf.emit(p.stdout, rec, text)
 }
 
 // maxMessageLine bounds one stdin line of felix pub (the line plus its
@@ -251,13 +441,17 @@ const maxMessageLine = felix.DefaultMaxFrameBytes + 1
 // binary publish layout stores names behind a u16 length.
 const maxNameLen = 1<<16 - 1
 
-// checkName refuses a name no frame can carry, before connecting.
+// checkName refuses a name no frame can carry, before connecting: names
+// are UTF-8 text of 1 to 65535 bytes (docs/limits.md, "Names").
 func checkName(what, name string) error {
 	if len(name) > maxNameLen {
-		return usagef("%s is %d bytes long; names are limited to %d bytes", what, len(name), maxNameLen)
+		return usagef("%s is %d bytes long; names are UTF-8 text of 1 to %d bytes", what, len(name), maxNameLen)
 	}
 	if name == "" {
-		return usagef("%s is empty", what)
+		return usagef("%s is empty; names are UTF-8 text of 1 to %d bytes", what, maxNameLen)
+	}
+	if !utf8.ValidString(name) {
+		return usagef("%s is not valid UTF-8; names are UTF-8 text of 1 to %d bytes", what, maxNameLen)
 	}
 	return nil
 }

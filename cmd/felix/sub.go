@@ -32,6 +32,7 @@ type eventRecord struct {
 	PayloadB64 *string `json:"payload_b64,omitempty"`
 	Publisher  string  `json:"publisher,omitempty"`
 	Timestamp  *uint64 `json:"timestamp_micros,omitempty"`
+	Shard      *uint32 `json:"shard,omitempty"`
 }
 
 func payloadFields(b []byte) (text, b64s *string) {
@@ -47,13 +48,14 @@ func payloadFields(b []byte) (text, b64s *string) {
 // breaks, the client resubscribes once at the offset after the last event
 // printed (no gap, no duplicate); when that fails too, subEnded reports
 // why with the offset to resume from.
-func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
+func runSub(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("sub")
 	var cf clientFlags
 	cf.register(fs)
 	from := fs.String("from", "latest", "start: latest, earliest or an offset")
 	count := fs.Int("n", 0, "exit after COUNT events (0 = until interrupted or the subscription ends)")
-	shard := fs.Int("shard", -1, "shard to subscribe to (default: the broker's default, 0)")
+	shard := fs.String("shard", "", "shard to read: a number, or all (every shard of the stream, each in order;\n"+
+		"lines then start with SHARD:OFFSET); default: what client.Subscribe reads")
 	queue := fs.Uint("queue", 0, "broker-side queue capacity to ask for, in published batches (0 = broker default)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -73,6 +75,19 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		}
 		start = felix.StartAt(off)
 	}
+	all := *shard == "all"
+	var shardN uint32
+	hasShard := false
+	if *shard != "" && !all {
+		n, err := strconv.ParseUint(*shard, 10, 32)
+		if err != nil {
+			return usagef("bad -shard %q: want a shard number or all", *shard)
+		}
+		shardN, hasShard = uint32(n), true
+	}
+	if all && start.Kind == felix.StartOffset {
+		return usagef("-from %s with -shard all: offsets are per shard; use -from earliest or latest (or -shard N -from OFFSET)", *from)
+	}
 	if err := checkName("STREAM", fs.Arg(0)); err != nil {
 		return err
 	}
@@ -81,11 +96,14 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		return err
 	}
 	defer c.Close()
-	o := client.SubscribeOptions{Start: start, QueueCapacity: uint32(*queue)}
-	if *shard >= 0 {
-		o.Shard = uint32(*shard)
-	}
 	stream := fs.Arg(0)
+	if all {
+		return subAll(ctx, &cf, c, stream, start, *count, stdout, stderr)
+	}
+	o := client.SubscribeOptions{Start: start, QueueCapacity: uint32(*queue)}
+	if hasShard {
+		o.Shard = shardN
+	}
 	sctx, cancel := cf.timeoutCtx(ctx)
 	sub, err := c.Subscribe(sctx, client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, o)
 	cancel()
@@ -99,29 +117,84 @@ func runSub(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // interrupted: the subscriber chose to stop
+				return interruptedf("%d event(s) printed", n) // the subscriber chose to stop
 			}
 			return subEnded(&cf, stream, n, next, hasNext, err)
 		}
 		if ev.HasOffset {
 			next, hasNext = ev.Offset+1, true
 		}
-		rec := eventRecord{Publisher: string(ev.Publisher)}
-		rec.Payload, rec.PayloadB64 = payloadFields(ev.Payload)
-		text := ""
-		if ev.HasOffset {
-			off := ev.Offset
-			rec.Offset = &off
-			text = strconv.FormatUint(off, 10) + "\t"
-		}
-		if ev.HasTimestamp {
-			ts := ev.TimestampMicros
-			rec.Timestamp = &ts
-		}
-		text += printable(ev.Payload)
-		if err := cf.emit(stdout, rec, text); err != nil {
+		if err := printEvent(&cf, stdout, ev, nil); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// printEvent prints one event: "OFFSET\tPAYLOAD", or "SHARD:OFFSET\tPAYLOAD"
+// when shard is set (-shard all); -json adds the member "shard".
+func printEvent(cf *clientFlags, stdout io.Writer, ev client.Event, shard *uint32) error {
+	rec := eventRecord{Publisher: string(ev.Publisher), Shard: shard}
+	rec.Payload, rec.PayloadB64 = payloadFields(ev.Payload)
+	text := ""
+	if shard != nil {
+		text = strconv.FormatUint(uint64(*shard), 10) + ":"
+	}
+	if ev.HasOffset {
+		off := ev.Offset
+		rec.Offset = &off
+		text += strconv.FormatUint(off, 10)
+	}
+	if text != "" {
+		text += "\t"
+	}
+	if ev.HasTimestamp {
+		ts := ev.TimestampMicros
+		rec.Timestamp = &ts
+	}
+	text += printable(ev.Payload)
+	return cf.emit(stdout, rec, text)
+}
+
+// subAll reads every shard of stream (felix sub -shard all) through a
+// client.ShardedSubscription: a shard that ends with an error is reported
+// on stderr while the others go on; the command fails when every shard
+// ended and one of them was lost.
+func subAll(ctx context.Context, cf *clientFlags, c *client.Client, stream string, start felix.StartPosition, count int, stdout, stderr io.Writer) error {
+	sctx, cancel := cf.timeoutCtx(ctx)
+	ss, err := c.SubscribeSharded(sctx, client.Topic{TenantID: cf.tenant, Namespace: cf.namespace, Stream: stream}, client.ShardedOptions{Start: start})
+	cancel()
+	if errors.Is(err, client.ErrUnknownStream) {
+		return fmt.Errorf("subscribe to every shard of %s: the broker at %s reports no shards for it (an unknown stream): publish to it first, or declare it on the broker (examples/broker -stream TENANT/NS/NAME:shards=N)", stream, cf.brokerAddr())
+	}
+	if err != nil {
+		return cf.explain("subscribe to every shard of "+stream, err)
+	}
+	defer ss.Close()
+	lost := 0
+	for n := 0; count == 0 || n < count; {
+		ev, err := ss.Next(ctx)
+		var sl *client.ShardLostError
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return interruptedf("%d event(s) printed from %d shard(s)", n, ss.Shards())
+		case errors.As(err, &sl):
+			lost++
+			fmt.Fprintf(stderr, "felix sub: shard %d of %s ended: %s; the other shards go on\n", sl.Shard, stream, oneLine(sl.Err.Error()))
+			continue
+		case errors.Is(err, io.EOF) && lost == 0:
+			return nil
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("subscription to every shard of %s ended after %d event(s): %d of %d shard(s) lost (see above)", stream, n, lost, ss.Shards())
+		default:
+			return cf.explain("subscription to every shard of "+stream, err)
+		}
+		shard := ev.Shard
+		if err := printEvent(cf, stdout, ev.Event, &shard); err != nil {
+			return err
+		}
+		n++
 	}
 	return nil
 }

@@ -148,8 +148,10 @@ func runTap(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if ferr := lw.flush(); err == nil {
 		err = ferr
 	}
-	fmt.Fprintf(stderr, "felix tap: %d frame(s) logged\n", lw.lines)
-	return err
+	if err != nil {
+		return err
+	}
+	return interruptedf("%d frame(s) logged", lw.lines)
 }
 
 // verifyAgainstFile makes c verify the broker's certificate chain and name

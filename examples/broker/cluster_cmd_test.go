@@ -17,6 +17,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/api"
+	"github.com/flxproto/felix/client"
 	"github.com/flxproto/felix/conformance"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/cluster"
@@ -196,4 +197,26 @@ func TestBrokerCommandCacheDeclared(t *testing.T) {
 	require.NoError(t, api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "declared"}, "k", []byte("v"), 0))
 	requireCode(t, api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "other"}, "k", nil, 0), felix.CodeNotFound)
 	require.Contains(t, b.stop(t), `msg="cache declared" tenant=t1 namespace=ns cache=declared`)
+}
+
+// -strict: an undeclared stream or cache is answered not_found with the
+// retry class the client acts on (fatal: asking again cannot succeed) and
+// the flag that declares it; the cluster client gives up at once.
+func TestStrictNotFoundSaysHowToDeclare(t *testing.T) {
+	b := startBroker(t, nil, "-strict", "-stream", "t1/ns/declared")
+	c, err := conn.Dial(t.Context(), b.addr, &conn.Config{TLS: &tls.Config{RootCAs: b.pool}, TenantID: "t1", Token: "demo-token"})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Publish(t.Context(), felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "nope"}, []byte("x"), conn.PublishOptions{Ack: felix.AckPerMessage})
+	requireCode(t, err, felix.CodeNotFound)
+	var be *felix.BrokerError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, felix.RetryFatal, be.RetryClass())
+	require.Contains(t, be.Message, "start it with -stream t1/ns/nope[:shards=N] to declare it")
+	require.Equal(t, felix.RetryFatal, client.RetryClassOf(err))
+	err = api.New(c).CachePut(t.Context(), felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "nocache"}, "k", nil, 0)
+	requireCode(t, err, felix.CodeNotFound)
+	require.ErrorContains(t, err, "start it with -cache t1/ns/nocache to declare it")
+	require.ErrorContains(t, err, "fatal")
+	b.stop(t)
 }

@@ -4,7 +4,8 @@
 //	go run ./examples/broker [flags]
 //
 // It listens on UDP 127.0.0.1:7447 by default with a fresh self-signed
-// certificate for "localhost" (write it for clients with -cert-out), accepts
+// certificate for "localhost" at every start (write it for clients with
+// -cert-out; -state-dir DIR keeps one across restarts), accepts
 // the tokens of -tokens (or FELIX_TOKENS; default t1:demo-token), creates
 // streams and caches on first use (durable streams by default; see
 // -stream to configure one; -ephemeral makes them in-memory with a replay
@@ -80,6 +81,9 @@ func run(args []string) error {
 	certFile := fs.String("cert", "", "PEM certificate file (default: a fresh self-signed certificate for localhost)")
 	keyFile := fs.String("key", "", "PEM private key file for -cert")
 	certOut := fs.String("cert-out", "", "write the server certificate (PEM) to this file for clients")
+	stateDir := fs.String("state-dir", "", "keep the certificate and key in this directory ("+stateCertFile+", "+stateKeyFile+"): reused when present,\n"+
+		"created (directory 0700, files 0600) when not, so clients trust the same certificate across restarts;\n"+
+		"streams and caches are in memory and do not survive a restart")
 	addrOut := fs.String("addr-out", "", "write the bound UDP address to this file once serving (useful with -addr 127.0.0.1:0)")
 	tokens := fs.String("tokens", envOr("FELIX_TOKENS", server.DemoTenant+":"+server.DemoToken),
 		"comma-separated tenant:token[:principal[:perms]] list (env FELIX_TOKENS; visible in the process list: prefer -tokens-file)")
@@ -170,6 +174,9 @@ func run(args []string) error {
 	if (*certFile == "") != (*keyFile == "") {
 		return errors.New("-cert and -key go together")
 	}
+	if *stateDir != "" && *certFile != "" {
+		return errors.New("-state-dir and -cert/-key both name the certificate: use one")
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	rt, err := felix.ParseRouting(*routing)
 	if err != nil {
@@ -204,7 +211,8 @@ func run(args []string) error {
 		RetainRecords: *retain, RetainBytes: *retainBytes, RingRecords: *ring}
 	if *nodes > 0 {
 		o := clusterOptions{nodes: *nodes, host: *addr, streams: streams, caches: cacheRefs,
-			engine:  engine.Config{DefaultStream: defStream, NoAutoCreateStreams: *strict, NoAutoCreateCaches: *strict},
+			engine: engine.Config{DefaultStream: defStream, NoAutoCreateStreams: *strict, NoAutoCreateCaches: *strict,
+				DeclareHint: declareHint},
 			certOut: *certOut, addrOut: *addrOut, fixtureOut: *fixtureOut, control: *control, log: log, keyLog: kl,
 			stats: *statsAddr, statsLog: *statsLog}
 		if operatorTokens(fs) {
@@ -223,6 +231,7 @@ func run(args []string) error {
 			DefaultStream:        defStream,
 			NoAutoCreateStreams:  *strict,
 			NoAutoCreateCaches:   *strict,
+			DeclareHint:          declareHint,
 			DefaultQueueCapacity: *queue,
 			MaxQueueCapacity:     *queueMax,
 		},
@@ -254,6 +263,18 @@ func run(args []string) error {
 			return fmt.Errorf("certificate: %w", err)
 		}
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	if *stateDir != "" {
+		cert, created, err := stateCert(*stateDir)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+		if created {
+			log.Info("certificate created: clients trust it across restarts", "dir", *stateDir)
+		} else {
+			log.Info("certificate reused", "dir", *stateDir)
+		}
 	}
 	type declared struct {
 		t  engine.Topic
@@ -506,4 +527,13 @@ func ParseStreamSpec(spec string, def engine.StreamConfig) (engine.Topic, engine
 		}
 	}
 	return t, c, nil
+}
+
+// declareHint is the end of a -strict broker's not_found answer: the flag
+// that declares the stream or cache.
+func declareHint(cache bool, name string) string {
+	if cache {
+		return "the broker runs with -strict: start it with -cache " + name + " to declare it"
+	}
+	return "the broker runs with -strict: start it with -stream " + name + "[:shards=N] to declare it"
 }

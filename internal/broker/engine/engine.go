@@ -85,6 +85,13 @@ type Config struct {
 	NoAutoCreateStreams bool
 	// NoAutoCreateCaches makes unknown caches an error (not_found).
 	NoAutoCreateCaches bool
+	// DeclareHint, when set, ends the not_found answer to an undeclared
+	// stream or cache under NoAutoCreateStreams / NoAutoCreateCaches with
+	// how the operator declares it (the broker command's flags); it is
+	// given the name as tenant/namespace/name. Such an answer is retry
+	// class fatal either way: this broker creates nothing on first use,
+	// so asking again cannot succeed.
+	DeclareHint func(cache bool, name string) string
 	// MissingStreams are never created on first use, whatever
 	// NoAutoCreateStreams says: they stay not_found until CreateStream
 	// (a fixture's deliberately missing stream).
@@ -308,8 +315,11 @@ func (e *Engine) stream(t Topic) (*stream, error) {
 	if s, ok := e.streams[t]; ok {
 		return s, nil
 	}
-	if e.cfg.NoAutoCreateStreams || slices.Contains(e.cfg.MissingStreams, t) {
+	if slices.Contains(e.cfg.MissingStreams, t) {
 		return nil, errorf(felix.CodeNotFound, "stream not found: "+topicString(t))
+	}
+	if e.cfg.NoAutoCreateStreams {
+		return nil, e.undeclared(false, topicString(t), t.Tenant+"/"+t.Namespace+"/"+t.Stream)
 	}
 	if err := e.autoCreateAllowed(e.autoStreams, t.Tenant, e.cfg.MaxStreamsPerTenant, "streams"); err != nil {
 		return nil, err
@@ -326,7 +336,7 @@ func (e *Engine) cache(r CacheRef) (*cacheScope, error) {
 		return c, nil
 	}
 	if e.cfg.NoAutoCreateCaches {
-		return nil, errorf(felix.CodeNotFound, "cache scope not found: "+r.Tenant+"/"+r.Namespace+"/"+r.Cache)
+		return nil, e.undeclared(true, r.Tenant+"/"+r.Namespace+"/"+r.Cache, r.Tenant+"/"+r.Namespace+"/"+r.Cache)
 	}
 	if err := e.autoCreateAllowed(e.autoCaches, r.Tenant, e.cfg.MaxCachesPerTenant, "caches"); err != nil {
 		return nil, err
@@ -478,4 +488,22 @@ func (e *Engine) Stats() Stats {
 		ActiveWatches: c.activeWatches.Load(), WatchEvents: c.watchEvents.Load(), WatchEventEncodes: c.watchEncodes.Load(),
 		LaggedWatches: c.laggedWatches.Load(), DeadLettersDropped: c.deadDropped.Load(),
 	}
+}
+
+// undeclared is the not_found answer to a stream or cache this broker
+// does not create on first use: retry class fatal (asking again cannot
+// succeed: the client gives up at once), saying how to declare it. name
+// is how the answer shows it, path its tenant/namespace/name form.
+func (e *Engine) undeclared(cache bool, name, path string) *Error {
+	what := "stream"
+	if cache {
+		what = "cache scope"
+	}
+	msg := what + " not found: " + name + ": this broker serves declared " + what + "s only and creates none on first use"
+	if e.cfg.DeclareHint != nil {
+		if h := e.cfg.DeclareHint(cache, path); h != "" {
+			msg += " (" + h + ")"
+		}
+	}
+	return &Error{Code: felix.CodeNotFound, Retry: felix.RetryFatal, Message: msg}
 }

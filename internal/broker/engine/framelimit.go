@@ -69,17 +69,34 @@ const StreamReadPageFixed = jsonPageFixed
 // modifier, or (durable streams) alone in a stream_read answer.
 func (e *Engine) checkDeliverable(req *PublishRequest, durable bool) error {
 	limit := e.maxFrame()
-	one := eventFixedMax + eventPublisherLen(req.Publisher) + eventPerRecord
+	largest := MaxRecordBytes(limit, req.Publisher, durable)
 	for i, p := range req.Payloads {
-		over := one+int64(len(p)) > limit ||
-			(durable && StreamReadPageFixed+StreamReadRecordMax(len(p), req.Publisher) > limit)
-		if over {
+		if int64(len(p)) > largest {
+			why := "an event frame"
+			if durable {
+				why = "a stream_read answer, base64-encoded,"
+			}
 			return &Error{Code: felix.CodeInvalidRequest, Retry: felix.RetryFatal,
 				Message: "record " + strconv.Itoa(i) + " of " + strconv.Itoa(len(p)) +
-					" bytes could never be delivered within the frame limit of " + strconv.FormatInt(limit, 10) + " bytes"}
+					" bytes is over the largest record this stream takes, " + strconv.FormatInt(largest, 10) +
+					" bytes (every record must fit " + why + " within the frame limit of " + strconv.FormatInt(limit, 10) + " bytes)"}
 		}
 	}
 	return nil
+}
+
+// MaxRecordBytes is the largest record a stream takes from publisher
+// under the frame limit: one that fits an event frame with every
+// modifier and, on a durable stream, a stream_read answer on its own
+// (its payload base64-encoded in JSON: about 3/4 of the limit,
+// 12,582,615 bytes at the default 16 MiB for a 2-byte publisher).
+func MaxRecordBytes(limit int64, publisher string, durable bool) int64 {
+	n := limit - (eventFixedMax + eventPublisherLen(publisher) + eventPerRecord)
+	if durable {
+		avail := limit - StreamReadPageFixed - jsonRecordFixed - jsonEscapeMax*int64(len(publisher))
+		n = min(n, avail/4*3) // base64: 4 bytes per 3
+	}
+	return max(n, 0)
 }
 
 // offerSplit hands b to the shard's subscribers, split into batches whose

@@ -99,7 +99,10 @@ func TestSubscribeErrors(t *testing.T) {
 	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeNotFound, be.Code)
-	require.Equal(t, felix.RetryAfter, be.Retry)
+	// A broker that creates nothing on first use: asking again cannot
+	// succeed, and the answer's class says so (the client acts on it).
+	require.Equal(t, felix.RetryFatal, be.Retry)
+	require.Contains(t, be.Message, "serves declared streams only")
 	nc := dial(t, strict, func(c *conn.Config) { c.NoFeatures = true })
 	_, _, err = api.New(nc).CacheGet(ctx, cref, "k")
 	require.ErrorAs(t, err, &be)
