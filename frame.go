@@ -400,6 +400,22 @@ func (r *Reader) grow(have, want int) {
 	r.buf = nb
 }
 
+// SwapBuffer replaces the buffer later frames are read into (with fresh
+// payloads off) by b, which may be nil, and returns the previous one at
+// its full capacity: the payload of the frame ReadFrame returned last
+// aliases it, and the Reader never writes it again, so the caller owns it
+// (to recycle it once every value that aliases it is dropped). Between
+// frames only: while a frame is read in part (ReadFrame was interrupted)
+// it changes nothing and returns nil.
+func (r *Reader) SwapBuffer(b []byte) []byte {
+	if r.haveHdr || r.hn != 0 {
+		return nil
+	}
+	old := r.buf[:cap(r.buf)]
+	r.buf = b
+	return old
+}
+
 // Writer writes frames to an io.Writer, each frame with a single Write call
 // (so a frame is never interleaved with another writer's bytes on a stream
 // that serialises Write calls). A Writer is not safe for concurrent use.
