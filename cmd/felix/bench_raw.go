@@ -21,8 +21,8 @@ import (
 	"github.com/flxproto/felix/conn/quicbench"
 )
 
-// felix bench raw [-transport felix|raw] [-owned] [-size N] [-records N]
-// [-mb N]: the transport baseline (dispatched by runBench). One sender process writes the
+// felix bench raw [-transport felix|raw] [-owned] [-gro] [-size N]
+// [-records N] [-mb N]: the transport baseline (dispatched by runBench). One sender process writes the
 // same encoded event batch again and again to one receiver process over
 // loopback, either through Felix (a conn server's event stream to a
 // conn.Subscription read with Next, the default recycled buffer) or
@@ -51,6 +51,7 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	role := fs.String("role", "", "internal: send or recv (the driver runs one process of each)")
 	addr := fs.String("addr", "127.0.0.1:0", "send: listen address; recv: sender address")
 	cert := fs.String("cert", "", "internal: recv: the sender's certificate, base64 DER")
+	gro := fs.Bool("gro", false, "raw: the receiver reads with UDP GRO (Linux; the transport experiment)")
 	owned := fs.Bool("owned", false, "felix: subscribe with conn.PayloadsOwned (a fresh buffer per frame) instead of the default recycled buffer")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -71,23 +72,23 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 		if *owned {
 			pm = conn.PayloadsOwned
 		}
-		return rawRecv(ctx, stdout, *transport, *addr, *cert, *size, *records, pm)
+		return rawRecv(ctx, stdout, *transport, *addr, *cert, *size, *records, pm, *gro)
 	case "":
 	default:
 		return fmt.Errorf("bench raw: -role %q: send or recv", *role)
 	}
-	return rawDrive(ctx, stdout, stderr, *transport, *size, *records, *mb, *owned)
+	return rawDrive(ctx, stdout, stderr, *transport, *size, *records, *mb, *owned, *gro)
 }
 
 // rawDrive runs the sender and the receiver as child processes and prints
 // the table row.
-func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, size, records, mb int, owned bool) error {
+func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, size, records, mb int, owned, gro bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	common := []string{"bench", "raw", "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
-		fmt.Sprintf("-owned=%v", owned)}
+		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro)}
 	send := exec.CommandContext(ctx, self, append(common, "-role", "send")...)
 	send.Stderr = stderr
 	sout, err := send.StdoutPipe()
@@ -125,6 +126,9 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	gb := float64(rr.Bytes) / 1e9
 	if owned {
 		transport += "(owned)"
+	}
+	if gro {
+		transport += "(gro)"
 	}
 	fmt.Fprintf(stdout, "transport=%s size=%d records/batch=%d  records/s=%.0f MB/s=%.1f  recv-cpu-s/GB=%.3f send-cpu-s/GB=%.3f  (records=%d bytes=%d recv-wall=%.2fs)\n",
 		transport, size, records, float64(rr.Records)/rr.Wall, float64(rr.Bytes)/1e6/rr.Wall, rr.CPU/gb, sres.CPU/gb, rr.Records, rr.Bytes, rr.Wall)
@@ -229,7 +233,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 }
 
 // rawRecv receives until the sender's stream ends and prints its report.
-func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string, size, perBatch int, pm conn.PayloadMode) error {
+func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string, size, perBatch int, pm conn.PayloadMode, gro bool) error {
 	der, err := base64.StdEncoding.DecodeString(cert)
 	if err != nil {
 		return err
@@ -238,7 +242,7 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 		cpu0, t0 := cpuNow(), time.Now()
 		// The raw receiver reads whole frames: records and record bytes
 		// follow from the batch shape.
-		frames, _, err := quicbench.Receive(ctx, addr, der)
+		frames, _, err := quicbench.Receive(ctx, addr, der, gro)
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,11 @@ func (s *Sender) Send(ctx context.Context, frame []byte, n int) error {
 // reads the frames of its stream with felix.Reader into one reused
 // buffer (no decoding) until the stream ends, closes the connection and
 // returns the frames and payload bytes read.
-func Receive(ctx context.Context, addr string, cert []byte) (frames, bytes int64, err error) {
+//
+// With gro, the receiver's UDP socket reads coalesced datagrams (UDP GRO,
+// Linux) through a packet connection of ours that hands quic-go one
+// datagram at a time (the transport experiment of BENCHMARKS.md).
+func Receive(ctx context.Context, addr string, cert []byte, gro bool) (frames, bytes int64, err error) {
 	c, err := x509.ParseCertificate(cert)
 	if err != nil {
 		return 0, 0, err
@@ -96,7 +100,24 @@ func Receive(ctx context.Context, addr string, cert []byte) (frames, bytes int64
 	pool := x509.NewCertPool()
 	pool.AddCert(c)
 	tc := &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{alpn}}
-	qc, err := quic.DialAddr(ctx, addr, tc, conn.DefaultQUICConfig())
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: ua.IP.To4()})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer udp.Close()
+	var pc net.PacketConn = udp
+	if gro {
+		if pc, err = newGROConn(udp); err != nil {
+			return 0, 0, err
+		}
+	}
+	tr := &quic.Transport{Conn: pc}
+	defer tr.Close()
+	qc, err := tr.Dial(ctx, ua, tc, conn.DefaultQUICConfig())
 	if err != nil {
 		return 0, 0, err
 	}

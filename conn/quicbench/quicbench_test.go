@@ -12,6 +12,12 @@ import (
 
 // TestSendReceive: every frame the sender writes is read whole.
 func TestSendReceive(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "gro"}[gro], func(t *testing.T) { testSendReceive(t, gro) })
+	}
+}
+
+func testSendReceive(t *testing.T, gro bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	frame, err := felix.AppendEventBatch(nil, &felix.EventBatch{Payloads: [][]byte{make([]byte, 3000), []byte("x")}}, 0)
@@ -21,7 +27,7 @@ func TestSendReceive(t *testing.T) {
 	defer s.Close()
 	sent := make(chan error, 1)
 	go func() { sent <- s.Send(ctx, frame, 50) }()
-	frames, n, err := Receive(ctx, s.Addr().String(), s.Cert())
+	frames, n, err := Receive(ctx, s.Addr().String(), s.Cert(), gro)
 	require.NoError(t, err)
 	require.EqualValues(t, 50, frames)
 	require.EqualValues(t, 50*(len(frame)-felix.HeaderLen), n)
