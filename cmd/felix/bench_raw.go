@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/quicbench"
+	"github.com/flxproto/felix/internal/broker/engine"
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 // felix bench raw [-transport felix|raw] [-owned] [-gro] [-size N]
@@ -44,7 +47,7 @@ type rawResult struct {
 func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench raw", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	transport := fs.String("transport", "felix", "felix (conn event stream and Subscription) or raw (quic-go stream, no Felix)")
+	transport := fs.String("transport", "felix", "felix (conn event stream and Subscription), broker (the reference broker's send path, records published before, read from earliest) or raw (quic-go stream, no Felix)")
 	size := fs.Int("size", 1024, "record size in bytes")
 	records := fs.Int("records", 64, "records per event batch")
 	mb := fs.Int("mb", 512, "MiB of record payload to send")
@@ -56,8 +59,8 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *transport != "felix" && *transport != "raw" {
-		return fmt.Errorf("bench raw: -transport %q: felix or raw", *transport)
+	if *transport != "felix" && *transport != "raw" && *transport != "broker" {
+		return fmt.Errorf("bench raw: -transport %q: felix, broker or raw", *transport)
 	}
 	if *size < 1 || *records < 1 || *mb < 1 || *size**records > 8<<20 {
 		return errors.New("bench raw: -size, -records and -mb must be positive, a batch at most 8 MiB")
@@ -91,6 +94,11 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro)}
 	send := exec.CommandContext(ctx, self, append(common, "-role", "send")...)
 	send.Stderr = stderr
+	sin, err := send.StdinPipe()
+	if err != nil {
+		return err
+	}
+	defer sin.Close()
 	sout, err := send.StdoutPipe()
 	if err != nil {
 		return err
@@ -116,6 +124,7 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if err := json.Unmarshal(rout, &rr); err != nil {
 		return fmt.Errorf("bench raw: receiver said %q: %w", rout, err)
 	}
+	fmt.Fprintln(sin, "done") // the broker sender reports now
 	sline, err := sr.ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("bench raw: sender: %w", err)
@@ -153,6 +162,9 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 		return err
 	}
 	total := int64(frames) * int64(records)
+	if transport == "broker" {
+		return brokerSend(ctx, stdout, addr, payloads, frames, size)
+	}
 	if transport == "raw" {
 		s, err := quicbench.Listen(addr)
 		if err != nil {
@@ -238,6 +250,9 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 	if err != nil {
 		return err
 	}
+	if transport == "broker" {
+		return brokerRecv(ctx, stdout, addr, der)
+	}
 	if transport == "raw" {
 		cpu0, t0 := cpuNow(), time.Now()
 		// The raw receiver reads whole frames: records and record bytes
@@ -272,6 +287,83 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 		if err == io.EOF {
 			break
 		}
+		if err != nil {
+			return err
+		}
+		records++
+		bytes += int64(len(ev.Payload))
+	}
+	return report(stdout, "recv", records, bytes, cpu0, t0)
+}
+
+// brokerStream is the stream felix bench raw -transport broker fills.
+var brokerStream = felix.Topic{TenantID: server.DemoTenant, Namespace: "bench", Stream: "raw"}
+
+// brokerSend starts the reference broker with room for every record,
+// publishes frames batches into a durable stream (through the engine, no
+// network), prints "ADDR CERT", and reports its CPU from then on (the
+// send path: log reads, event batch encodes and writes) once the driver
+// says the receiver is done (a line on stdin).
+func brokerSend(ctx context.Context, stdout io.Writer, addr string, payloads [][]byte, frames, size int) error {
+	var cfg server.Config
+	cfg.Addr = addr
+	cfg.Engine.DefaultStream.Durable = true
+	cfg.Engine.DefaultStream.RetainRecords = frames*len(payloads) + 1
+	cfg.Engine.DefaultStream.RetainBytes = -1
+	cfg.Engine.MaxRetainBytes, cfg.Engine.MaxLogBytes = -1, -1
+	srv, err := server.Listen(cfg)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	defer func() { srv.Close(); <-done }()
+	req := engine.PublishRequest{Topic: engine.Topic{Tenant: brokerStream.TenantID, Namespace: brokerStream.Namespace, Stream: brokerStream.Stream},
+		Payloads: payloads, Publisher: "bench"}
+	for range frames {
+		if _, err := srv.Engine().Publish(req); err != nil {
+			return err
+		}
+	}
+	blk, _ := pem.Decode(srv.CertificatePEM())
+	if blk == nil {
+		return errors.New("bench raw: the broker's certificate is not PEM")
+	}
+	fmt.Fprintln(stdout, srv.Addr(), base64.StdEncoding.EncodeToString(blk.Bytes))
+	cpu0, t0 := cpuNow(), time.Now()
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	total := int64(frames) * int64(len(payloads))
+	return report(stdout, "send", total, total*int64(size), cpu0, t0)
+}
+
+// brokerRecv subscribes from the earliest record with the default
+// subscription and reads every record brokerSend published.
+func brokerRecv(ctx context.Context, stdout io.Writer, addr string, der []byte) error {
+	c0, err := x509.ParseCertificate(der)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c0)
+	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: server.DemoTenant, Token: server.DemoToken})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	want := int64(0)
+	cpu0, t0 := cpuNow(), time.Now()
+	sub, err := c.Subscribe(ctx, brokerStream, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if !sub.Info().LiveOffset.Set {
+		return errors.New("bench raw: the broker sent no live_offset")
+	}
+	want = int64(sub.Info().LiveOffset.V)
+	var records, bytes int64
+	for records < want {
+		ev, err := sub.Next(ctx)
 		if err != nil {
 			return err
 		}
