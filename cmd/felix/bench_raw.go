@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -56,9 +57,11 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	cert := fs.String("cert", "", "internal: recv: the sender's certificate, base64 DER")
 	gro := fs.Bool("gro", false, "raw: the receiver reads with UDP GRO (Linux; the transport experiment)")
 	owned := fs.Bool("owned", false, "felix: subscribe with conn.PayloadsOwned (a fresh buffer per frame) instead of the default recycled buffer")
+	prof := fs.String("sendprofile", "", "write a CPU profile of the sender's send phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	sendProfile = *prof
 	if *transport != "felix" && *transport != "raw" && *transport != "broker" {
 		return fmt.Errorf("bench raw: -transport %q: felix, broker or raw", *transport)
 	}
@@ -90,7 +93,7 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if err != nil {
 		return err
 	}
-	common := []string{"bench", "raw", "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
+	common := []string{"bench", "raw", "-sendprofile", sendProfile, "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
 		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro)}
 	send := exec.CommandContext(ctx, self, append(common, "-role", "send")...)
 	send.Stderr = stderr
@@ -144,7 +147,24 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	return nil
 }
 
+// sendProfile is -sendprofile: the sender's CPU profile, from its first
+// byte to its report.
+var sendProfile string
+
+// startProfile starts the sender's CPU profile when asked; report stops it.
+func startProfile() {
+	if sendProfile == "" {
+		return
+	}
+	if f, err := os.Create(sendProfile); err == nil {
+		_ = pprof.StartCPUProfile(f)
+	}
+}
+
 func report(w io.Writer, role string, records, bytes int64, cpu0 time.Duration, t0 time.Time) error {
+	if role == "send" && sendProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	return json.NewEncoder(w).Encode(rawResult{Role: role, Records: records, Bytes: bytes,
 		CPU: (cpuNow() - cpu0).Seconds(), Wall: time.Since(t0).Seconds()})
 }
@@ -172,6 +192,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 		}
 		defer s.Close()
 		fmt.Fprintln(stdout, s.Addr(), base64.StdEncoding.EncodeToString(s.Cert()))
+		startProfile()
 		cpu0, t0 := cpuNow(), time.Now()
 		if err := s.Send(ctx, frame, frames); err != nil {
 			return err
@@ -225,6 +246,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 					return
 				}
 				st.Close()
+				startProfile()
 				cpu0, t0 := cpuNow(), time.Now()
 				for range frames {
 					if err := es.WriteEncoded(ctx, frame); err != nil {
@@ -330,6 +352,7 @@ func brokerSend(ctx context.Context, stdout io.Writer, addr string, payloads [][
 		return errors.New("bench raw: the broker's certificate is not PEM")
 	}
 	fmt.Fprintln(stdout, srv.Addr(), base64.StdEncoding.EncodeToString(blk.Bytes))
+	startProfile()
 	cpu0, t0 := cpuNow(), time.Now()
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	total := int64(frames) * int64(len(payloads))
