@@ -249,7 +249,8 @@ func (r *Reader) SetFreshPayloads(on bool) {
 // SetGrowChunk bounds how far the payload buffer is allocated ahead of the
 // bytes received: the first allocation for a payload is at most n bytes
 // and each later one at most max(twice the bytes received, those bytes +
-// n), so a header announcing a length its bytes do not back costs about n
+// n), either stretched to the whole payload when that is at most n/4
+// more, so a header announcing a length its bytes do not back costs about n
 // (a stalled or hostile peer before authentication, for example). A bound
 // below the 64 KiB of the chunk fresh small payloads are carved from also
 // gives each fresh payload an allocation of its own. 0 (or less) restores
@@ -384,10 +385,18 @@ func (r *Reader) carve(n int) []byte {
 }
 
 // grow enlarges the buffer (keeping its first have bytes) towards want, to
-// at most max(2*have, have+growStep()): memory follows the bytes received,
+// at most max(2*have, have+growStep()) (or want, when that is at most a
+// quarter step more): memory follows the bytes received,
 // not the announced length. A buffer already large enough is left alone.
 func (r *Reader) grow(have, want int) {
-	target := min(want, max(2*have, have+r.growStep()))
+	step := r.growStep()
+	target := min(want, max(2*have, have+step))
+	if want-target <= step/4 {
+		// A payload just over a step (a 4 x 64 KiB batch and its
+		// header) gets one allocation, not two and a copy; the bytes
+		// ahead of those received stay within 5/4 of a step.
+		target = want
+	}
 	if target <= len(r.buf) {
 		return
 	}
@@ -398,6 +407,22 @@ func (r *Reader) grow(have, want int) {
 	nb := make([]byte, target)
 	copy(nb, r.buf[:have])
 	r.buf = nb
+}
+
+// SwapBuffer replaces the buffer later frames are read into (with fresh
+// payloads off) by b, which may be nil, and returns the previous one at
+// its full capacity: the payload of the frame ReadFrame returned last
+// aliases it, and the Reader never writes it again, so the caller owns it
+// (to recycle it once every value that aliases it is dropped). Between
+// frames only: while a frame is read in part (ReadFrame was interrupted)
+// it changes nothing and returns nil.
+func (r *Reader) SwapBuffer(b []byte) []byte {
+	if r.haveHdr || r.hn != 0 {
+		return nil
+	}
+	old := r.buf[:cap(r.buf)]
+	r.buf = b
+	return old
 }
 
 // Writer writes frames to an io.Writer, each frame with a single Write call

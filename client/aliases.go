@@ -31,6 +31,22 @@ var (
 	Earliest = StartPosition{Kind: felix.StartEarliest}
 )
 
+// PayloadMode says how long a delivered Event's Payload and Publisher
+// stay valid (conn.PayloadMode).
+type PayloadMode = conn.PayloadMode
+
+// Payload modes (see conn.PayloadMode).
+const (
+	// PayloadsUntilNext (the default): valid until the next Next call;
+	// Event.Clone keeps one.
+	PayloadsUntilNext = conn.PayloadsUntilNext
+	// PayloadsOwned: every frame in memory of its own; events may be kept.
+	PayloadsOwned = conn.PayloadsOwned
+	// PayloadsUntilRelease: valid until Event.Release on it or a later
+	// event, for handing events to another goroutine in order.
+	PayloadsUntilRelease = conn.PayloadsUntilRelease
+)
+
 // StartAt starts at offset off: the record at off is the first delivered
 // (felix.StartAt).
 func StartAt(off uint64) StartPosition { return felix.StartAt(off) }

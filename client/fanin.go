@@ -32,6 +32,12 @@ type shardSet[E any, S shardIter[E]] struct {
 	mu      sync.Mutex
 	offsets map[uint32]uint64
 	once    sync.Once
+
+	// release, when set, is told of the item next returned last when the
+	// consumer calls next again (it moved past it).
+	release func(E)
+	prev    E
+	hasPrev bool
 }
 
 type fanItem[E any] struct {
@@ -118,6 +124,10 @@ func (ss *shardSet[E, S]) pump(shard uint32, s S, lost func(uint32, S, error)) {
 // after it.
 func (ss *shardSet[E, S]) next(ctx context.Context, offset func(E) (uint64, bool)) (uint32, E, error) {
 	var zero E
+	if ss.hasPrev {
+		ss.release(ss.prev)
+		ss.prev, ss.hasPrev = zero, false
+	}
 	for {
 		if ss.live == 0 {
 			return 0, zero, io.EOF
@@ -135,6 +145,9 @@ func (ss *shardSet[E, S]) next(ctx context.Context, offset func(E) (uint64, bool
 				ss.mu.Lock()
 				ss.offsets[it.shard] = off + 1
 				ss.mu.Unlock()
+			}
+			if ss.release != nil {
+				ss.prev, ss.hasPrev = it.ev, true
 			}
 			return it.shard, it.ev, nil
 		case <-ctx.Done():

@@ -60,8 +60,9 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 		o.Buffer = DefaultShardEvents
 	}
 	ss := &ShardedSubscription{}
+	ss.set.release = Event.Release // the consumer moved past the event
 	err = ss.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
-		so := SubscribeOptions{Start: o.Start, Shard: shard}
+		so := SubscribeOptions{Start: o.Start, Shard: shard, Payloads: PayloadsUntilRelease}
 		off, ok := o.From[shard]
 		if ok {
 			so.Start = felix.StartAt(off)
@@ -90,7 +91,9 @@ func (ss *ShardedSubscription) Shards() int { return len(ss.set.shards) }
 
 // Next returns the next record of any shard, a *ShardLostError when a
 // shard ended with an error (the others go on), io.EOF when every shard
-// has ended.
+// has ended. The event's Payload and Publisher are valid until the next
+// call (Event.Clone keeps one): each shard's frames are recycled once the
+// consumer has moved past their events.
 func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
 	shard, ev, err := ss.set.next(ctx, func(ev Event) (uint64, bool) { return ev.Offset, ev.HasOffset })
 	if err != nil {

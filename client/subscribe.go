@@ -29,6 +29,10 @@ type SubscribeOptions struct {
 	// resuming; its ResumeFrom is then the offset to resume at without a
 	// gap (the one after the last delivered record).
 	LagAsError bool
+	// Payloads says how long an Event's Payload and Publisher stay valid:
+	// by default until the next Next call (frames are read into a
+	// recycled buffer); Event.Clone keeps one (see PayloadMode).
+	Payloads PayloadMode
 }
 
 // Subscription is a resumable subscription to one shard of a stream. When
@@ -92,7 +96,7 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 // open subscribes from start on the shard owner.
 func (s *Subscription) open(ctx context.Context, start felix.StartPosition, cause error) error {
 	k := s.pos.key
-	co := conn.SubscribeOptions{Start: start, QueueCapacity: s.o.QueueCapacity}
+	co := conn.SubscribeOptions{Start: start, QueueCapacity: s.o.QueueCapacity, Payloads: s.o.Payloads}
 	if s.o.Shard != 0 {
 		co.Shard = felix.Some(s.o.Shard)
 	}

@@ -79,8 +79,9 @@ func (c *Client) PublishViewAsync(ctx context.Context, t felix.Topic, v *felix.P
 // without decoding it (EventStream.ForwardBatch). A JSON event or
 // event_batch (from a broker that sends no binary batches) and the events
 // of a frame that Next had partly returned are encoded anew as a shared
-// batch. The payload is valid until the next call when
-// SubscribeOptions.ReuseBuffers is set, and stays valid otherwise. The end
+// batch. The payload is valid until the next Next, NextFrame or NextBatch
+// call (the frame buffer is recycled), unless SubscribeOptions.Payloads is
+// PayloadsOwned. The end
 // of the subscription and the errors are Next's: io.EOF, *felix.LaggedError,
 // *felix.ShardMovedError, ... Next, NextFrame and NextBatch read one stream and
 // are not safe for concurrent use.

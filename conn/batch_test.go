@@ -150,7 +150,7 @@ func TestEventStreamForwardBatch(t *testing.T) {
 			var got []Event
 			for ev, err := range sub.All(ctx) {
 				require.NoError(t, err)
-				ev.Payload = slices.Clone(ev.Payload)
+				ev = ev.Clone() // kept beyond the next iteration
 				got = append(got, ev)
 			}
 			require.Equal(t, tc.want, got)

@@ -96,13 +96,14 @@ func BenchmarkPublishAckedPaired(b *testing.B) {
 // BenchmarkSubscribeDeliveryPaired: event delivery of 64 x 100 B batches,
 // 64 batches per chunk, side against anchor:
 //
-//   - felix/vs-raw-uni: the default mode (Subscription.Next, each frame in
-//     fresh memory so events may be kept) against the raw uni stream read
-//     with felix.Reader into one reused buffer;
-//   - felix-reuse/vs-raw-uni: SubscribeOptions.ReuseBuffers against the same;
-//   - felix/vs-raw-uni-fresh: the default mode against the raw uni stream
-//     reading every frame into a fresh buffer (what keeping events costs
-//     without any of conn);
+//   - felix/vs-raw-uni: the default mode (Subscription.Next, frames read
+//     into one recycled buffer) against the raw uni stream read with
+//     felix.Reader into one reused buffer;
+//   - felix-owned/vs-raw-uni: PayloadsOwned (each frame in fresh memory,
+//     so events may be kept) against the same;
+//   - felix-owned/vs-raw-uni-fresh: PayloadsOwned against the raw uni
+//     stream reading every frame into a fresh buffer (what keeping events
+//     costs without any of conn);
 //   - raw-uni-fresh/vs-raw-uni: fresh buffers against a reused one, no conn
 //     at all (the price of fresh memory alone).
 //
@@ -114,7 +115,7 @@ func BenchmarkSubscribeDeliveryPaired(b *testing.B) {
 	ev, err := felix.AppendEventBatch(nil, &felix.EventBatch{HasBaseOffset: true, Payloads: benchPayloads()}, felix.FlagEventBatchOffsets)
 	require.NoError(b, err)
 	// felixSide returns the chunk function of a conn subscription.
-	felixSide := func(b *testing.B, reuse bool) func(int) {
+	felixSide := func(b *testing.B, pm PayloadMode) func(int) {
 		n := 0
 		gate := make(chan int, 1)
 		ln, tc := startBenchServer(b, ev, &n, gate)
@@ -122,7 +123,7 @@ func BenchmarkSubscribeDeliveryPaired(b *testing.B) {
 		c, err := Dial(context.Background(), ln.Addr().String(), &Config{TLS: tc, TenantID: "t1", Token: "x"})
 		require.NoError(b, err)
 		ctx := context.Background()
-		sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, SubscribeOptions{ReuseBuffers: reuse})
+		sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, SubscribeOptions{Payloads: pm})
 		require.NoError(b, err)
 		b.Cleanup(func() { sub.Close(); c.Close() })
 		return func(n int) {
@@ -185,9 +186,9 @@ func BenchmarkSubscribeDeliveryPaired(b *testing.B) {
 		side        func(b *testing.B) func(int)
 		anchorFresh bool
 	}{
-		{"felix/vs-raw-uni", func(b *testing.B) func(int) { return felixSide(b, false) }, false},
-		{"felix-reuse/vs-raw-uni", func(b *testing.B) func(int) { return felixSide(b, true) }, false},
-		{"felix/vs-raw-uni-fresh", func(b *testing.B) func(int) { return felixSide(b, false) }, true},
+		{"felix/vs-raw-uni", func(b *testing.B) func(int) { return felixSide(b, PayloadsUntilNext) }, false},
+		{"felix-owned/vs-raw-uni", func(b *testing.B) func(int) { return felixSide(b, PayloadsOwned) }, false},
+		{"felix-owned/vs-raw-uni-fresh", func(b *testing.B) func(int) { return felixSide(b, PayloadsOwned) }, true},
 		{"raw-uni-fresh/vs-raw-uni", func(b *testing.B) func(int) { return rawSide(b, true) }, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {

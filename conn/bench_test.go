@@ -268,13 +268,17 @@ func (p *rawAckedPublisher) publish(b *testing.B, n int) {
 func BenchmarkSubscribeDelivery(b *testing.B) {
 	ev, err := felix.AppendEventBatch(nil, &felix.EventBatch{HasBaseOffset: true, Payloads: benchPayloads()}, felix.FlagEventBatchOffsets)
 	require.NoError(b, err)
-	// felix reads event by event with Next, each frame into a buffer of
-	// its own; -reuse with SubscribeOptions.ReuseBuffers. felix-batch reads
-	// whole batches with NextBatch (the zero-copy view a proxy forwards).
+	// felix reads event by event with Next into the recycled buffer (the
+	// default PayloadsUntilNext); -owned each frame into a buffer of its
+	// own (PayloadsOwned); -release hands events on and releases them
+	// (PayloadsUntilRelease). felix-batch reads whole batches with
+	// NextBatch (the zero-copy view a proxy forwards).
 	for _, mode := range []struct {
-		name         string
-		reuse, batch bool
-	}{{"felix", false, false}, {"felix-reuse", true, false}, {"felix-batch", false, true}, {"felix-batch-reuse", true, true}} {
+		name  string
+		pm    PayloadMode
+		batch bool
+	}{{"felix", PayloadsUntilNext, false}, {"felix-owned", PayloadsOwned, false}, {"felix-release", PayloadsUntilRelease, false},
+		{"felix-batch", PayloadsUntilNext, true}, {"felix-batch-owned", PayloadsOwned, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			n := b.N
 			ln, tc := startBenchServer(b, ev, &n)
@@ -286,7 +290,7 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 			b.ResetTimer()
 			stopCPU := cpuMeter(b)
 			ctx := context.Background()
-			sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, SubscribeOptions{ReuseBuffers: mode.reuse})
+			sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "t1", Namespace: "ns", Stream: "s"}, SubscribeOptions{Payloads: mode.pm})
 			require.NoError(b, err)
 			if mode.batch {
 				for range b.N {
@@ -300,9 +304,11 @@ func BenchmarkSubscribeDelivery(b *testing.B) {
 				}
 			} else {
 				for range b.N * benchRecords {
-					if _, err := sub.Next(ctx); err != nil {
+					ev, err := sub.Next(ctx)
+					if err != nil {
 						b.Fatal(err)
 					}
+					ev.Release()
 				}
 			}
 			stopCPU()

@@ -56,7 +56,7 @@
 //			// *felix.BrokerError ... (io.EOF is not reported: the loop just ends)
 //			break
 //		}
-//		use(ev.Payload, ev.Offset)
+//		use(ev.Payload, ev.Offset) // valid until the next iteration: ev.Clone() keeps it
 //	}
 //
 //	calls := api.New(c) // the typed one-answer requests, over c.Request
@@ -218,6 +218,19 @@
 // certificate's subject to the token's principal. The identity it returns
 // is read back typed with IdentityOf[T](st); ServerConn.TLS and
 // PeerCertificate give the same state later.
+//
+// # Event payloads
+//
+// A subscription reads its event batches into one recycled buffer: an
+// Event's Payload and Publisher are valid until the next Next call (the
+// next iteration of All), and Event.Clone makes a copy to keep.
+// SubscribeOptions.Payloads chooses otherwise: PayloadsOwned (a buffer of
+// its own per frame: events may be kept, one allocation per frame) or
+// PayloadsUntilRelease (events handed to another goroutine in order, each
+// frame's buffer recycled after Event.Release). Tests can check the rule:
+// built with the felixpoison tag, every buffer a subscription stops
+// vouching for is overwritten with 0xDB, so a payload kept too long reads
+// as poison.
 //
 // # Batches, forwarded whole
 //

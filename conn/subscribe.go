@@ -24,18 +24,18 @@ type SubscribeOptions struct {
 	// QueueCapacity asks for a broker-side queue of that many published
 	// batches (FeatureSubscribeQueue); 0 leaves the broker's default.
 	QueueCapacity uint32
-	// ReuseBuffers reads every event frame into one reused buffer instead
-	// of a fresh one: an Event's Payload and Publisher are then valid only
-	// until the Next call that reads the following frame, and must be
-	// copied to be kept. It saves one allocation per frame.
-	ReuseBuffers bool
+	// Payloads says how long an Event's Payload and Publisher stay valid:
+	// by default (PayloadsUntilNext) until the next Next call, with
+	// nothing allocated per frame; Event.Clone keeps one.
+	Payloads PayloadMode
 }
 
 // Event is one delivered record.
 type Event struct {
-	// Payload is the record. By default the client never reuses its memory
-	// (each frame is read into a buffer of its own), so it may be kept; see
-	// SubscribeOptions.ReuseBuffers.
+	// Payload is the record. It aliases the subscription's recycled frame
+	// buffer: by default it is valid until the next Next call (the next
+	// iteration of All); Clone copies an event to keep it (see
+	// PayloadMode).
 	Payload []byte
 	// Offset is the record's log offset, valid when HasOffset (durable
 	// streams, flag 0x0020 negotiated).
@@ -45,12 +45,17 @@ type Event struct {
 	// deliverable event (flag 0x0800); set on the first record of a batch.
 	SkippedBefore uint64
 	// Publisher is the principal that published the record (flag 0x2000),
-	// nil when not sent.
+	// nil when not sent; valid as long as Payload.
 	Publisher []byte
 	// TimestampMicros is the append time in µs since the Unix epoch, valid
 	// when HasTimestamp (flag 0x4000).
 	TimestampMicros uint64
 	HasTimestamp    bool
+
+	// rel and seq: the recycler of a PayloadsUntilRelease subscription
+	// and the event's sequence number in it (Release).
+	rel *recycler
+	seq uint64
 }
 
 // Subscription delivers the events of one subscribe. Next and All are not
@@ -75,11 +80,21 @@ func (s *Subscription) Info() *felix.Subscribed { return s.info }
 // had sent but Next had not read are lost; resume from the last offset on
 // a new connection). After Close it returns ErrClosed. The terminal error
 // is sticky.
+//
+// The event's Payload and Publisher are valid until the next call, unless
+// SubscribeOptions.Payloads says otherwise; Event.Clone keeps one.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	if s.es.last != nil {
+		poison(s.es.last) // poison mode: the previous payload is no longer valid
+		s.es.last = nil
+	}
 	for {
 		if len(s.es.events) > 0 {
 			ev := s.es.events[0]
 			s.es.events = s.es.events[1:]
+			if s.es.poison && s.es.mode == PayloadsUntilNext {
+				s.es.last = ev.Payload
+			}
 			return ev, nil
 		}
 		if err := s.es.fill(ctx); err != nil {
@@ -122,6 +137,9 @@ func (s *Subscription) Close() error {
 // (matched by event_stream_hello in either order). Errors from the broker
 // are typed: *felix.CursorError, *felix.NotLeaderError, *felix.BrokerError.
 func (c *Client) Subscribe(ctx context.Context, t felix.Topic, o SubscribeOptions) (*Subscription, error) {
+	if o.Payloads > PayloadsUntilRelease {
+		return nil, &felix.Error{Class: felix.ErrInvalidValue, Layout: "subscribe", Field: "payloads", Offset: -1, Detail: "unknown PayloadMode"}
+	}
 	cs, err := c.openStream(ctx)
 	if err != nil {
 		return nil, err
@@ -148,7 +166,11 @@ func (c *Client) Subscribe(ctx context.Context, t felix.Topic, o SubscribeOption
 		return nil, err
 	}
 	s := c.startEventSub(es, false)
-	s.fr.SetFreshPayloads(!o.ReuseBuffers)
+	s.mode = o.Payloads
+	s.fr.SetFreshPayloads(o.Payloads == PayloadsOwned)
+	if o.Payloads == PayloadsUntilRelease {
+		s.rec = new(recycler)
+	}
 	return &Subscription{es: s, info: sub}, nil
 }
 
@@ -216,15 +238,25 @@ type eventSub struct {
 	err     error
 	// view is the last binary event batch read (read), NextBatch's.
 	view felix.EventBatchView
+
+	// Frame buffers (PayloadMode). A watch's events own their bytes (the
+	// JSON decoder copies them), so it reads into one recycled buffer as
+	// a PayloadsUntilNext subscription does.
+	mode    PayloadMode
+	rec     *recycler // PayloadsUntilRelease
+	poison  bool      // poisonBuffers when the stream opened
+	held    []byte    // poison mode: the last frame's buffer, out of the reader
+	last    []byte    // poison mode: the payload Next returned last
+	partial bool      // the last read was interrupted inside a frame
 }
 
 func (c *Client) startEventSub(es *eventStream, watch bool) *eventSub {
 	s := &eventSub{c: c, es: es, watch: watch}
-	// Payloads are fresh unless the subscriber asked for reuse: decoded
-	// events may alias them.
+	// One recycled buffer unless the subscriber asks for another
+	// PayloadMode (Subscribe).
 	s.fr = felix.NewReader(es.s)
 	s.fr.SetMaxPayload(c.cfg.MaxFrameBytes)
-	s.fr.SetFreshPayloads(true)
+	s.poison = poisonBuffers.Load()
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	if c.closed.Load() {
@@ -267,14 +299,19 @@ func (s *eventSub) read(ctx context.Context) (f felix.Frame, batch bool, err err
 		return f, false, err
 	}
 	s.arm(ctx)
+	if !s.partial {
+		s.recycle()
+	}
 	f, err = s.fr.ReadFrame()
+	s.partial = false
 	if err != nil {
 		if s.closed.Load() {
 			s.err = ErrClosed
 			return f, false, ErrClosed
 		}
 		if ctx.Err() != nil && isTimeout(err) {
-			s.disarm()                 // waits for the interrupt, clears the deadline
+			s.disarm() // waits for the interrupt, clears the deadline
+			s.partial = true
 			return f, false, ctx.Err() // progress is kept; the next call resumes
 		}
 		s.end(err)
@@ -283,10 +320,17 @@ func (s *eventSub) read(ctx context.Context) (f felix.Frame, batch bool, err err
 	if h := s.c.cfg.Hooks; h != nil {
 		h.frameRead(SideClient, int64(s.es.s.StreamID()), s.c.qc.RemoteAddr(), f)
 	}
+	if s.poison && s.rec == nil && s.mode != PayloadsOwned {
+		s.held = s.fr.SwapBuffer(nil)
+	}
 	if f.Flags != 0 {
 		if err := s.parseBatch(f); err != nil {
 			s.end(err)
 			return f, false, s.err
+		}
+		if s.rec != nil {
+			s.rec.seq += uint64(s.view.Len())
+			s.rec.hold(s.fr.SwapBuffer(nil), s.rec.seq)
 		}
 		return f, true, nil
 	}
@@ -305,6 +349,24 @@ func (s *eventSub) read(ctx context.Context) (f felix.Frame, batch bool, err err
 	}
 	s.events, s.cevents = it.events, it.cevents
 	return f, false, nil
+}
+
+// recycle prepares the buffer the next frame is read into, between
+// frames: in poison mode the previous frame's buffer is poisoned (its
+// validity ended with this call) and a new one is read into; with
+// PayloadsUntilRelease, a buffer the consumer has released is reused.
+func (s *eventSub) recycle() {
+	switch {
+	case s.rec != nil:
+		if b := s.rec.next(s.poison); b != nil {
+			if old := s.fr.SwapBuffer(b); cap(old) > 0 && len(s.rec.spare) < maxSpare {
+				s.rec.spare = append(s.rec.spare, old)
+			}
+		}
+	case s.held != nil:
+		poison(s.held)
+		s.held = nil
+	}
 }
 
 // parseBatch validates the binary frame f of the event stream and parses it
@@ -327,16 +389,23 @@ func (s *eventSub) parseBatch(f felix.Frame) error {
 }
 
 // expand takes the batch v apart into events, in a slice reused across
-// frames. The events alias the frame's buffer: fresh for every frame unless
-// SubscribeOptions.ReuseBuffers is set.
+// frames. The events alias the frame's buffer (see PayloadMode).
 func (s *eventSub) expand(v *felix.EventBatchView) []Event {
 	evs := s.evbuf[:0]
 	if cap(evs) < v.Len() {
 		evs = make([]Event, 0, v.Len())
 	}
+	var rel *recycler
+	var seq uint64
+	if s.rec != nil {
+		rel, seq = s.rec, s.rec.seq-uint64(v.Len()) // read counted the batch
+	}
 	for e := range v.Events() {
+		if rel != nil {
+			seq++
+		}
 		evs = append(evs, Event{Payload: e.Payload, Offset: e.Offset, HasOffset: v.HasBaseOffset(),
-			Publisher: v.Publisher, TimestampMicros: e.TimestampMicros, HasTimestamp: v.HasTimestamps()})
+			Publisher: v.Publisher, TimestampMicros: e.TimestampMicros, HasTimestamp: v.HasTimestamps(), rel: rel, seq: seq})
 	}
 	if len(evs) > 0 {
 		evs[0].SkippedBefore = v.SkippedBefore

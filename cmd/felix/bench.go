@@ -447,7 +447,10 @@ func (s *benchSub) close() {
 	}
 }
 
-func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "raw" {
+		return runBenchRaw(ctx, args[1:], stdin, stdout, stderr) // bench_raw.go
+	}
 	cfg, err := parseBench(args, stderr)
 	if err != nil {
 		return err

@@ -593,6 +593,11 @@ func (e *Events) BatchOf(b *felix.EventBatch) error {
 	return e.es.WriteEncoded(e.ctx, frame)
 }
 
+// Encoded writes frame, a whole encoded frame (header included), on the
+// event stream as it is: for a sender that encodes a batch once and
+// writes it many times (a benchmark's).
+func (e *Events) Encoded(frame []byte) error { return e.es.WriteEncoded(e.ctx, frame) }
+
 // Message writes a JSON frame on the event stream (a cache_event, or a
 // terminal frame written by hand).
 func (e *Events) Message(m felix.Message) error { return e.es.WriteMessage(e.ctx, m) }

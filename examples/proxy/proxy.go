@@ -155,7 +155,7 @@ func (p *Proxy) publish(ctx context.Context, st *conn.Stream, req conn.Request, 
 // shard or a deleted stream reaches the client as its own terminal frame,
 // never as a clean end.
 func (p *Proxy) subscribe(ctx context.Context, st *conn.Stream, m *felix.Subscribe) {
-	o := conn.SubscribeOptions{Start: m.Start.V, Shard: m.Shard, QueueCapacity: m.QueueCapacity.V, ReuseBuffers: true}
+	o := conn.SubscribeOptions{Start: m.Start.V, Shard: m.Shard, QueueCapacity: m.QueueCapacity.V}
 	sub, err := p.up.Subscribe(ctx, topic(m.TenantID, m.Namespace, m.Stream), o)
 	if err != nil {
 		st.WriteErr(ctx, err) // cursor errors, not_leader, ... as the broker answered

@@ -20,14 +20,26 @@ import (
 // subscribers, encodes/batch (event frames the broker encoded per published
 // batch), allocs/delivered-batch (all allocations of the process, clients
 // included, per batch delivered to one subscriber).
+//
+// The size=1KiB (16 records of 1 KiB) and size=64KiB (4 records of 64
+// KiB) rows, at 1 and 10 subscribers, profile the send path with records
+// the size of the subscriber benchmarks'.
 func BenchmarkQUICFanout(b *testing.B) {
 	for _, subs := range []int{1, 10, 100} {
-		b.Run("subs="+strconv.Itoa(subs), func(b *testing.B) { benchQUICFanout(b, subs) })
+		b.Run("subs="+strconv.Itoa(subs), func(b *testing.B) { benchQUICFanout(b, subs, 16, 64) })
+	}
+	for _, sz := range []struct {
+		name          string
+		records, size int
+	}{{"1KiB", 16, 1 << 10}, {"64KiB", 4, 64 << 10}} {
+		for _, subs := range []int{1, 10} {
+			b.Run("size="+sz.name+"/subs="+strconv.Itoa(subs), func(b *testing.B) { benchQUICFanout(b, subs, sz.records, sz.size) })
+		}
 	}
 }
 
-func benchQUICFanout(b *testing.B, nsubs int) {
-	const records, size, capacity = 16, 64, 4096
+func benchQUICFanout(b *testing.B, nsubs, records, size int) {
+	const capacity = 4096
 	cfg := durableCfg()
 	cfg.Engine.DefaultQueueCapacity = capacity
 	cfg.Engine.DefaultStream.RetainRecords = 1 << 16
@@ -54,7 +66,7 @@ func benchQUICFanout(b *testing.B, nsubs int) {
 				if err != nil {
 					return
 				}
-				if ev.Offset%records == records-1 {
+				if ev.Offset%uint64(records) == uint64(records)-1 {
 					consumed[i].Add(1)
 				}
 			}
@@ -72,6 +84,9 @@ func benchQUICFanout(b *testing.B, nsubs int) {
 			}
 		}
 	}
+	// The publisher runs at most lead batches ahead of the slowest
+	// subscriber: half the queue, and at most 8 MiB of records.
+	lead := int64(min(capacity/2, max(16, (8<<20)/(records*size))))
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	enc0 := srv.Stats().Engine.EventEncodes
@@ -81,7 +96,7 @@ func benchQUICFanout(b *testing.B, nsubs int) {
 		if _, err := pub.PublishBatch(ctx, topic, payloads, conn.PublishOptions{Ack: felix.AckPerBatch}); err != nil {
 			b.Fatal(err)
 		}
-		if lag := int64(i) - capacity/2; lag > 0 && i%256 == 0 {
+		if lag := int64(i) - lead; lag > 0 && i%16 == 0 {
 			waitAll(lag)
 		}
 	}
@@ -99,7 +114,8 @@ func benchQUICFanout(b *testing.B, nsubs int) {
 		b.Fatalf("%d batches dropped", st.DroppedBatches)
 	}
 	delivered := float64(b.N * nsubs)
-	b.ReportMetric(delivered*records/elapsed.Seconds(), "events/s")
+	b.SetBytes(int64(records * size))
+	b.ReportMetric(delivered*float64(records)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(st.EventEncodes-enc0)/float64(b.N), "encodes/batch")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/delivered, "allocs/delivered-batch")
 }

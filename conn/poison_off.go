@@ -1,0 +1,7 @@
+//go:build !felixpoison
+
+package conn
+
+// poisonDefault is poisonBuffers' initial value: off unless built with the
+// felixpoison tag.
+const poisonDefault = false

@@ -1,0 +1,141 @@
+// Package quicbench is the transport baseline of felix bench raw: a raw
+// quic-go sender and receiver, one unidirectional stream, no Felix
+// protocol, with the QUIC configuration package conn uses
+// (conn.DefaultQUICConfig), so that the cost of the transport alone can be
+// measured in separate processes beside the same bytes sent and received
+// through conn. It lives under conn because only conn may import quic-go.
+package quicbench
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
+)
+
+// alpn is the protocol the raw sender and receiver agree on (not Felix's).
+const alpn = "felix-bench-raw"
+
+// Sender is a raw QUIC listener that writes a frame n times on a
+// unidirectional stream to the first peer that connects.
+type Sender struct {
+	ln   *quic.Listener
+	cert []byte
+}
+
+// Listen starts a Sender on addr (host:port, port 0 for any) with a fresh
+// self-signed certificate (Cert).
+func Listen(addr string) (*Sender, error) {
+	tc, _, err := conn.SelfSigned()
+	if err != nil {
+		return nil, err
+	}
+	tc = tc.Clone()
+	tc.NextProtos = []string{alpn}
+	ln, err := quic.ListenAddr(addr, tc, conn.DefaultQUICConfig())
+	if err != nil {
+		return nil, err
+	}
+	return &Sender{ln: ln, cert: tc.Certificates[0].Certificate[0]}, nil
+}
+
+// Addr is the address the Sender listens on.
+func (s *Sender) Addr() net.Addr { return s.ln.Addr() }
+
+// Cert is the DER certificate the Sender presents (Receive trusts it).
+func (s *Sender) Cert() []byte { return s.cert }
+
+// Close stops listening.
+func (s *Sender) Close() error { return s.ln.Close() }
+
+// Send accepts one connection, opens a unidirectional stream and writes
+// frame n times on it, each with one Write call (as conn writes an
+// encoded event batch), then finishes the stream and waits for the peer
+// to close the connection (so that every byte was received).
+func (s *Sender) Send(ctx context.Context, frame []byte, n int) error {
+	qc, err := s.ln.Accept(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := qc.OpenUniStreamSync(ctx)
+	if err != nil {
+		return err
+	}
+	for range n {
+		if _, err := st.Write(frame); err != nil {
+			return err
+		}
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	select {
+	case <-qc.Context().Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Receive dials a Sender at addr that presents the certificate cert,
+// reads the frames of its stream with felix.Reader into one reused
+// buffer (no decoding) until the stream ends, closes the connection and
+// returns the frames and payload bytes read.
+//
+// With gro, the receiver's UDP socket reads coalesced datagrams (UDP GRO,
+// Linux) through a packet connection of ours that hands quic-go one
+// datagram at a time (the transport experiment of BENCHMARKS.md).
+func Receive(ctx context.Context, addr string, cert []byte, gro bool) (frames, bytes int64, err error) {
+	c, err := x509.ParseCertificate(cert)
+	if err != nil {
+		return 0, 0, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	tc := &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{alpn}}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: ua.IP.To4()})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer udp.Close()
+	var pc net.PacketConn = udp
+	if gro {
+		if pc, err = newGROConn(udp); err != nil {
+			return 0, 0, err
+		}
+	}
+	tr := &quic.Transport{Conn: pc}
+	defer tr.Close()
+	qc, err := tr.Dial(ctx, ua, tc, conn.DefaultQUICConfig())
+	if err != nil {
+		return 0, 0, err
+	}
+	defer qc.CloseWithError(0, "")
+	st, err := qc.AcceptUniStream(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	r := felix.NewReader(st)
+	for {
+		f, err := r.ReadFrame()
+		if errors.Is(err, io.EOF) {
+			return frames, bytes, nil
+		}
+		if err != nil {
+			return frames, bytes, err
+		}
+		frames++
+		bytes += int64(len(f.Payload))
+	}
+}
