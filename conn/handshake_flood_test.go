@@ -127,14 +127,14 @@ func TestVerifiedHandshakesBoundedPerAddress(t *testing.T) {
 	halfOpenMany(t, b.addr(), "127.0.0.2", true, 48)
 	waitFor(t, func() bool { return b.ln.Stats().RefusedHandshakes >= 1 }, "the address's verified handshakes hit their bound")
 	st := b.ln.Stats()
-	require.LessOrEqual(t, st.Handshakes, int64(retryAt+MaxHandshakesPerAddr), "%+v", st)
+	require.LessOrEqual(t, st.Handshakes, int64(retryAt+DefaultMaxHandshakesPerAddr), "%+v", st)
 	require.Zero(t, st.Connections)
 
 	c := b.dial(t, nil) // from 127.0.0.1: asked for a Retry too, and admitted
 	_, err := c.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, b.ln.Stats().Connections)
-	require.LessOrEqual(t, b.ln.Stats().Handshakes, int64(retryAt+MaxHandshakesPerAddr))
+	require.LessOrEqual(t, b.ln.Stats().Handshakes, int64(retryAt+DefaultMaxHandshakesPerAddr))
 }
 
 // Beyond MaxHandshakes, new handshakes are refused (CONNECTION_REFUSED)

@@ -46,6 +46,12 @@ type Listener struct {
 	byQUIC sync.Map // *quic.Conn → *ServerConn, for the window gate
 	st     listenerCounters
 	adm    admission // handshakes in progress (server_handshake.go)
+	// answers is the answer bytes being written on every connection
+	// (MaxAnswerBytes; nil: no listener-wide bound).
+	answers *byteBudget
+	// tenantAnswers is the answer bytes being written per tenant
+	// (MaxTenantAnswerBytes; nil: no per-tenant bound).
+	tenantAnswers *tenantBudgets
 }
 
 // Listen listens for Felix clients on the UDP address addr (for example
@@ -73,6 +79,12 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	}
 	c.applyLimits()
 	l := &Listener{cfg: c, log: logger(c.Logger), conns: make(map[*ServerConn]struct{})}
+	if c.MaxAnswerBytes > 0 {
+		l.answers = newByteBudget(c.MaxAnswerBytes)
+	}
+	if c.MaxTenantAnswerBytes > 0 {
+		l.tenantAnswers = &tenantBudgets{size: c.MaxTenantAnswerBytes}
+	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, &TransportError{Op: "listen", Err: err}
@@ -205,7 +217,7 @@ func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
 		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)),
 		preBudget: newByteBudget(int64(preAuthWindow(&l.cfg)))}
-	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), timeout: l.cfg.AnswerWriteTimeout,
+	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), shared: l.answers, tenants: l.tenantAnswers, timeout: l.cfg.AnswerWriteTimeout,
 		timeouts: &l.st.answerTimeouts, waiting: &l.st.answersWaiting}
 	l.byQUIC.Store(qc, sc)
 	return sc
