@@ -80,6 +80,8 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultPipelineDepth", count(conn.DefaultPipelineDepth)},
 		{"MaxEchoedNameBytes", size(server.MaxEchoedNameBytes)},
 		{"DefaultMaxSubscriptionsPerConn", count(server.DefaultMaxSubscriptionsPerConn)},
+		{"DefaultMaxTenantSubscriptionBytes", size(server.DefaultMaxTenantSubscriptionBytes)},
+		{"DefaultMaxSubscriptionBytes", size(server.DefaultMaxSubscriptionBytes)},
 		{"DefaultEventWriteTimeout", dur(server.DefaultEventWriteTimeout)},
 		{"DefaultDrainTimeout", dur(server.DefaultDrainTimeout)},
 		{"DefaultAuthAddrBurst", count(server.DefaultAuthAddrBurst)},
