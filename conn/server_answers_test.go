@@ -49,7 +49,6 @@ func TestListenerAnswerBudget(t *testing.T) {
 	other := b.dial(t, nil)
 	ref := felix.CacheRef{TenantID: "t1", Namespace: "ns", Cache: "big"}
 	require.NoError(t, cachePut(testCtx(t), other, ref, "v", make([]byte, value), 0))
-	var ss []*rawStream
 	for range conns {
 		qc, err := rawConn(t, b, nil) // default client windows (512 KiB per stream): a 1.4 MiB answer blocks
 		require.NoError(t, err)
@@ -58,7 +57,6 @@ func TestListenerAnswerBudget(t *testing.T) {
 			rs.s.Write(authFrame(t))
 			require.IsType(t, &felix.AuthOK{}, rs.recv())
 			rs.send(&felix.CacheGet{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: "v", RequestID: felix.Some[uint64](1)})
-			ss = append(ss, rs)
 		}
 	}
 	waitFor(t, func() bool { return b.ln.Stats().AnswersWaiting == conns*streams-1 }, "one answer written, the others waiting for room")

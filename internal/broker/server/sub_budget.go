@@ -69,13 +69,6 @@ func (b *subBudget) put(tenant string, cost int64) {
 	}
 }
 
-// held returns the bytes charged to tenant and in all.
-func (b *subBudget) held(tenant string) (int64, int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tenants[tenant], b.total
-}
-
 // subSlot is what one subscription or watch holds: its place on the
 // connection and its charge to the budgets. release returns both, once.
 type subSlot struct {
