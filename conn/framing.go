@@ -345,8 +345,9 @@ type tenantBudgets struct {
 }
 
 type tenantBudget struct {
-	b     *byteBudget
-	users int // guarded by tenantBudgets.mu
+	b      *byteBudget
+	tenant string
+	users  int // guarded by tenantBudgets.mu
 }
 
 // get returns tenant's budget, counting one more user of it.
@@ -358,7 +359,7 @@ func (t *tenantBudgets) get(tenant string) *tenantBudget {
 		if t.m == nil {
 			t.m = make(map[string]*tenantBudget)
 		}
-		tb = &tenantBudget{b: newByteBudget(t.size)}
+		tb = &tenantBudget{b: newByteBudget(t.size), tenant: tenant}
 		t.m[tenant] = tb
 	}
 	tb.users++
@@ -372,12 +373,7 @@ func (t *tenantBudgets) put(tb *tenantBudget, n int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tb.users--; tb.users == 0 {
-		for k, v := range t.m {
-			if v == tb {
-				delete(t.m, k)
-				break
-			}
-		}
+		delete(t.m, tb.tenant)
 	}
 }
 
