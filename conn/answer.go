@@ -304,7 +304,7 @@ func (p *PendingAnswer) write(ctx context.Context) error {
 		return s.WriteMessage(ctx, p.msg)
 	}
 	a := p.ack.Restrict(s.peer.Flags)
-	return writeErr("write", s.w.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendPublishAck(dst, &a) }))
+	return writeErr("write", s.w.encodeBounded(ctx, a.FrameLen(), func(dst []byte) ([]byte, error) { return felix.AppendPublishAck(dst, &a) }))
 }
 
 // AnswerPublish answers a publish request at once: ReservePublish and

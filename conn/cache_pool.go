@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/flxproto/felix"
 )
 
@@ -13,7 +15,7 @@ import (
 // the stream it goes on) and waits for its answer. felix.ErrNotAdvertised when
 // the stream's broker did not advertise what m needs.
 func (c *Client) cacheRequest(ctx context.Context, m felix.Message) (felix.Message, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		cs, err := c.cacheStream(ctx)
 		if err != nil {
 			return nil, err
@@ -23,14 +25,27 @@ func (c *Client) cacheRequest(ctx context.Context, m felix.Message) (felix.Messa
 		}
 		ans, err := cs.request(ctx, func(id uint64) felix.Message { felix.SetRequestID(m, id); return m })
 		if err == errStreamRetired {
-			continue // nothing was written: the pool opens a fresh stream
+			// Not written, or written behind a refusal after which the
+			// broker ended the stream unread: never applied, so sent
+			// again on a fresh stream.
+			if attempt >= maxCacheRetries {
+				return nil, protocolErr("cache stream ended before the answer (%d streams in a row)", attempt+1)
+			}
+			continue
 		}
 		return ans, err
 	}
 }
 
-// errStreamRetired: request picked a cache stream that finished after
-// being retired, and wrote nothing on it.
+// maxCacheRetries bounds how many times one cache request is sent again
+// on a fresh stream because the stream it went on ended behind another
+// request's refusal.
+const maxCacheRetries = 64
+
+// errStreamRetired: request picked a cache stream that was retired (an
+// error without request_id came, after which the broker ends the stream)
+// and wrote nothing on it, or wrote on it behind the refused request and
+// the broker ended the stream without reading it.
 var errStreamRetired = errors.New("conn: cache stream retired")
 
 // cacheStream picks a pooled cache stream round-robin, opening or replacing
@@ -91,25 +106,54 @@ func (s *cacheStream) dead() bool {
 func (s *cacheStream) request(ctx context.Context, mk func(id uint64) felix.Message) (felix.Message, error) {
 	rid := s.c.reqID.Add(1)
 	ch := make(chan answer, 1)
+	// The request is registered and written under the stream's write lock,
+	// so that the order of s.order is the order on the wire: an error
+	// without request_id is attributed to the oldest request, which must
+	// be the one the broker read first.
+	w := s.cs.w
+	if err := w.lock(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
+		w.unlock()
 		return nil, s.err
 	}
-	if s.finished {
+	if s.retired {
+		// The broker may end the stream at any moment: a request written
+		// now might never be read.
 		s.mu.Unlock()
+		w.unlock()
 		return nil, errStreamRetired
 	}
 	s.pending[rid] = ch
 	s.order = append(s.order, rid)
 	s.mu.Unlock()
 	m := mk(rid)
-	if err := writeCtx(ctx, func(ctx context.Context) error { return s.cs.w.writeMessage(ctx, m) }); err != nil {
-		s.take(rid)
-		if errors.Is(err, errWriteInterrupted) {
-			s.fail(err)
+	err := writeCtx(ctx, func(ctx context.Context) error {
+		b, err := felix.AppendMessageFrame(w.buf[:0], m)
+		if err != nil {
+			return err
 		}
-		return nil, err
+		w.buf = keepSmall(b)
+		return w.put(ctx, b)
+	})
+	w.unlock()
+	if err != nil {
+		var se *quic.StreamError
+		if !errors.As(err, &se) || !se.Remote || errors.Is(err, errWriteInterrupted) {
+			s.take(rid)
+			if errors.Is(err, errWriteInterrupted) {
+				s.fail(err)
+			}
+			return nil, err
+		}
+		// The broker stopped reading the stream (STOP_SENDING), as it
+		// does after refusing a request with an error without
+		// request_id: the answer still comes on the read side (this
+		// request's refusal, when it is the oldest), or the stream's end,
+		// after which a request behind the refusal is sent again.
 	}
 	select {
 	case a := <-ch:
@@ -135,6 +179,13 @@ func (s *cacheStream) take(rid uint64) chan answer {
 		}
 	}
 	return ch
+}
+
+// isRetired reports whether an error without request_id retired s.
+func (s *cacheStream) isRetired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retired
 }
 
 // oldest returns the oldest outstanding request id.
@@ -177,8 +228,16 @@ func (s *cacheStream) readLoop() {
 		if err != nil {
 			if err == io.EOF {
 				// The broker finished the stream (after our FIN, or after
-				// an answer that ends it): finish ours too.
-				s.drop(protocolErr("cache stream ended before the answer"))
+				// an answer that ends it): finish ours too. Requests still
+				// waiting on a retired stream were written behind the
+				// refused one and never read (the broker answers in order
+				// and ends the stream after such a refusal): they are sent
+				// again on a fresh stream.
+				why := protocolErr("cache stream ended before the answer")
+				if s.isRetired() {
+					why = errStreamRetired
+				}
+				s.drop(why)
 				s.cs.s.Close()
 				return
 			}

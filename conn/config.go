@@ -206,6 +206,28 @@ type ServerConfig struct {
 	// stream of the connection authenticated, the window stays at its
 	// initial size (DefaultPreAuthConnWindow) and does not grow.
 	MaxConnInFlightBytes uint64
+	// MaxAnswerBytes bounds the answer bytes being written on all the
+	// listener's connections together, on top of each connection's
+	// MaxConnInFlightBytes (0: DefaultMaxAnswerBytes, 256 MiB; negative: no
+	// listener-wide bound). An answer that does not fit waits as it does
+	// for its connection's budget (holding no encoding), within
+	// AnswerWriteTimeout: many connections that do not read their answers
+	// hold at most this much together.
+	MaxAnswerBytes int64
+	// MaxTenantAnswerBytes bounds the answer bytes being written on the
+	// streams authenticated for one tenant, on all connections together
+	// (0: DefaultMaxTenantAnswerBytes, 64 MiB; negative: no per-tenant
+	// bound). It is each tenant's share of MaxAnswerBytes: one tenant
+	// whose clients do not read cannot take the listener's whole answer
+	// budget from the others.
+	MaxTenantAnswerBytes int64
+	// MaxHandshakesPerAddr bounds the handshakes in progress from one
+	// verified source address (0: DefaultMaxHandshakesPerAddr, 8;
+	// negative: no bound). Clients behind one NAT share an address: a
+	// busy dialer there delays or refuses its neighbours' handshakes
+	// (CONNECTION_REFUSED) while it has this many in progress; raise it
+	// for brokers whose clients sit behind large NATs (docs/limits.md).
+	MaxHandshakesPerAddr int
 	// QUIC overrides the QUIC configuration, as for Config.QUIC; the
 	// incoming bidi and uni stream limits default to MaxStreams, and the
 	// receive windows to the server defaults above when left zero.

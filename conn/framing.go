@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -149,12 +150,16 @@ func (fw *frameWriter) write(ctx context.Context, b []byte) error {
 
 // writeMessage encodes m as a JSON frame and writes it.
 func (fw *frameWriter) writeMessage(ctx context.Context, m felix.Message) error {
-	return fw.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendMessageFrame(dst, m) })
+	bound := 0
+	if fw.ab != nil {
+		bound = messageFrameBound(m)
+	}
+	return fw.encodeBounded(ctx, bound, func(dst []byte) ([]byte, error) { return felix.AppendMessageFrame(dst, m) })
 }
 
 // writeFrame writes a frame with the given flags and payload.
 func (fw *frameWriter) writeFrame(ctx context.Context, flags felix.Flags, payload []byte) error {
-	return fw.encode(ctx, func(dst []byte) ([]byte, error) { return felix.AppendFrame(dst, flags, payload) })
+	return fw.encodeBounded(ctx, felix.HeaderLen+len(payload), func(dst []byte) ([]byte, error) { return felix.AppendFrame(dst, flags, payload) })
 }
 
 // writeEncoded writes an already encoded whole frame.
@@ -166,46 +171,57 @@ func (fw *frameWriter) writeEncoded(ctx context.Context, frame []byte) error {
 	if fw.ab == nil {
 		return fw.put(ctx, frame)
 	}
-	n, err := fw.holdAnswer(ctx, len(frame))
+	h, err := fw.holdAnswer(ctx, len(frame))
 	if err != nil {
 		return err
 	}
-	defer fw.ab.budget.release(n)
+	defer fw.ab.release(h)
 	return fw.putBounded(ctx, frame)
 }
 
-// encode runs enc on the writer's buffer and writes the resulting frame,
-// all under the lock, so that a frame is encoded in place without
-// allocating. With an answer bound, a frame that does not fit the
-// connection's answer budget is dropped while it waits for room and
-// encoded again once it fits (the same size), so that waiting answers hold
-// no memory.
+// encode is encodeBounded for a frame of unknown size: with an answer
+// bound, its bytes are asked for once it is encoded (for small frames only,
+// such as publish acks).
 func (fw *frameWriter) encode(ctx context.Context, enc func(dst []byte) ([]byte, error)) error {
+	return fw.encodeBounded(ctx, 0, enc)
+}
+
+// encodeBounded runs enc on the writer's buffer and writes the resulting
+// frame, all under the lock, so that a frame is encoded in place without
+// allocating. With an answer bound, bound (an upper bound of the frame's
+// size) is taken from the answer budgets BEFORE the frame is encoded, and
+// what the encoding did not use is given back at once: an answer waiting
+// for room holds no encoding, and the encodings that exist at any moment
+// fit the budgets.
+func (fw *frameWriter) encodeBounded(ctx context.Context, bound int, enc func(dst []byte) ([]byte, error)) error {
 	if err := fw.lock(ctx); err != nil {
 		return err
 	}
 	defer fw.unlock()
+	if fw.ab == nil {
+		b, err := enc(fw.buf[:0])
+		if err != nil {
+			return err
+		}
+		fw.buf = keepSmall(b)
+		return fw.put(ctx, b)
+	}
+	var h answerHold
+	if bound > 0 {
+		var err error
+		if h, err = fw.holdAnswer(ctx, bound); err != nil {
+			return err
+		}
+	}
+	defer func() { fw.ab.release(h) }()
 	b, err := enc(fw.buf[:0])
 	if err != nil {
 		return err
 	}
 	fw.buf = keepSmall(b)
-	if fw.ab == nil {
-		return fw.put(ctx, b)
+	if h, err = fw.fitAnswer(ctx, h, len(b)); err != nil {
+		return err
 	}
-	n, ok := fw.ab.budget.tryAcquire(int64(len(b)))
-	if !ok {
-		size := len(b)
-		b, fw.buf = nil, nil
-		if n, err = fw.holdAnswer(ctx, size); err != nil {
-			return err
-		}
-		if b, err = enc(nil); err != nil {
-			fw.ab.budget.release(n)
-			return err
-		}
-	}
-	defer fw.ab.budget.release(n)
 	return fw.putBounded(ctx, b)
 }
 
@@ -226,21 +242,69 @@ func isTimeout(err error) bool {
 
 // answerBound bounds the answers written on the streams of one server
 // connection: the bytes of the frames being written count against the
-// connection's answer budget (MaxConnInFlightBytes), and each write,
-// waiting for room included, must end within timeout; one that does not
-// resets the stream (a client that does not read its answers cannot hold
-// them, nor the stream's handler, for longer).
+// connection's answer budget (MaxConnInFlightBytes), the stream's
+// tenant's (MaxTenantAnswerBytes, shared by every connection of the
+// tenant) and the listener's (MaxAnswerBytes, shared by every
+// connection), taken in that order, and each write, waiting for room
+// included, must end within timeout; one that does not resets the stream
+// (a client that does not read its answers cannot hold them, nor the
+// stream's handler, for longer).
 type answerBound struct {
 	budget   *byteBudget
-	timeout  time.Duration // ≤ 0: no time bound
+	tenants  *tenantBudgets // nil: no per-tenant bound
+	tenant   string         // the stream's tenant (set per stream at auth)
+	shared   *byteBudget    // the listener's, nil: none
+	timeout  time.Duration  // ≤ 0: no time bound
 	timeouts *atomic.Uint64
 	waiting  *atomic.Int64 // answers of the listener waiting for room
 }
 
-// hold waits for n bytes of the budget, at most until the write bound.
-func (ab *answerBound) hold(ctx context.Context, n int) (int64, error) {
-	if got, ok := ab.budget.tryAcquire(int64(n)); ok {
-		return got, nil
+// forTenant returns a copy of ab for a stream authenticated for tenant.
+func (ab *answerBound) forTenant(tenant string) *answerBound {
+	c := *ab
+	c.tenant = tenant
+	return &c
+}
+
+// answerHold is what an answer holds of the answer budgets.
+type answerHold struct {
+	conn, ten, all int64
+	tb             *tenantBudget // nil: none taken
+}
+
+// release gives h back to the budgets.
+func (ab *answerBound) release(h answerHold) {
+	ab.budget.release(h.conn)
+	if h.tb != nil {
+		ab.tenants.put(h.tb, h.ten)
+	}
+	if ab.shared != nil {
+		ab.shared.release(h.all)
+	}
+}
+
+// hold waits for n bytes of the connection's budget, then of the tenant's,
+// then of the listener's (always in that order), at most until the write
+// bound.
+func (ab *answerBound) hold(ctx context.Context, n int) (answerHold, error) {
+	var h answerHold
+	if ab.tenants != nil {
+		h.tb = ab.tenants.get(ab.tenant)
+	}
+	var connOK, tenOK, allOK bool
+	h.conn, connOK = ab.budget.tryAcquire(int64(n))
+	if connOK && h.tb != nil {
+		h.ten, tenOK = h.tb.b.tryAcquire(int64(n))
+	} else {
+		tenOK = connOK
+	}
+	if tenOK && ab.shared != nil {
+		h.all, allOK = ab.shared.tryAcquire(int64(n))
+	} else {
+		allOK = tenOK
+	}
+	if allOK {
+		return h, nil
 	}
 	if ab.timeout > 0 {
 		var cancel context.CancelFunc
@@ -248,24 +312,135 @@ func (ab *answerBound) hold(ctx context.Context, n int) (int64, error) {
 		defer cancel()
 	}
 	ab.waiting.Add(1)
-	got, err := ab.budget.acquire(ctx, int64(n))
-	ab.waiting.Add(-1)
-	if err != nil && context.Cause(ctx) == ErrAnswerTimeout {
-		ab.timeouts.Add(1)
-		return 0, fmt.Errorf("%w: waited %v for room in the connection's answer budget", ErrAnswerTimeout, ab.timeout)
+	var err error
+	if !connOK {
+		h.conn, err = ab.budget.acquire(ctx, int64(n))
 	}
-	return got, err
+	if err == nil && !tenOK && h.tb != nil {
+		h.ten, err = h.tb.b.acquire(ctx, int64(n))
+	}
+	if err == nil && !allOK && ab.shared != nil {
+		h.all, err = ab.shared.acquire(ctx, int64(n))
+	}
+	ab.waiting.Add(-1)
+	if err != nil {
+		ab.release(h)
+		if context.Cause(ctx) == ErrAnswerTimeout {
+			ab.timeouts.Add(1)
+			return answerHold{}, fmt.Errorf("%w: waited %v for room in the answer budget", ErrAnswerTimeout, ab.timeout)
+		}
+		return answerHold{}, err
+	}
+	return h, nil
+}
+
+// tenantBudgets are the answer budgets of the tenants with answers being
+// written or waiting: an entry lives while it has users, so the table
+// holds at most one entry per answer in flight, whatever tenant names
+// clients authenticate with.
+type tenantBudgets struct {
+	size int64
+	mu   sync.Mutex
+	m    map[string]*tenantBudget
+}
+
+type tenantBudget struct {
+	b      *byteBudget
+	tenant string
+	users  int // guarded by tenantBudgets.mu
+}
+
+// get returns tenant's budget, counting one more user of it.
+func (t *tenantBudgets) get(tenant string) *tenantBudget {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tb := t.m[tenant]
+	if tb == nil {
+		if t.m == nil {
+			t.m = make(map[string]*tenantBudget)
+		}
+		tb = &tenantBudget{b: newByteBudget(t.size), tenant: tenant}
+		t.m[tenant] = tb
+	}
+	tb.users++
+	return tb
+}
+
+// put returns n bytes to tb and drops its user; the entry goes once
+// unused.
+func (t *tenantBudgets) put(tb *tenantBudget, n int64) {
+	tb.b.release(n)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tb.users--; tb.users == 0 {
+		delete(t.m, tb.tenant)
+	}
+}
+
+// inUse returns the bytes tenant holds (tests).
+func (t *tenantBudgets) inUse(tenant string) int64 {
+	t.mu.Lock()
+	tb := t.m[tenant]
+	t.mu.Unlock()
+	if tb == nil {
+		return 0
+	}
+	return tb.b.inUse()
 }
 
 // holdAnswer is ab.hold; an answer that found no room within the bound
 // resets the stream, as one cut during its write does (its client is not
 // reading).
-func (fw *frameWriter) holdAnswer(ctx context.Context, n int) (int64, error) {
-	got, err := fw.ab.hold(ctx, n)
+func (fw *frameWriter) holdAnswer(ctx context.Context, n int) (answerHold, error) {
+	h, err := fw.ab.hold(ctx, n)
 	if errors.Is(err, ErrAnswerTimeout) {
 		fw.abort()
 	}
-	return got, err
+	return h, err
+}
+
+// fitAnswer adjusts h, taken for an upper bound of a frame's size, to the
+// frame's size n once it is encoded: what the bound overestimated is given
+// back. Should the frame be larger than the bound said, the difference is
+// waited for (the budgets never count less than the frames being
+// written).
+func (fw *frameWriter) fitAnswer(ctx context.Context, h answerHold, n int) (answerHold, error) {
+	fit := func(b *byteBudget, got *int64) {
+		if b == nil {
+			return
+		}
+		if want := min(int64(n), b.size); *got > want {
+			b.release(*got - want)
+			*got = want
+		}
+	}
+	fit(fw.ab.budget, &h.conn)
+	short := min(int64(n), fw.ab.budget.size) - h.conn
+	if h.tb != nil {
+		fit(h.tb.b, &h.ten)
+		short = max(short, min(int64(n), h.tb.b.size)-h.ten)
+	}
+	if fw.ab.shared != nil {
+		fit(fw.ab.shared, &h.all)
+		short = max(short, min(int64(n), fw.ab.shared.size)-h.all)
+	}
+	if short > 0 {
+		// No bound was given (encode), or it was short (a bug): hold
+		// the difference too.
+		more, err := fw.holdAnswer(ctx, int(short))
+		if err != nil {
+			return h, err
+		}
+		if h.tb == nil {
+			h.tb = more.tb // nothing was held before (bound 0)
+		} else if more.tb != nil {
+			fw.ab.tenants.put(more.tb, 0) // the same entry as h.tb: one user is enough
+		}
+		h.conn += more.conn
+		h.ten += more.ten
+		h.all += more.all
+	}
+	return h, nil
 }
 
 // putBounded is put under the write bound: a write still blocked when it

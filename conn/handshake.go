@@ -206,7 +206,7 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 		// From now on its answers count against the connection's answer
 		// budget and bound (the auth answers above are bounded by the
 		// stream's deadline and never wait for room).
-		st.w.ab = &c.answers
+		st.w.ab = c.answers.forTenant(a.TenantID)
 	}
 	st.auth = a
 	st.identity = ident

@@ -117,24 +117,32 @@ func TestHalfOpenHandshakesTakeNoConnectionPlace(t *testing.T) {
 // A flooder that follows the Retry proves its address and then stalls:
 // it gets at most MaxHandshakesPerAddr verified handshakes (the rest are
 // refused and counted), and a legitimate client from another address
-// still connects.
+// still connects; at the default and at a tuned value.
 func TestVerifiedHandshakesBoundedPerAddress(t *testing.T) {
-	leakCheck(t)
-	const retryAt = 4
-	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
-		c.RetryHandshakes, c.MaxHandshakes = retryAt, 64
-	}})
-	halfOpenMany(t, b.addr(), "127.0.0.2", true, 48)
-	waitFor(t, func() bool { return b.ln.Stats().RefusedHandshakes >= 1 }, "the address's verified handshakes hit their bound")
-	st := b.ln.Stats()
-	require.LessOrEqual(t, st.Handshakes, int64(retryAt+MaxHandshakesPerAddr), "%+v", st)
-	require.Zero(t, st.Connections)
+	for _, perAddr := range []int{0, 3} {
+		t.Run(strconv.Itoa(perAddr), func(t *testing.T) {
+			leakCheck(t)
+			const retryAt = 4
+			b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+				c.RetryHandshakes, c.MaxHandshakes, c.MaxHandshakesPerAddr = retryAt, 64, perAddr
+			}})
+			bound := perAddr
+			if bound == 0 {
+				bound = DefaultMaxHandshakesPerAddr
+			}
+			halfOpenMany(t, b.addr(), "127.0.0.2", true, 48)
+			waitFor(t, func() bool { return b.ln.Stats().RefusedHandshakes >= 1 }, "the address's verified handshakes hit their bound")
+			st := b.ln.Stats()
+			require.LessOrEqual(t, st.Handshakes, int64(retryAt+bound), "%+v", st)
+			require.Zero(t, st.Connections)
 
-	c := b.dial(t, nil) // from 127.0.0.1: asked for a Retry too, and admitted
-	_, err := c.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
-	require.NoError(t, err)
-	require.EqualValues(t, 1, b.ln.Stats().Connections)
-	require.LessOrEqual(t, b.ln.Stats().Handshakes, int64(retryAt+MaxHandshakesPerAddr))
+			c := b.dial(t, nil) // from 127.0.0.1: asked for a Retry too, and admitted
+			_, err := c.Publish(testCtx(t), topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+			require.NoError(t, err)
+			require.EqualValues(t, 1, b.ln.Stats().Connections)
+			require.LessOrEqual(t, b.ln.Stats().Handshakes, int64(retryAt+bound))
+		})
+	}
 }
 
 // Beyond MaxHandshakes, new handshakes are refused (CONNECTION_REFUSED)

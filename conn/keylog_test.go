@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -109,4 +110,30 @@ func TestKeyLogFromEnv(t *testing.T) {
 	t.Setenv(KeyLogEnv, filepath.Join(t.TempDir(), "missing", "keys.log"))
 	_, _, err = KeyLogFromEnv()
 	require.ErrorContains(t, err, KeyLogEnv)
+}
+
+// An existing key log file others may read is refused, its mode named,
+// and nothing is appended to it (issue 35: TLS secrets were appended to a
+// 0644 file, the warning silent about its mode).
+func TestKeyLogFromEnvRefusesSharedFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Log("no Unix modes on Windows: nothing checked")
+		return
+	}
+	file := filepath.Join(t.TempDir(), "keys.log")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	require.NoError(t, os.Chmod(file, 0o644))
+	t.Setenv(KeyLogEnv, file)
+	w, _, err := KeyLogFromEnv()
+	require.Nil(t, w)
+	require.ErrorContains(t, err, "mode 0644")
+	require.ErrorContains(t, err, "refused")
+	st, err := os.Stat(file)
+	require.NoError(t, err)
+	require.Zero(t, st.Size())
+
+	require.NoError(t, os.Chmod(file, 0o600))
+	w, _, err = KeyLogFromEnv()
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
 }

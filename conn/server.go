@@ -40,12 +40,25 @@ type Listener struct {
 	mu     sync.Mutex
 	conns  map[*ServerConn]struct{}
 	unauth list.List // unauthenticated conns, oldest first (server_unauth.go)
-	closed bool
-	wg     sync.WaitGroup
+	// pending holds the connections started and not yet taken by Accept,
+	// oldest first; ready signals a new one, pumpDone the pump's end
+	// (acceptErr says why).
+	pending   list.List
+	ready     chan struct{}
+	pumpDone  chan struct{}
+	acceptErr error
+	closed    bool
+	wg        sync.WaitGroup
 
 	byQUIC sync.Map // *quic.Conn → *ServerConn, for the window gate
 	st     listenerCounters
 	adm    admission // handshakes in progress (server_handshake.go)
+	// answers is the answer bytes being written on every connection
+	// (MaxAnswerBytes; nil: no listener-wide bound).
+	answers *byteBudget
+	// tenantAnswers is the answer bytes being written per tenant
+	// (MaxTenantAnswerBytes; nil: no per-tenant bound).
+	tenantAnswers *tenantBudgets
 }
 
 // Listen listens for Felix clients on the UDP address addr (for example
@@ -73,6 +86,12 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	}
 	c.applyLimits()
 	l := &Listener{cfg: c, log: logger(c.Logger), conns: make(map[*ServerConn]struct{})}
+	if c.MaxAnswerBytes > 0 {
+		l.answers = newByteBudget(c.MaxAnswerBytes)
+	}
+	if c.MaxTenantAnswerBytes > 0 {
+		l.tenantAnswers = &tenantBudgets{size: c.MaxTenantAnswerBytes}
+	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, &TransportError{Op: "listen", Err: err}
@@ -96,6 +115,9 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	}
 	l.ql, l.tr, l.udp = ql, tr, udp
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.ready, l.pumpDone = make(chan struct{}, 1), make(chan struct{})
+	l.wg.Add(1)
+	go l.pump()
 	return l, nil
 }
 
@@ -104,47 +126,103 @@ func (l *Listener) Addr() net.Addr { return l.ql.Addr() }
 
 // Accept waits for the next client connection. Its streams are
 // authenticated in the background; take them with ServerConn.AcceptStream.
+//
+// Connections are taken from QUIC as soon as their handshake completes, by
+// the listener's own goroutine (pump), and wait here for Accept: quic-go
+// refuses a completed connection (CONNECTION_REFUSED) while 32 wait in its
+// own queue, so its queue is never left to fill while the caller is busy
+// or an unauthenticated connection is being evicted (issue 35).
 func (l *Listener) Accept(ctx context.Context) (*ServerConn, error) {
-	var qc *quic.Conn
-	for qc == nil {
-		var err error
-		qc, err = l.ql.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			l.mu.Lock()
-			closed := l.closed
+	for {
+		l.mu.Lock()
+		if e := l.pending.Front(); e != nil {
+			sc := e.Value.(*ServerConn)
+			l.pending.Remove(e)
+			sc.pendingEl = nil
+			more := l.pending.Len() > 0
 			l.mu.Unlock()
-			if closed {
-				return nil, ErrClosed
+			if more {
+				l.signalPending() // another Accept may be waiting
 			}
-			return nil, transportErr("accept", err)
+			return sc, nil
+		}
+		closed, aerr := l.closed, l.acceptErr
+		l.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if aerr != nil {
+			return nil, transportErr("accept", aerr)
+		}
+		select {
+		case <-l.ready:
+		case <-l.pumpDone:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (l *Listener) signalPending() {
+	select {
+	case l.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pump takes the connections whose handshake completed from QUIC at once,
+// registers and starts them, and queues them for Accept (l.pending; a
+// connection that ends before it is accepted leaves the queue). Nothing in
+// it waits for a peer: closing a refused or evicted connection, which
+// waits for quic-go to close it, runs on a goroutine of its own.
+func (l *Listener) pump() {
+	defer l.wg.Done()
+	defer close(l.pumpDone)
+	for {
+		qc, err := l.ql.Accept(l.ctx)
+		if err != nil {
+			l.mu.Lock()
+			l.acceptErr = err
+			l.mu.Unlock()
+			return
 		}
 		if !l.established(qc) {
 			// Completed while MaxConnections were established meanwhile.
 			l.log.Debug("connection refused", "reason", "max_client_connections", "limit", l.cfg.MaxConnections)
-			qc.CloseWithError(CloseShuttingDown, "max_client_connections reached")
-			qc = nil
+			l.closeAsync(func() { qc.CloseWithError(CloseShuttingDown, "max_client_connections reached") })
+			continue
 		}
-	}
-	sc := newServerConn(l, qc)
-	l.mu.Lock()
-	if l.closed {
+		sc := newServerConn(l, qc)
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			l.byQUIC.Delete(qc)
+			l.closeAsync(func() { qc.CloseWithError(CloseShuttingDown, "broker shutting down") })
+			continue
+		}
+		l.conns[sc] = struct{}{}
+		victim := l.admitUnauthLocked(sc)
+		sc.pendingEl = l.pending.PushBack(sc)
 		l.mu.Unlock()
-		l.byQUIC.Delete(qc)
-		qc.CloseWithError(CloseShuttingDown, "broker shutting down")
-		return nil, ErrClosed
+		if victim != nil {
+			l.closeAsync(victim.evictUnauth)
+		}
+		l.cfg.Hooks.connOpened(sc.hookInfo())
+		sc.start()
+		l.signalPending()
 	}
-	l.conns[sc] = struct{}{}
-	victim := l.admitUnauthLocked(sc)
-	l.mu.Unlock()
-	if victim != nil {
-		victim.evictUnauth()
-	}
-	l.cfg.Hooks.connOpened(sc.hookInfo())
-	sc.start()
-	return sc, nil
+}
+
+// closeAsync runs close (a CloseWithError, which waits for quic-go's
+// connection loop) on a goroutine of the listener's, so the pump never
+// waits for a peer. Called by the pump only (its own place in l.wg keeps
+// the group's count above zero).
+func (l *Listener) closeAsync(close func()) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		close()
+	}()
 }
 
 // Close stops accepting, closes every accepted connection with
@@ -177,6 +255,10 @@ func (l *Listener) Close() error {
 func (l *Listener) forget(sc *ServerConn) {
 	l.mu.Lock()
 	delete(l.conns, sc)
+	if sc.pendingEl != nil { // ended before it was accepted
+		l.pending.Remove(sc.pendingEl)
+		sc.pendingEl = nil
+	}
 	l.mu.Unlock()
 	l.byQUIC.Delete(sc.qc)
 }
@@ -198,14 +280,15 @@ type ServerConn struct {
 	preBudget *byteBudget // auth frame bytes being read (handshake.go)
 	answers   answerBound // answer bytes being written (framing.go)
 
-	unauthEl *list.Element // in l.unauth while unauthenticated; guarded by l.mu
+	unauthEl  *list.Element // in l.unauth while unauthenticated; guarded by l.mu
+	pendingEl *list.Element // in l.pending until accepted; guarded by l.mu
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 	sc := &ServerConn{l: l, qc: qc, log: l.log.With("remote", qc.RemoteAddr().String()),
 		streams: make(chan *Stream), done: make(chan struct{}), budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)),
 		preBudget: newByteBudget(int64(preAuthWindow(&l.cfg)))}
-	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), timeout: l.cfg.AnswerWriteTimeout,
+	sc.answers = answerBound{budget: newByteBudget(int64(l.cfg.MaxConnInFlightBytes)), shared: l.answers, tenants: l.tenantAnswers, timeout: l.cfg.AnswerWriteTimeout,
 		timeouts: &l.st.answerTimeouts, waiting: &l.st.answersWaiting}
 	l.byQUIC.Store(qc, sc)
 	return sc

@@ -37,11 +37,12 @@ const (
 	DefaultMaxHandshakes = 1024
 	// DefaultRetryHandshakes is ServerConfig.RetryHandshakes.
 	DefaultRetryHandshakes = 64
-	// MaxHandshakesPerAddr bounds the handshakes in progress from one
-	// verified source IP address (a Retry proved the peer receives there);
-	// an address with that many in progress is also asked to prove itself
-	// with a Retry before its next one.
-	MaxHandshakesPerAddr = 8
+	// DefaultMaxHandshakesPerAddr is ServerConfig.MaxHandshakesPerAddr:
+	// the handshakes in progress from one verified source IP address (a
+	// Retry proved the peer receives there); an address with that many in
+	// progress is also asked to prove itself with a Retry before its next
+	// one.
+	DefaultMaxHandshakesPerAddr = 8
 	// DefaultHandshakeIdleTimeout is the server's QUIC HandshakeIdleTimeout
 	// when ServerConfig.QUIC leaves it zero: a handshake is abandoned after
 	// twice as long (quic-go's rule), releasing its place.
@@ -95,7 +96,7 @@ func (l *Listener) verifySourceAddress(a net.Addr) bool {
 		ask = true
 	} else {
 		l.adm.mu.Lock()
-		if h := l.adm.byAddr[addrIP(a)]; h != nil && h.all >= MaxHandshakesPerAddr {
+		if h := l.adm.byAddr[addrIP(a)]; h != nil && l.cfg.MaxHandshakesPerAddr > 0 && h.all >= l.cfg.MaxHandshakesPerAddr {
 			ask = true
 		}
 		l.adm.mu.Unlock()
@@ -128,10 +129,10 @@ func (l *Listener) connContext(ctx context.Context, ci *quic.ClientInfo) (contex
 	if h == nil {
 		h = &addrHandshakes{}
 	}
-	if s.verified && h.verified >= MaxHandshakesPerAddr {
+	if s.verified && l.cfg.MaxHandshakesPerAddr > 0 && h.verified >= l.cfg.MaxHandshakesPerAddr {
 		l.adm.mu.Unlock()
 		l.adm.handshaking.Add(-1)
-		return nil, l.refuseConn(&l.st.refusedHandshakes, errAddrHandshakes, "max_handshakes_per_addr", MaxHandshakesPerAddr)
+		return nil, l.refuseConn(&l.st.refusedHandshakes, errAddrHandshakes, "max_handshakes_per_addr", l.cfg.MaxHandshakesPerAddr)
 	}
 	if l.adm.byAddr == nil {
 		l.adm.byAddr = make(map[netip.Addr]*addrHandshakes)

@@ -17,7 +17,7 @@ import (
 //	established connections          8192          QUIC CONNECTION_REFUSED during the handshake
 //	unauthenticated connections      256           the oldest closed, CloseAuthTimeout (server_unauth.go)
 //	handshakes in progress           1024          QUIC CONNECTION_REFUSED (server_handshake.go)
-//	  from one verified address      8             QUIC CONNECTION_REFUSED
+//	  from one verified address      8             QUIC CONNECTION_REFUSED (MaxHandshakesPerAddr)
 //	  before a Retry is asked for    64            QUIC Retry (source address validation)
 //	streams per connection           1024 + 1024   QUIC STREAM_LIMIT_ERROR (the client cannot open more)
 //	unauthenticated streams          32            stream reset at once, code ResetPreAuthBudget;
@@ -31,6 +31,8 @@ import (
 //	frame after auth                 16 MiB        error limit_exceeded, stream ended
 //	request bytes held per conn      16 MiB        the stream waits before reading the payload
 //	answer bytes being written       16 MiB        the answer waits (holding no copy), within:
+//	  per tenant, all connections    64 MiB        the answer waits (holding no copy), within:
+//	  on all connections together    512 MiB       the answer waits (holding no copy), within:
 //	one answer write                 30 s          ErrAnswerTimeout, stream reset
 //	unread bytes per connection      16 MiB        QUIC flow control (the client waits)
 //	unread bytes before auth         96 KiB        QUIC flow control (the window does not grow)
@@ -80,6 +82,15 @@ const (
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
 	// (docs/transport.md §6: per-connection in-flight publish bytes).
 	DefaultMaxConnInFlightBytes = 16 << 20
+	// DefaultMaxAnswerBytes is ServerConfig.MaxAnswerBytes: the answer
+	// bytes being written on all of a listener's connections together (32
+	// connections' worth of DefaultMaxConnInFlightBytes, 8 tenants' worth
+	// of DefaultMaxTenantAnswerBytes).
+	DefaultMaxAnswerBytes = 512 << 20
+	// DefaultMaxTenantAnswerBytes is ServerConfig.MaxTenantAnswerBytes:
+	// the answer bytes being written for one tenant on all connections
+	// together.
+	DefaultMaxTenantAnswerBytes = 64 << 20
 	// DefaultPreAuthConnWindow is the initial QUIC receive window of a
 	// server connection and of each of its streams: all a client can send
 	// before one of its streams authenticated. It is also the size of the
@@ -211,6 +222,15 @@ func (c *ServerConfig) applyLimits() {
 	}
 	if c.MaxConnInFlightBytes == 0 {
 		c.MaxConnInFlightBytes = DefaultMaxConnInFlightBytes
+	}
+	if c.MaxAnswerBytes == 0 {
+		c.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	if c.MaxTenantAnswerBytes == 0 {
+		c.MaxTenantAnswerBytes = DefaultMaxTenantAnswerBytes
+	}
+	if c.MaxHandshakesPerAddr == 0 {
+		c.MaxHandshakesPerAddr = DefaultMaxHandshakesPerAddr
 	}
 }
 

@@ -20,7 +20,11 @@ package conn
 // ListenerStats.UnauthEvicted) and the new one is admitted:
 //
 //   - a new client is never refused for this (an attacker holding the cap
-//     cannot lock anybody out);
+//     cannot lock anybody out): the eviction closes the victim on a
+//     goroutine of its own, and the listener takes completed connections
+//     from quic-go at once whatever the embedder's Accept is doing
+//     (Listener.pump), so quic-go's 32-deep accept queue never fills and
+//     refuses a completed connection (TestAcceptNeverRefusesUnderGuessingFlood);
 //   - a legitimate client is evicted only if MaxUnauthConns connections
 //     completed their handshakes after its own before its first auth was
 //     answered, one round trip: each of those is a full QUIC and TLS

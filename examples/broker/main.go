@@ -91,6 +91,7 @@ func run(args []string) error {
 		"file of tenant:token[:principal[:perms]] entries, one per line; perms is publish|subscribe|cache.read|cache.write|cache|all|node.view|none (env FELIX_TOKENS_FILE; overrides -tokens)")
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
+	budgets := registerBudgetFlags(fs)
 	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged (with -nodes: one entry per node, metrics labelled node)")
 	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
@@ -255,6 +256,9 @@ func run(args []string) error {
 		cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
 	if err := lims.apply(&cfg); err != nil {
+		return err
+	}
+	if err := budgets.apply(&cfg); err != nil {
 		return err
 	}
 	if *certFile != "" || *keyFile != "" {

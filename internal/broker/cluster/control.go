@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flxproto/felix/internal/broker/server"
 )
 
 // Control endpoint limits.
@@ -96,7 +98,7 @@ func (c *Cluster) ServeControl(addr string) (string, error) {
 		httpError(w, http.StatusNotFound, "unknown path "+strconv.Quote(r.URL.Path)+
 			" (want /fence, /partition, /heal, /link, /kill, /restart, /fixture, /state, /link/stats)")
 	})
-	ct := &control{srv: &http.Server{Handler: c.guard(mux), ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan error, 1)}
+	ct := &control{srv: server.NewHTTPServer(c.guard(mux)), ln: ln, done: make(chan error, 1)}
 	url := "http://" + ln.Addr().String()
 	c.mu.Lock()
 	if c.closed || c.ctrl != nil {

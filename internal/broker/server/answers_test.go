@@ -67,6 +67,7 @@ func unreadAnswers(t *testing.T, feats felix.Features, fill func(*testing.T, *co
 	t.Cleanup(func() { _ = qc.CloseWithError(0, "") })
 	r := &raw{qc: qc}
 	before := heapAfterGC()
+	allocBefore := totalAlloc()
 	reqs := srv.Stats().Requests
 	var ss []*rawStream
 	for range streams {
@@ -78,6 +79,13 @@ func unreadAnswers(t *testing.T, feats felix.Features, fill func(*testing.T, *co
 	// All but the answers the budget holds (2 of about 1.4 MiB) wait for
 	// room, having dropped their encoded copy.
 	waitFor(t, func() bool { return srv.ConnStats().AnswersWaiting >= streams-budget>>20 }, "answers waiting for room")
+	// Peak, not only what survives a GC: every byte allocated while the
+	// answers were encoded or waiting. Counted before they are encoded
+	// (issue 35), only the budget's worth of answers was ever encoded;
+	// encoded first, each of the 32 answers was (≈ 45 MiB allocated).
+	allocated := totalAlloc() - allocBefore
+	t.Logf("allocated %d KiB while %d answers of ≈ 1.4 MiB were answered or waited", allocated>>10, streams)
+	require.Less(t, allocated, uint64(budget+8<<20), "answers encoded beyond the connection's budget")
 	during := heapAfterGC()
 	grown := int64(during) - int64(before)
 	t.Logf("heap grew %d KiB with %d unread 1.4 MiB answers (budget %d MiB); conn stats %+v", grown>>10, streams, budget>>20, srv.ConnStats())

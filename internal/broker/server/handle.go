@@ -29,16 +29,25 @@ type handler struct {
 	fwdOwner felix.AckOwner
 }
 
-// reserveSub counts a new subscription or watch against the connection's
-// limit; it answers limit_exceeded and returns false when the limit is
+// reserveSub counts a new subscription or watch of tenant, with key (its
+// key or prefix, kept for its life), against the connection's limit and
+// the tenant's and broker's subscription budgets (sub_budget.go); it
+// answers limit_exceeded, naming the limit, and returns nil when one is
 // reached. The pump releases the slot when it ends.
-func (h *handler) reserveSub() bool {
+func (h *handler) reserveSub(tenant string, key int) *subSlot {
 	if h.subs.Add(1) > int64(h.s.cfg.MaxSubscriptionsPerConn) {
 		h.subs.Add(-1)
 		h.refuse(felix.CodeLimitExceeded, "max subscriptions per connection exceeded")
-		return false
+		return nil
 	}
-	return true
+	cost := int64(SubscriptionCost + key)
+	if why := h.s.subBudget.take(tenant, cost); why != "" {
+		h.subs.Add(-1)
+		h.s.st.subRefused.Add(1)
+		h.refuse(felix.CodeLimitExceeded, why)
+		return nil
+	}
+	return &subSlot{conn: h.subs, b: &h.s.subBudget, tenant: tenant, cost: cost}
 }
 
 func (h *handler) serve() {

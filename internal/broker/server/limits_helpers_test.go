@@ -17,6 +17,14 @@ func heapAfterGC() uint64 {
 	return ms.HeapAlloc
 }
 
+// totalAlloc returns the bytes the process allocated so far (garbage
+// included): a peak measure that a GC cannot hide.
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
+}
+
 // pipeline writes n request frames built by mk on s while reading the n
 // answers concurrently (the broker answers each before reading the next),
 // and returns the answers.

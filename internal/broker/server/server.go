@@ -82,6 +82,15 @@ type Config struct {
 	// open on one connection (0 = DefaultMaxSubscriptionsPerConn); beyond
 	// it subscribe and cache_watch are refused with limit_exceeded.
 	MaxSubscriptionsPerConn int
+	// MaxTenantSubscriptionBytes bounds what one tenant's subscriptions
+	// and cache watches hold on all connections together, each charged
+	// SubscriptionCost plus its key or prefix (0 =
+	// DefaultMaxTenantSubscriptionBytes; negative: no bound); beyond it
+	// subscribe and cache_watch are refused with limit_exceeded.
+	MaxTenantSubscriptionBytes int64
+	// MaxSubscriptionBytes bounds the same on the whole broker (0 =
+	// DefaultMaxSubscriptionBytes; negative: no bound).
+	MaxSubscriptionBytes int64
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
 	// AuthLimits throttles failed authentications per source address,
@@ -144,11 +153,14 @@ type Server struct {
 	ending   context.Context // cancelled when Shutdown ends subscriptions
 	endSubs  context.CancelFunc
 	draining atomic.Bool
-	inflight atomic.Int64   // requests being answered
-	pumps    atomic.Int64   // event-stream pumps running
-	wg       sync.WaitGroup // connection, stream and pump goroutines
-	served   chan struct{}
-	stopOnce sync.Once
+	inflight atomic.Int64 // requests being answered
+	pumps    atomic.Int64 // event-stream pumps running
+	// subBudget is what subscriptions and watches hold per tenant and in
+	// all (sub_budget.go).
+	subBudget subBudget
+	wg        sync.WaitGroup // connection, stream and pump goroutines
+	served    chan struct{}
+	stopOnce  sync.Once
 
 	auth    *throttle
 	tokens  tokenIndex
@@ -161,7 +173,7 @@ type Server struct {
 type stats struct {
 	conns, streams, requests, badFrames      atomic.Uint64
 	authFailures, authThrottled, authDelayed atomic.Uint64
-	writeTimeouts, drainedSubs               atomic.Uint64
+	writeTimeouts, drainedSubs, subRefused   atomic.Uint64
 	openConns                                atomic.Int64
 }
 
@@ -176,6 +188,12 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxSubscriptionsPerConn <= 0 {
 		cfg.MaxSubscriptionsPerConn = DefaultMaxSubscriptionsPerConn
+	}
+	if cfg.MaxTenantSubscriptionBytes == 0 {
+		cfg.MaxTenantSubscriptionBytes = DefaultMaxTenantSubscriptionBytes
+	}
+	if cfg.MaxSubscriptionBytes == 0 {
+		cfg.MaxSubscriptionBytes = DefaultMaxSubscriptionBytes
 	}
 	if cfg.EventWriteTimeout <= 0 {
 		cfg.EventWriteTimeout = DefaultEventWriteTimeout
@@ -192,6 +210,7 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), auth: newThrottle(cfg.AuthLimits),
 		tokens: indexTokens(cfg.Tokens)}
+	s.subBudget.tenantMax, s.subBudget.totalMax = cfg.MaxTenantSubscriptionBytes, cfg.MaxSubscriptionBytes
 	tc := cfg.TLS
 	if tc == nil {
 		var err error
@@ -379,6 +398,9 @@ type Stats struct {
 	// DrainedSubscriptions counts subscriptions a shutdown ended with
 	// records undelivered (with a terminal frame, never a clean end).
 	DrainedSubscriptions uint64
+	// SubscriptionsRefused counts subscribe and cache_watch requests
+	// refused by the tenant's or the broker's subscription budget.
+	SubscriptionsRefused uint64
 	Engine               engine.Stats
 }
 
@@ -388,5 +410,5 @@ func (s *Server) Stats() Stats {
 		BadFrames: s.st.badFrames.Load(), AuthFailures: s.st.authFailures.Load(),
 		AuthThrottled: s.st.authThrottled.Load(), AuthDelayed: s.st.authDelayed.Load(),
 		EventWriteTimeouts: s.st.writeTimeouts.Load(), DrainedSubscriptions: s.st.drainedSubs.Load(),
-		Engine: s.eng.Stats()}
+		SubscriptionsRefused: s.st.subRefused.Load(), Engine: s.eng.Stats()}
 }

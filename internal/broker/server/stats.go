@@ -7,7 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -98,8 +102,7 @@ func ServeStatsHandler(addr string, stats, metrics http.Handler) (*StatsServer, 
 	if metrics != nil {
 		mux.Handle("/metrics", metrics)
 	}
-	ss := &StatsServer{ln: ln, err: make(chan error, 1),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 8 << 10}}
+	ss := &StatsServer{ln: ln, err: make(chan error, 1), srv: NewHTTPServer(GuardHTTP(mux))}
 	go func() {
 		err := ss.srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -108,6 +111,71 @@ func ServeStatsHandler(addr string, stats, metrics http.Handler) (*StatsServer, 
 		ss.err <- err
 	}()
 	return ss, nil
+}
+
+// HTTP timeouts of the broker's HTTP endpoints (stats, metrics, cluster
+// control): a client that sends its header slowly, reads slowly or keeps
+// an idle keep-alive connection is cut after these.
+const (
+	HTTPReadHeaderTimeout = 5 * time.Second
+	HTTPReadTimeout       = 10 * time.Second
+	HTTPWriteTimeout      = 30 * time.Second
+	HTTPIdleTimeout       = 30 * time.Second
+	HTTPMaxHeaderBytes    = 8 << 10
+)
+
+// httpIdleTimeout is HTTPIdleTimeout, shortened by tests.
+var httpIdleTimeout = HTTPIdleTimeout
+
+// NewHTTPServer returns an HTTP server for h with the broker's HTTP
+// timeouts and header limit: every HTTP endpoint of the broker is served
+// by one (issue 35: without an idle timeout, 2,000 idle keep-alive
+// connections stayed open).
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout,
+		WriteTimeout: HTTPWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: HTTPMaxHeaderBytes}
+}
+
+// GuardHTTP refuses, with 403, the requests a web page can make a browser
+// send: any request carrying an Origin header for another host, or a
+// Sec-Fetch-Site other than none (typed in the address bar) or
+// same-origin, and any request whose Host is a name other than localhost
+// (an IP literal is accepted). A page on an attacker's site cannot read
+// the endpoint, even after rebinding its DNS name to the broker's address
+// (its requests then carry the attacker's name as Host).
+func GuardHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := foreignRequest(r); why != "" {
+			http.Error(w, "refused: "+why, http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// foreignRequest says why r comes from a web page or a foreign name, or ""
+// when it does not.
+func foreignRequest(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err != nil && !strings.EqualFold(host, "localhost") {
+		return "Host " + strconv.Quote(r.Host) + " is a name other than localhost (use the address: DNS rebinding protection)"
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "none", "same-origin":
+	default:
+		return "a cross-site request (Sec-Fetch-Site)"
+	}
+	if o, ok := r.Header["Origin"]; ok {
+		u, err := url.Parse(strings.Join(o, ""))
+		if err != nil || u.Host != r.Host {
+			return "a request from another origin (Origin)"
+		}
+	}
+	return ""
 }
 
 // Addr returns the endpoint's address.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"sync/atomic"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -42,19 +41,20 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 		h.redirect(place)
 		return
 	}
-	if !h.reserveSub() {
+	slot := h.reserveSub(m.TenantID, 0)
+	if slot == nil {
 		return
 	}
 	sub, info, err := h.s.eng.Subscribe(req)
 	if err != nil {
-		h.subs.Add(-1)
+		slot.release()
 		h.write(errorMessage(err))
 		h.st.Close()
 		return
 	}
 	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
 	if err != nil {
-		h.subs.Add(-1)
+		slot.release()
 		sub.Close()
 		h.refuse(felix.CodeInternal, "cannot open the event stream")
 		return
@@ -72,7 +72,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	}
 	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
 		unlist()
-		h.subs.Add(-1)
+		slot.release()
 		sub.Close()
 		es.Abort()
 		h.st.Abort()
@@ -82,7 +82,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpSubscription(sub, es, h.subs, subMove{place: place, topic: topic, shard: req.Shard, unlist: unlist,
+	go h.s.pumpSubscription(sub, es, slot, subMove{place: place, topic: topic, shard: req.Shard, unlist: unlist,
 		notify: h.peer.Features.Has(felix.FeatureShardMoved)})
 }
 
@@ -126,10 +126,10 @@ func (s *Server) moved(es *conn.EventStream, id uint64, mv subMove, resume uint6
 // stream. It ends with a clean FIN when the engine ends the subscription
 // (shutdown), after subscription_lagged when the subscriber lagged, and
 // with a reset when the client stopped reading or the connection died.
-func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slots *atomic.Int64, mv subMove) {
+func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slot *subSlot, mv subMove) {
 	defer s.wg.Done()
 	defer s.pumps.Add(-1)
-	defer slots.Add(-1)
+	defer slot.release()
 	defer sub.Close()
 	defer mv.unlist()
 	// Writes run under wctx: the watchdog bounds each one. Next runs under
@@ -211,19 +211,20 @@ func (h *handler) watch(m *felix.CacheWatch) {
 		HasFrom: m.FromOffset.Set, FromOffset: m.FromOffset.V, Retained: m.Retained,
 		ID: m.SubscriptionID.V,
 	}
-	if !h.reserveSub() {
+	slot := h.reserveSub(m.TenantID, len(m.Key.V)+len(m.Prefix.V))
+	if slot == nil {
 		return
 	}
 	w, info, err := h.s.eng.Watch(req)
 	if err != nil {
-		h.subs.Add(-1)
+		slot.release()
 		h.write(errorMessage(err))
 		h.st.Close()
 		return
 	}
 	es, err := h.st.OpenEventStream(h.st.Context(), info.ID)
 	if err != nil {
-		h.subs.Add(-1)
+		slot.release()
 		w.Close()
 		h.refuse(felix.CodeInternal, "cannot open the event stream")
 		return
@@ -233,7 +234,7 @@ func (h *handler) watch(m *felix.CacheWatch) {
 		ans.RetainedCount = felix.Some(info.RetainedCount)
 	}
 	if err := h.st.WriteMessage(h.st.Conn().Context(), ans); err != nil {
-		h.subs.Add(-1)
+		slot.release()
 		w.Close()
 		es.Abort()
 		h.st.Abort()
@@ -242,15 +243,15 @@ func (h *handler) watch(m *felix.CacheWatch) {
 	h.st.Close()
 	h.s.wg.Add(1)
 	h.s.pumps.Add(1)
-	go h.s.pumpWatch(w, es, h.subs)
+	go h.s.pumpWatch(w, es, slot)
 }
 
 // pumpWatch writes a watch's cache_event frames, then cache_watch_lagged
 // for a watcher that fell behind.
-func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slots *atomic.Int64) {
+func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slot *subSlot) {
 	defer s.wg.Done()
 	defer s.pumps.Add(-1)
-	defer slots.Add(-1)
+	defer slot.release()
 	defer w.Close()
 	wctx, wd := s.watchdog(es.Context(), es.Abort)
 	defer wd.stop()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -151,13 +152,18 @@ const MaxTokensFileBytes = 16 << 20
 // where the process list shows them. A file over MaxTokensFileBytes is
 // refused (a cut entry such as tenant:token:principal, its permissions
 // lost, would otherwise load with every permission), and so is any
-// malformed line, named by its number.
+// malformed line, named by its number. A file that others than its owner
+// may read (a mode with group or other bits, such as 0644) is refused, its
+// mode named: the tokens are credentials.
 func LoadTokens(path string) (map[string]Identity, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if err := checkPrivateFile(f, path); err != nil {
+		return nil, err
+	}
 	var b strings.Builder
 	n, err := io.Copy(&b, bufio.NewReader(io.LimitReader(f, MaxTokensFileBytes+1)))
 	if err != nil {
@@ -171,4 +177,21 @@ func LoadTokens(path string) (map[string]Identity, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return toks, nil
+}
+
+// checkPrivateFile refuses f (opened from path) when its mode lets its
+// group or others read or write it. Windows file modes say nothing of
+// that: no check there.
+func checkPrivateFile(f *os.File, path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%s: tokens file has mode %#o, readable or writable by others than its owner: refused (chmod 600 it)", path, perm)
+	}
+	return nil
 }
