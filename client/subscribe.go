@@ -115,6 +115,7 @@ func (s *Subscription) open(ctx context.Context, start felix.StartPosition, caus
 	}
 	s.cur, s.addr, s.info = sub, addr, sub.Info()
 	s.mu.Unlock()
+	s.pos.began(s.info.StartOffset.V, s.info.StartOffset.Set)
 	if cause != nil {
 		s.c.emit(Notice{Kind: NoticeResumed, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: start.Offset, Err: cause})
 	}
@@ -135,7 +136,7 @@ func (s *Subscription) Info() *felix.Subscribed {
 // after the last delivered record, or the broker's resume_from after a
 // shard_moved or subscription_lagged before any); ok is false while it has
 // no position of its own.
-func (s *Subscription) Offset() (next uint64, ok bool) { return s.pos.next, s.pos.hasNext }
+func (s *Subscription) Offset() (next uint64, ok bool) { return s.pos.at() }
 
 // Dropped returns how many offsets were found missing between delivered
 // records (see NoticeDropped). It is safe to call from any goroutine.

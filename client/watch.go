@@ -82,11 +82,9 @@ func (w *Watch) open(ctx context.Context, o WatchOptions, cause error) error {
 	if w.info == nil {
 		w.info = cw.Info()
 	}
-	if !w.pos.hasNext {
-		// Changes from here on are live: a resume before any change
-		// starts here.
-		w.pos.next, w.pos.hasNext = cw.Info().ResumeOffset, true
-	}
+	// Changes from here on are live: a resume before any change starts
+	// here.
+	w.pos.began(cw.Info().ResumeOffset, true)
 	w.mu.Unlock()
 	if cause != nil {
 		w.c.emit(Notice{Kind: NoticeResumed, Op: "cache_watch", Addr: addr, Stream: w.ref.Cache, Offset: o.FromOffset.V, Err: cause})
@@ -152,7 +150,8 @@ func (w *Watch) handleEnd(ctx context.Context, cur *conn.Watch, err error) error
 func (w *Watch) resume(ctx context.Context, cause error) error {
 	o := w.o
 	o.Retained = false // the retained state was delivered already
-	o.FromOffset = felix.Some(w.pos.next)
+	off, _ := w.pos.at()
+	o.FromOffset = felix.Some(off)
 	return w.open(ctx, o, cause)
 }
 

@@ -1,0 +1,359 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/conn/conntest"
+)
+
+// The stream rules (issue 34): where a subscription or watch resumes,
+// what it reports and when, each against a scripted broker. Every wait
+// is bounded by ctxShort: a broken rule fails within seconds.
+
+// ctxShort is a context that ends after 10 s (or with the test).
+func ctxShort(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// serveFrom serves a subscribe with three records from the offset it
+// asked for (0 for earliest, 100 for latest) and holds it open.
+func serveFrom(x *conntest.Exchange) error {
+	m := x.Request.Message.(*felix.Subscribe)
+	off := uint64(100)
+	switch m.Start.V.Kind {
+	case felix.StartOffset:
+		off = m.Start.V.Offset
+	case felix.StartEarliest:
+		off = 0
+	}
+	es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some(off), LiveOffset: felix.Some(off)})
+	if err != nil {
+		return err
+	}
+	if err := es.BatchOf(offsets(off, 3)); err != nil {
+		return err
+	}
+	es.Wait()
+	return nil
+}
+
+// Rule 1: a latest subscription answered start_offset 7 that delivered
+// nothing and lost its connection resubscribes at 7, not at the new
+// tail: 7..9 written meanwhile are delivered, none reported dropped.
+func TestStreamIdleSubscriptionResumesAtStartOffset(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	answered := make(chan struct{})
+	cl.Nodes[0].On("subscribe", func(x *conntest.Exchange) error {
+		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some[uint64](7), LiveOffset: felix.Some[uint64](7)})
+		close(answered)
+		if err != nil {
+			return err
+		}
+		es.Wait()
+		return nil
+	})
+	cl.Nodes[0].Always("subscribe", serveFrom)
+	c, n := scriptedClient(t, cl, nil, nil)
+	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	<-answered
+	require.Equal(t, uint64(7), sub.Info().StartOffset.V)
+	cl.Nodes[0].CloseConns() // idle: nothing delivered yet
+	for _, want := range []uint64{7, 8, 9} {
+		ev, err := sub.Next(ctxShort(t))
+		require.NoError(t, err)
+		require.Equal(t, want, ev.Offset, "resumed at the start_offset, nothing skipped")
+	}
+	starts := subscribesOn(cl, 0)
+	require.Len(t, starts, 2)
+	require.Equal(t, felix.StartAt(7), starts[1], "resubscribed at start_offset 7, never at the new tail")
+	require.Zero(t, n.count(client.NoticeDropped))
+	require.Zero(t, sub.Dropped())
+}
+
+// Rule 3: after shard_moved with resume_from above last delivered + 1,
+// the offsets in between are reported as a drop like any other: a notice
+// with the range, and the counter.
+func TestStreamShardMovedGapIsDrop(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	n1 := cl.Nodes[1]
+	cl.Nodes[0].On("subscribe", deliverThen(&felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 20, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(10, 3)))
+	n1.Always("subscribe", serveFrom)
+	c, n := scriptedClient(t, cl, nil, nil)
+	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(10)})
+	require.NoError(t, err)
+	defer sub.Close()
+	for _, want := range []uint64{10, 11, 12, 20} {
+		ev, err := sub.Next(ctxShort(t))
+		require.NoError(t, err)
+		require.Equal(t, want, ev.Offset)
+	}
+	require.Equal(t, []felix.StartPosition{felix.StartAt(20)}, subscribesOn(cl, 1), "resumed at resume_from")
+	d := noticed(t, n, client.NoticeDropped)
+	require.Equal(t, uint64(13), d.Offset, "the first offset missing")
+	require.Equal(t, uint64(7), d.Count, "13..19")
+	require.Equal(t, uint64(7), sub.Dropped())
+	require.Equal(t, 1, n.count(client.NoticeDropped))
+}
+
+// waits records the resumer's waits (client.SetResumeWait) with how
+// many requests of typ the broker had received when each began.
+type waits struct {
+	mu   sync.Mutex
+	list []time.Duration
+	seen []int
+}
+
+func recordWaits(t *testing.T, cl *conntest.Cluster, typ string) *waits {
+	w := &waits{}
+	client.SetResumeWait(t, func(ctx context.Context, d time.Duration) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.list = append(w.list, d)
+		w.seen = append(w.seen, len(cl.ReceivedOf(typ)))
+		return ctx.Err() == nil
+	})
+	return w
+}
+
+func (w *waits) get() ([]time.Duration, []int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Duration(nil), w.list...), append([]int(nil), w.seen...)
+}
+
+// Rule 4: an event stream ending with an error that carries retry_after
+// is resubscribed only after waiting that long (the wait is observed
+// through an injected clock: it began before the resubscribe reached the
+// broker, and asked for the full retry_after) and the wait is reported.
+func TestStreamEndRetryAfterWaited(t *testing.T) {
+	const retryAfter = time.Hour // the injected clock returns at once
+	for _, tc := range []struct {
+		name string
+		end  error
+	}{
+		{"retry_after", &felix.BrokerError{Message: "busy", Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: retryAfter}},
+		{"draining", &felix.BrokerError{Message: "draining", Code: felix.CodeDraining, Retry: felix.RetryAfter, RetryAfter: retryAfter}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := conntest.Start(t, conntest.Options{})
+			cl.Nodes[0].On("subscribe", deliverThen(tc.end, offsets(4, 2)))
+			cl.Nodes[0].Always("subscribe", serveFrom)
+			w := recordWaits(t, cl, "subscribe")
+			c, n := scriptedClient(t, cl, nil, nil)
+			sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(4)}, 2)
+			ev, err := sub.Next(ctxShort(t))
+			require.NoError(t, err)
+			require.Equal(t, uint64(6), ev.Offset, "resumed after the last delivered record")
+			list, seen := w.get()
+			require.Equal(t, []time.Duration{retryAfter}, list, "waited retry_after once")
+			require.Equal(t, []int{1}, seen, "the wait began before the resubscribe")
+			require.Len(t, subscribesOn(cl, 0), 2)
+			r := noticed(t, n, client.NoticeRetry)
+			require.Equal(t, "subscribe", r.Op)
+			require.Equal(t, retryAfter, r.Delay, "the wait is reported")
+		})
+	}
+}
+
+// A resume the end does not ask to delay starts at once; a hot resume
+// loop (every event stream ended before delivering anything) backs off
+// from the second resume, is reported, and ends after Config.MaxAttempts
+// resumes with an error naming the bound and wrapping the cause.
+func TestStreamHotResumeLoopBounded(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	busy := &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
+	cl.Nodes[0].Always("subscribe", deliverThen(busy))
+	w := recordWaits(t, cl, "subscribe")
+	c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 3 })
+	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(5)})
+	require.NoError(t, err)
+	defer sub.Close()
+	_, err = sub.Next(ctxShort(t))
+	var be *felix.BrokerError
+	require.ErrorAs(t, err, &be, "the cause is kept")
+	require.ErrorContains(t, err, "3 resumes in a row")
+	require.Len(t, subscribesOn(cl, 0), 4, "the first subscribe and three resumes")
+	for _, s := range subscribesOn(cl, 0) {
+		require.Equal(t, felix.StartAt(5), s, "every resume at the same position")
+	}
+	list, seen := w.get()
+	require.Len(t, list, 2, "backoff before the second and third resume, not the first")
+	require.Equal(t, []int{2, 3}, seen)
+	for _, d := range list {
+		require.Positive(t, d)
+	}
+	require.Equal(t, 2, n.count(client.NoticeRetry), "each wait reported")
+	require.Equal(t, 3, n.count(client.NoticeResumed))
+	_, err2 := sub.Next(ctxShort(t))
+	require.Equal(t, err, err2, "the end is sticky")
+}
+
+// A resume neither repeats nor skips: a new owner that starts below the
+// resume offset has its repeats dropped, and every offset is delivered
+// once, in order, across two resumes.
+func TestStreamResumesNeitherRepeatNorSkip(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	n1 := cl.Nodes[1]
+	cl.Nodes[0].On("subscribe", deliverThen(&felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 2, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(0, 3)))
+	n1.On("subscribe", func(x *conntest.Exchange) error {
+		// Starts over at 1 whatever was asked, then loses the connection.
+		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
+		if err != nil {
+			return err
+		}
+		if err := es.BatchOf(offsets(1, 4)); err != nil {
+			return err
+		}
+		return es.End(&felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry})
+	})
+	n1.Always("subscribe", serveFrom)
+	cl.SetOwner("s", 0, 1) // node 0 redirects once its first subscribe is served
+	c, n := scriptedClient(t, cl, nil, nil)
+	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{Start: felix.StartAt(0)})
+	require.NoError(t, err)
+	defer sub.Close()
+	for want := range uint64(8) {
+		ev, err := sub.Next(ctxShort(t))
+		require.NoError(t, err)
+		require.Equal(t, want, ev.Offset)
+	}
+	require.Equal(t, []felix.StartPosition{felix.StartAt(3), felix.StartAt(5)}, subscribesOn(cl, 1))
+	require.Zero(t, n.count(client.NoticeDropped))
+}
+
+var sCache = client.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
+
+// watchEvents serves a cache watch with changes at the offsets given,
+// then ends its event stream with end; a watch asking for retained values
+// together with from_offset is refused as the broker refuses it.
+func watchEvents(end error, offs ...uint64) conntest.Handler {
+	return func(x *conntest.Exchange) error {
+		m := x.Request.Message.(*felix.CacheWatch)
+		if m.Retained && m.FromOffset.Set {
+			return x.Fail(&felix.BrokerError{Message: "retained is refused together with from_offset", Code: felix.CodeInvalidRequest, Retry: felix.RetryFatal})
+		}
+		start := uint64(1)
+		if m.FromOffset.Set {
+			start = m.FromOffset.V
+		}
+		es, err := x.Watch(&felix.CacheWatchStarted{SubscriptionID: subIDs.Add(1), ResumeOffset: start})
+		if err != nil {
+			return err
+		}
+		if len(offs) == 0 {
+			offs = []uint64{start}
+		}
+		for _, off := range offs {
+			if err := es.Message(&felix.CacheEvent{Key: "k", Value: felix.Some([]byte("v")), Offset: off}); err != nil {
+				return err
+			}
+		}
+		if end == nil {
+			es.Wait()
+			return nil
+		}
+		return es.End(end)
+	}
+}
+
+// watchesOn returns the cache_watch requests node i got.
+func watchesOn(cl *conntest.Cluster, i int) []*felix.CacheWatch {
+	var out []*felix.CacheWatch
+	for _, r := range cl.ReceivedOf("cache_watch") {
+		if r.Node == i {
+			out = append(out, r.Message.(*felix.CacheWatch))
+		}
+	}
+	return out
+}
+
+var retainedCluster = conntest.Options{Configure: func(_ int, c *conn.ServerConfig) {
+	c.Offer.Features = conntest.Features | felix.FeatureCacheWatchRetained | felix.FeatureCacheShards
+}}
+
+// Rule 7: a watch that asked for retained values resumes from the offset
+// after its last change without asking for them again (the broker refuses
+// retained together with from_offset).
+func TestStreamWatchResumeNeverRetained(t *testing.T) {
+	cl := conntest.Start(t, retainedCluster)
+	moving := &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
+	cl.Nodes[0].On("cache_watch", watchEvents(moving, 4, 5))
+	cl.Nodes[0].Always("cache_watch", watchEvents(nil))
+	c, _ := scriptedClient(t, cl, nil, nil)
+	w, err := c.CacheWatch(ctxShort(t), sCache, client.WatchOptions{Prefix: felix.Some("k"), Retained: true})
+	require.NoError(t, err)
+	defer w.Close()
+	for _, want := range []uint64{4, 5, 6} {
+		ev, err := w.Next(ctxShort(t))
+		require.NoError(t, err)
+		require.Equal(t, want, ev.Offset)
+	}
+	ws := watchesOn(cl, 0)
+	require.Len(t, ws, 2)
+	require.True(t, ws[0].Retained)
+	require.False(t, ws[1].Retained, "the resume does not ask for retained values")
+	require.Equal(t, felix.Some[uint64](6), ws[1].FromOffset)
+}
+
+// Rule 7, sharded: every shard of a sharded watch with Retained resumes
+// from its own offset without retained; a shard given a From offset
+// starts from it without retained.
+func TestStreamShardedWatchResumeNeverRetained(t *testing.T) {
+	cl := conntest.Start(t, retainedCluster)
+	cl.Nodes[0].Always("cache_shards", func(x *conntest.Exchange) error {
+		return x.Reply(&felix.CacheShardsView{Shards: 2, RequestID: x.Request.Message.(*felix.CacheShards).RequestID})
+	})
+	moving := &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
+	var mu sync.Mutex
+	first := map[uint32]bool{}
+	cl.Nodes[0].Always("cache_watch", func(x *conntest.Exchange) error {
+		m := x.Request.Message.(*felix.CacheWatch)
+		mu.Lock()
+		again := first[m.Shard.V]
+		first[m.Shard.V] = true
+		mu.Unlock()
+		if !again && !m.FromOffset.Set {
+			return watchEvents(moving, 4)(x)
+		}
+		return watchEvents(nil)(x)
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	sw, err := c.CacheWatchSharded(ctxShort(t), sCache, client.ShardedWatchOptions{Prefix: "k", Retained: true, From: map[uint32]uint64{1: 9}})
+	require.NoError(t, err)
+	defer sw.Close()
+	got := map[uint32][]uint64{}
+	for range 3 {
+		ev, err := sw.Next(ctxShort(t))
+		require.NoError(t, err)
+		got[ev.Shard] = append(got[ev.Shard], ev.Offset)
+	}
+	require.Equal(t, map[uint32][]uint64{0: {4, 5}, 1: {9}}, got)
+	var shard0 []*felix.CacheWatch
+	for _, m := range watchesOn(cl, 0) {
+		if m.Shard.V == 1 {
+			require.False(t, m.Retained, "shard 1 starts from its From offset without retained")
+			require.Equal(t, felix.Some[uint64](9), m.FromOffset)
+			continue
+		}
+		shard0 = append(shard0, m)
+	}
+	require.Len(t, shard0, 2)
+	require.True(t, shard0[0].Retained)
+	require.False(t, shard0[1].Retained, "the resume does not ask for retained values")
+	require.Equal(t, felix.Some[uint64](5), shard0[1].FromOffset)
+}
+
+var _ = errors.New
