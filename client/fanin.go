@@ -167,22 +167,26 @@ func (ss *shardSet[E, S]) close() {
 	})
 }
 
-// allShards iterates over next until io.EOF: a *ShardLostError is yielded
-// and iteration goes on; any other error is yielded and ends it.
-func allShards[E any](ctx context.Context, next func(context.Context) (E, error)) iter.Seq2[E, error] {
+// all iterates over next until it returns io.EOF (which just stops),
+// ctx ends or the loop breaks: an error goOn accepts (a sharded
+// iterator's *ShardLostError) is yielded and iteration goes on, any other
+// is yielded once, last. It is the All of every iterator of the package.
+func all[E any](ctx context.Context, next func(context.Context) (E, error), goOn func(error) bool) iter.Seq2[E, error] {
 	return func(yield func(E, error) bool) {
 		for {
 			ev, err := next(ctx)
 			if err == io.EOF {
 				return
 			}
-			if !yield(ev, err) {
-				return
-			}
-			var lost *ShardLostError
-			if err != nil && !errors.As(err, &lost) {
+			if !yield(ev, err) || err != nil && (goOn == nil || !goOn(err)) {
 				return
 			}
 		}
 	}
+}
+
+// shardLost reports a *ShardLostError: one shard ended, the others go on.
+func shardLost(err error) bool {
+	var lost *ShardLostError
+	return errors.As(err, &lost)
 }

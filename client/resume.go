@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn"
 )
 
 // resumer is what a Subscription and a Watch share: the position to
@@ -120,20 +122,18 @@ func resumeWait(ctx, cctx context.Context, d time.Duration) bool {
 	return sleep(ctx, cctx, d)
 }
 
-// judge is ended without the bound on fruitless resumes: the wait the end
-// calls for before a resume, or the error to end with.
+// judge acts on the decision table's verdict about how the event stream
+// from addr ended with err (decide reads the end through endOfStream):
+// the wait the end calls for before a resume, or the error to end with.
 func (r *resumer) judge(ctx context.Context, addr string, err error) (time.Duration, error) {
-	var (
-		moved *felix.ShardMovedError
-		lag   *felix.LaggedError
-	)
-	switch {
-	case errors.As(err, &moved):
-		r.moved(moved)
+	v := decide(endOfStream(err), true)
+	switch v.act {
+	case actMoved:
+		r.moved(v.resumeFrom, v.hasResumeFrom)
 		r.c.forgetOwner(r.key, addr)
-		r.c.learnOwner(r.key, ownerHint{nodeID: moved.NodeID, addr: moved.Addr, gen: moved.Generation}, "shard_moved from "+addr)
+		r.c.learnOwner(r.key, *v.hint, "shard_moved from "+addr)
 		return 0, nil
-	case err == io.EOF:
+	case actEndLive:
 		// A live broker finishing the stream is a clean end; one that is
 		// going away (draining, gone) is a failover.
 		if r.c.probe(ctx, addr) == nil {
@@ -141,8 +141,8 @@ func (r *resumer) judge(ctx context.Context, addr string, err error) (time.Durat
 		}
 		r.c.forgetOwner(r.key, addr)
 		return 0, nil
-	case errors.As(err, &lag):
-		at := lag.ResumeFrom
+	case actLagged:
+		at := v.resumeFrom
 		if r.delivered {
 			// The durable log still holds what the broker dropped from the
 			// subscription's queue: resuming after the last delivered
@@ -152,16 +152,13 @@ func (r *resumer) judge(ctx context.Context, addr string, err error) (time.Durat
 		r.next, r.hasNext, r.tail, r.floor = at, true, false, 0
 		r.c.emit(Notice{Kind: NoticeLagged, Op: r.op, Addr: addr, Stream: r.key.name, Shard: r.key.shard, Offset: at, Err: err})
 		if r.lagAsError {
+			var lag *felix.LaggedError
+			errors.As(err, &lag)
 			used := *lag
 			used.ResumeFrom = at
 			return 0, &used
 		}
 		return 0, nil
-	case errors.As(err, new(*felix.StreamDeletedError)):
-		return 0, err
-	}
-	v := decide(err, true)
-	switch v.act {
 	case actRetry, actRedirect:
 		r.c.forgetOwner(r.key, addr)
 		return v.retryAfter, nil
@@ -181,14 +178,14 @@ func (r *resumer) judge(ctx context.Context, addr string, err error) (time.Durat
 // dropped them); resume_from before any delivery; where the stream began
 // when the broker sent none and no record was delivered; the new owner's
 // tail when no offset is known at all (an in-memory stream).
-func (r *resumer) moved(m *felix.ShardMovedError) {
+func (r *resumer) moved(resumeFrom uint64, hasResumeFrom bool) {
 	switch {
-	case m.HasResumeFrom && r.delivered:
-		if m.ResumeFrom > r.next {
-			r.floor = m.ResumeFrom
+	case hasResumeFrom && r.delivered:
+		if resumeFrom > r.next {
+			r.floor = resumeFrom
 		}
-	case m.HasResumeFrom:
-		r.next, r.hasNext, r.tail = m.ResumeFrom, true, false
+	case hasResumeFrom:
+		r.next, r.hasNext, r.tail = resumeFrom, true, false
 	case !r.hasNext:
 		r.tail = true
 	}
@@ -208,4 +205,194 @@ func (r *resumer) start(orig felix.StartPosition, cause error) (felix.StartPosit
 		return felix.StartPosition{}, errors.Join(ErrCannotResume, cause)
 	}
 	return orig, nil
+}
+
+// cursor is one event stream of a resumable stream: a *conn.Subscription
+// or a *conn.Watch.
+type cursor[E any] interface {
+	comparable
+	Next(ctx context.Context) (E, error)
+	Close() error
+}
+
+// stream is the one state machine under Subscription and Watch (and, one
+// per shard, ShardedSubscription and ShardedWatch). Next reads the
+// current event stream, drops what was delivered already and accounts
+// for the rest (resumer.deliver); when the event stream ends, the
+// resumer judges the end (decide) and the stream either opens a new one
+// on the owner at the resumer's position or ends with a sticky error.
+// What differs between a subscription and a watch is given at
+// construction: how to open an event stream, where it begins, and an
+// event's offset.
+type stream[E any, C cursor[E]] struct {
+	c   *Client
+	pos resumer
+	// open opens an event stream on cc at pos's position (resume: not the
+	// first one); prepare runs before any broker is asked, and its error
+	// (e.g. ErrCannotResume) ends the stream.
+	prepare func(resume bool, cause error) (open func(ctx context.Context, cc *conn.Client) (C, error), err error)
+	// opened is told of each new event stream (under mu) and returns
+	// where it begins, ok when the broker said.
+	opened func(cur C) (begins uint64, ok bool)
+	// offset returns an event's offset and the undeliverable offsets just
+	// below it; ok is false for an event without an offset.
+	offset func(ev E) (off, skipped uint64, ok bool)
+
+	mu     sync.Mutex
+	cur    C
+	addr   string
+	closed atomic.Bool
+	err    error
+}
+
+// open opens an event stream on the owner of pos.key (cause: the end
+// that made this a resume, nil for the first one).
+func (st *stream[E, C]) open(ctx context.Context, cause error) error {
+	resume := cause != nil
+	at, _ := st.pos.at()
+	fn, err := st.prepare(resume, cause)
+	if err != nil {
+		return err
+	}
+	k := st.pos.key
+	var cur C
+	var addr string
+	err = st.c.run(ctx, call{op: st.pos.op, key: &k, safe: true}, func(ctx context.Context, cc *conn.Client, b *broker) error {
+		var err error
+		cur, err = fn(ctx, cc)
+		addr = b.addr
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	if st.closed.Load() {
+		st.mu.Unlock()
+		cur.Close()
+		return ErrClosed
+	}
+	st.cur, st.addr = cur, addr
+	begins, ok := st.opened(cur)
+	st.mu.Unlock()
+	st.pos.began(begins, ok)
+	if resume {
+		st.c.emit(Notice{Kind: NoticeResumed, Op: st.pos.op, Addr: addr, Stream: st.pos.key.name, Shard: st.pos.key.shard, Offset: at, Err: cause})
+	}
+	return nil
+}
+
+// begin opens the first event stream and has the client track x (the
+// Subscription or Watch st is under) until it closes.
+func (st *stream[E, C]) begin(ctx context.Context, x closer) error {
+	if err := st.open(ctx, nil); err != nil {
+		return err
+	}
+	if !st.c.track(x) {
+		st.close()
+		return ErrClosed
+	}
+	return nil
+}
+
+// end closes the stream and the client stops tracking x; it is
+// idempotent.
+func (st *stream[E, C]) end(x closer) error {
+	if st.close() {
+		st.c.untrack(x)
+	}
+	return nil
+}
+
+// where returns the broker the current event stream is on.
+func (st *stream[E, C]) where() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.addr
+}
+
+// next returns the next event (see Subscription for how it ends).
+func (st *stream[E, C]) next(ctx context.Context) (E, error) {
+	var zero E
+	for {
+		if st.err != nil {
+			return zero, st.err
+		}
+		if st.closed.Load() {
+			return zero, ErrClosed
+		}
+		st.mu.Lock()
+		cur, addr := st.cur, st.addr
+		st.mu.Unlock()
+		if cur == *new(C) {
+			// The last resume did not open one (the caller's context ended).
+			if err := st.resume(ctx, nil); err != nil {
+				return zero, err
+			}
+			continue
+		}
+		ev, err := cur.Next(ctx)
+		if err == nil {
+			off, skipped, ok := st.offset(ev)
+			if !ok {
+				st.pos.noOff = true
+				return ev, nil
+			}
+			if !st.pos.deliver(addr, off, skipped) {
+				continue // delivered already (a resend after a resume)
+			}
+			return ev, nil
+		}
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return zero, err
+		}
+		if st.closed.Load() {
+			return zero, ErrClosed
+		}
+		if err := st.ended(ctx, cur, addr, err); err != nil {
+			if ctx.Err() == nil {
+				st.err = err
+			}
+			return zero, err
+		}
+	}
+}
+
+// ended closes cur, which ended with err, and resumes (nil) or returns
+// the error to end with, as the resumer judges.
+func (st *stream[E, C]) ended(ctx context.Context, cur C, addr string, err error) error {
+	cur.Close()
+	st.mu.Lock()
+	st.cur = *new(C)
+	st.mu.Unlock()
+	if end := st.pos.ended(ctx, addr, err); end != nil {
+		return end
+	}
+	return st.resume(ctx, err)
+}
+
+// resume opens a new event stream where the resumer says.
+func (st *stream[E, C]) resume(ctx context.Context, cause error) error {
+	if cause == nil {
+		cause = errResumeRetried
+	}
+	return st.open(ctx, cause)
+}
+
+// errResumeRetried is the cause of a resume retried by a later Next after
+// the caller's context ended the previous attempt.
+var errResumeRetried = errors.New("client: resume retried after the caller's context ended")
+
+// close ends the stream; false when it was closed already.
+func (st *stream[E, C]) close() bool {
+	if st.closed.Swap(true) {
+		return false
+	}
+	st.mu.Lock()
+	cur := st.cur
+	st.mu.Unlock()
+	if cur != *new(C) {
+		cur.Close()
+	}
+	return true
 }

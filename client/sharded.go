@@ -71,7 +71,7 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	}, func(shard uint32, s *Subscription, err error) {
 		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}
 		if s != nil {
-			ev.Addr = s.addr
+			ev.Addr = s.st.where()
 		}
 		c.emit(ev)
 	})
@@ -103,7 +103,7 @@ func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
 // yielded and iteration goes on; it stops when every shard ended, ctx
 // ends (its error is yielded) or the loop breaks.
 func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, error] {
-	return allShards(ctx, ss.Next)
+	return all(ctx, ss.Next, shardLost)
 }
 
 // Offsets returns, per shard, the offset after the last record Next

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -29,14 +28,7 @@ func ctxShort(t *testing.T) context.Context {
 // serveFrom serves a subscribe with three records from the offset it
 // asked for (0 for earliest, 100 for latest) and holds it open.
 func serveFrom(x *conntest.Exchange) error {
-	m := x.Request.Message.(*felix.Subscribe)
-	off := uint64(100)
-	switch m.Start.V.Kind {
-	case felix.StartOffset:
-		off = m.Start.V.Offset
-	case felix.StartEarliest:
-		off = 0
-	}
+	off := askedOffset(x)
 	es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some(off), LiveOffset: felix.Some(off)})
 	if err != nil {
 		return err
@@ -208,17 +200,8 @@ func TestStreamResumesNeitherRepeatNorSkip(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{Nodes: 2})
 	n1 := cl.Nodes[1]
 	cl.Nodes[0].On("subscribe", deliverThen(&felix.ShardMovedError{HasResumeFrom: true, ResumeFrom: 2, NodeID: n1.ID, Addr: n1.Addr, Generation: 2}, offsets(0, 3)))
-	n1.On("subscribe", func(x *conntest.Exchange) error {
-		// Starts over at 1 whatever was asked, then loses the connection.
-		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
-		if err != nil {
-			return err
-		}
-		if err := es.BatchOf(offsets(1, 4)); err != nil {
-			return err
-		}
-		return es.End(&felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry})
-	})
+	// n1 starts over at 1 whatever was asked, then ends the event stream.
+	n1.On("subscribe", deliverThen(&felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}, offsets(1, 4)))
 	n1.Always("subscribe", serveFrom)
 	cl.SetOwner("s", 0, 1) // node 0 redirects once its first subscribe is served
 	c, n := scriptedClient(t, cl, nil, nil)
@@ -356,4 +339,45 @@ func TestStreamShardedWatchResumeNeverRetained(t *testing.T) {
 	require.Equal(t, felix.Some[uint64](5), shard0[1].FromOffset)
 }
 
-var _ = errors.New
+// The streaming messages' feature gates come from the request table
+// (felix.Capabilities.Unadvertised): a subscribe with queue_capacity, a
+// cache_watch, a retained watch and producer_init are refused with
+// ErrNotAdvertised naming the feature, and never sent, when the broker
+// did not advertise it.
+func TestStreamFeatureGates(t *testing.T) {
+	cases := []struct {
+		name    string
+		without felix.Features
+		typ     string
+		call    func(c *client.Client) error
+	}{
+		{"subscribe queue_capacity", felix.FeatureSubscribeQueue, "subscribe", func(c *client.Client) error {
+			_, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{QueueCapacity: 8})
+			return err
+		}},
+		{"cache_watch", felix.FeatureCacheWatch, "cache_watch", func(c *client.Client) error {
+			_, err := c.CacheWatch(ctxShort(t), sCache, client.WatchOptions{Key: felix.Some("k")})
+			return err
+		}},
+		{"cache_watch retained", felix.FeatureCacheWatchRetained, "cache_watch", func(c *client.Client) error {
+			_, err := c.CacheWatch(ctxShort(t), sCache, client.WatchOptions{Key: felix.Some("k"), Retained: true})
+			return err
+		}},
+		{"producer_init", felix.FeatureIdempotentProducer, "producer_init", func(c *client.Client) error {
+			_, err := c.NewProducer(ctxShort(t))
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := conntest.Start(t, conntest.Options{Configure: func(_ int, c *conn.ServerConfig) {
+				c.Offer.Features = (conntest.Features | felix.FeatureSubscribeQueue | felix.FeatureCacheWatchRetained) &^ tc.without
+			}})
+			c, _ := scriptedClient(t, cl, nil, nil)
+			err := tc.call(c)
+			require.ErrorIs(t, err, felix.ErrNotAdvertised)
+			require.ErrorContains(t, err, tc.without.String())
+			require.Empty(t, cl.ReceivedOf(tc.typ), "never sent")
+		})
+	}
+}

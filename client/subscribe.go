@@ -2,11 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
-	"io"
 	"iter"
-	"sync"
-	"sync/atomic"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -56,17 +52,10 @@ type SubscribeOptions struct {
 // Next and All are not safe for concurrent use; Close may be called from
 // any goroutine.
 type Subscription struct {
-	c     *Client
+	st    stream[Event, *conn.Subscription]
 	topic Topic
 	o     SubscribeOptions
-	pos   resumer
-	addr  string
-
-	mu     sync.Mutex
-	cur    *conn.Subscription
-	info   *felix.Subscribed
-	closed atomic.Bool
-	err    error
+	info  *felix.Subscribed // the latest subscribed answer, under st.mu
 }
 
 // Subscribe subscribes to one shard of a stream (see Subscription). The
@@ -76,50 +65,39 @@ func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*S
 	if err := c.checkTopic("subscribe", t); err != nil {
 		return nil, err
 	}
-	s := &Subscription{c: c, topic: t, o: o}
-	s.pos = resumer{c: c, op: "subscribe", lagAsError: o.LagAsError, detectDrops: true,
-		key: ownerKey{kind: felix.ShardKindStream, tenant: t.TenantID, namespace: t.Namespace, name: t.Stream, shard: o.Shard}}
-	if err := s.open(ctx, o.Start, nil); err != nil {
+	s := &Subscription{topic: t, o: o}
+	s.st = stream[Event, *conn.Subscription]{c: c, prepare: s.prepare, offset: eventOffset,
+		pos: resumer{c: c, op: "subscribe", lagAsError: o.LagAsError, detectDrops: true,
+			key: ownerKey{kind: felix.ShardKindStream, tenant: t.TenantID, namespace: t.Namespace, name: t.Stream, shard: o.Shard}},
+		opened: func(sub *conn.Subscription) (uint64, bool) {
+			s.info = sub.Info()
+			return s.info.StartOffset.V, s.info.StartOffset.Set
+		}}
+	if err := s.st.begin(ctx, s); err != nil {
 		return nil, err
-	}
-	if !c.track(s) {
-		s.Close()
-		return nil, ErrClosed
 	}
 	return s, nil
 }
 
-// open subscribes from start on the shard owner.
-func (s *Subscription) open(ctx context.Context, start felix.StartPosition, cause error) error {
-	k := s.pos.key
+// prepare returns how to subscribe at the resumer's position (o.Start
+// while it knows none).
+func (s *Subscription) prepare(_ bool, cause error) (func(context.Context, *conn.Client) (*conn.Subscription, error), error) {
+	start, err := s.st.pos.start(s.o.Start, cause)
+	if err != nil {
+		return nil, err
+	}
 	co := conn.SubscribeOptions{Start: start, QueueCapacity: s.o.QueueCapacity}
 	if s.o.Shard != 0 {
 		co.Shard = felix.Some(s.o.Shard)
 	}
-	var sub *conn.Subscription
-	var addr string
-	err := s.c.run(ctx, call{op: "subscribe", key: &k, safe: true}, func(ctx context.Context, cc *conn.Client, b *broker) error {
-		var err error
-		sub, err = cc.Subscribe(ctx, s.topic, co)
-		addr = b.addr
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		sub.Close()
-		return ErrClosed
-	}
-	s.cur, s.addr, s.info = sub, addr, sub.Info()
-	s.mu.Unlock()
-	s.pos.began(s.info.StartOffset.V, s.info.StartOffset.Set)
-	if cause != nil {
-		s.c.emit(Notice{Kind: NoticeResumed, Op: "subscribe", Addr: addr, Stream: s.topic.Stream, Shard: s.o.Shard, Offset: start.Offset, Err: cause})
-	}
-	return nil
+	return func(ctx context.Context, cc *conn.Client) (*conn.Subscription, error) {
+		return cc.Subscribe(ctx, s.topic, co)
+	}, nil
+}
+
+// eventOffset returns a record's offset, if it has one.
+func eventOffset(ev Event) (off, skipped uint64, ok bool) {
+	return ev.Offset, ev.SkippedBefore, ev.HasOffset
 }
 
 // Info returns the broker's subscribed answer to the latest subscribe of
@@ -127,123 +105,33 @@ func (s *Subscription) open(ctx context.Context, start felix.StartPosition, caus
 // says where delivery began (for earliest, the oldest retained record),
 // live_offset where the live tail was.
 func (s *Subscription) Info() *felix.Subscribed {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.st.mu.Lock()
+	defer s.st.mu.Unlock()
 	return s.info
 }
 
 // Offset returns the offset the subscription would resume at (the one
-// after the last delivered record, or the broker's resume_from after a
-// shard_moved or subscription_lagged before any); ok is false while it has
-// no position of its own.
-func (s *Subscription) Offset() (next uint64, ok bool) { return s.pos.at() }
+// after the last delivered record; before any, where the broker said the
+// subscription starts, or its resume_from after a shard_moved or
+// subscription_lagged); ok is false while it has no position of its own.
+func (s *Subscription) Offset() (next uint64, ok bool) { return s.st.pos.at() }
 
 // Dropped returns how many offsets were found missing between delivered
 // records (see NoticeDropped). It is safe to call from any goroutine.
-func (s *Subscription) Dropped() uint64 { return s.pos.dropped.Load() }
+func (s *Subscription) Dropped() uint64 { return s.st.pos.dropped.Load() }
 
 // Next returns the next record. See Subscription for how it ends.
-func (s *Subscription) Next(ctx context.Context) (Event, error) {
-	for {
-		if s.err != nil {
-			return Event{}, s.err
-		}
-		if s.closed.Load() {
-			return Event{}, ErrClosed
-		}
-		s.mu.Lock()
-		cur := s.cur
-		s.mu.Unlock()
-		if cur == nil {
-			if err := s.resume(ctx, nil); err != nil {
-				return Event{}, err
-			}
-			continue
-		}
-		ev, err := cur.Next(ctx)
-		if err == nil {
-			if ev.HasOffset {
-				if !s.pos.deliver(s.addr, ev.Offset, ev.SkippedBefore) {
-					continue // already delivered (a resend after a resume)
-				}
-			} else {
-				s.pos.noOff = true
-			}
-			return ev, nil
-		}
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return Event{}, err
-		}
-		if s.closed.Load() {
-			return Event{}, ErrClosed
-		}
-		if err := s.handleEnd(ctx, cur, err); err != nil {
-			if ctx.Err() == nil {
-				s.err = err
-			}
-			return Event{}, err
-		}
-	}
-}
-
-// handleEnd decides, after cur ended with err, whether to resume (nil) or
-// end the subscription with an error (the resumer judges).
-func (s *Subscription) handleEnd(ctx context.Context, cur *conn.Subscription, err error) error {
-	cur.Close()
-	s.mu.Lock()
-	s.cur = nil
-	addr := s.addr
-	s.mu.Unlock()
-	if end := s.pos.ended(ctx, addr, err); end != nil {
-		return end
-	}
-	return s.resume(ctx, err)
-}
-
-// resume resubscribes where the resumer says.
-func (s *Subscription) resume(ctx context.Context, cause error) error {
-	start, err := s.pos.start(s.o.Start, cause)
-	if err != nil {
-		return err
-	}
-	return s.open(ctx, start, cause)
-}
+func (s *Subscription) Next(ctx context.Context) (Event, error) { return s.st.next(ctx) }
 
 // All iterates over the records until the subscription ends, ctx ends or
 // the loop breaks; a clean end (io.EOF) just stops, any other error is
 // yielded once, last.
-func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] {
-	return func(yield func(Event, error) bool) {
-		for {
-			ev, err := s.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(Event{}, err)
-				return
-			}
-			if !yield(ev, nil) {
-				return
-			}
-		}
-	}
-}
+func (s *Subscription) All(ctx context.Context) iter.Seq2[Event, error] { return all(ctx, s.Next, nil) }
 
 // Close ends the subscription; it is idempotent. A Next blocked in another
 // goroutine returns ErrClosed.
 func (s *Subscription) Close() error {
-	if s.closed.Swap(true) {
-		return nil
-	}
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
-	if cur != nil {
-		cur.Close()
-	}
-	s.c.untrack(s)
-	return nil
+	return s.st.end(s)
 }
 
 // brokerAt returns the known broker at addr, nil when none.

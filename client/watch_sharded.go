@@ -112,7 +112,7 @@ func (sw *ShardedWatch) Next(ctx context.Context) (ShardCacheEvent, error) {
 // yielded and iteration goes on; it stops when every shard ended, ctx
 // ends (its error is yielded) or the loop breaks.
 func (sw *ShardedWatch) All(ctx context.Context) iter.Seq2[ShardCacheEvent, error] {
-	return allShards(ctx, sw.Next)
+	return all(ctx, sw.Next, shardLost)
 }
 
 // Offsets returns, per shard, the cache-log offset after the last change
