@@ -66,7 +66,7 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 		if ok {
 			so.Start = felix.StartAt(off)
 		}
-		s, err := c.Subscribe(ctx, t, so)
+		s, err := c.subscribe(ctx, t, so)
 		return s, off, ok, err
 	}, func(shard uint32, s *Subscription, err error) {
 		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}

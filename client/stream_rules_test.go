@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -380,4 +382,73 @@ func TestStreamFeatureGates(t *testing.T) {
 			require.Empty(t, cl.ReceivedOf(tc.typ), "never sent")
 		})
 	}
+}
+
+// Subscribe reads one shard and says so loudly: shard 0 (the default) of
+// a stream with several shards emits NoticeOneShard with the shard count,
+// logged at Warn; an explicit other shard, a one-shard stream and a
+// sharded subscription (which reads every shard) do not.
+func TestStreamOneShardSaidLoudly(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.SetShards("s", 4, felix.RoutingModulo)
+	cl.Nodes[0].Always("subscribe", serveFrom)
+	out := &syncWriter{}
+	c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{})
+	require.NoError(t, err)
+	defer sub.Close()
+	w := noticed(t, n, client.NoticeOneShard)
+	require.Equal(t, "s", w.Stream)
+	require.Equal(t, uint64(4), w.Count)
+	require.Contains(t, w.Detail, "SubscribeSharded")
+	require.Contains(t, out.String(), "level=WARN")
+	require.Contains(t, out.String(), "event=one_shard")
+
+	for _, other := range []func() error{
+		func() error {
+			s, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{Shard: 2})
+			if err == nil {
+				s.Close()
+			}
+			return err
+		},
+		func() error {
+			s, err := c.Subscribe(ctxShort(t), conntest.Topic("one"), client.SubscribeOptions{})
+			if err == nil {
+				s.Close()
+			}
+			return err
+		},
+		func() error {
+			ss, err := c.SubscribeSharded(ctxShort(t), sTopic, client.ShardedOptions{})
+			if err == nil {
+				require.Equal(t, 4, ss.Shards())
+				ss.Close()
+			}
+			return err
+		},
+	} {
+		require.NoError(t, other())
+	}
+	require.Equal(t, 1, n.count(client.NoticeOneShard), "only the default shard of a sharded stream is announced")
+}
+
+// syncWriter is a log sink safe for concurrent use.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

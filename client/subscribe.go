@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/flxproto/felix"
@@ -58,10 +59,39 @@ type Subscription struct {
 	info  *felix.Subscribed // the latest subscribed answer, under st.mu
 }
 
-// Subscribe subscribes to one shard of a stream (see Subscription). The
-// request goes to the shard's owner: redirects are followed with the
-// original request, so an explicit start offset survives every hop.
+// Subscribe subscribes to ONE shard of a stream, o.Shard (0 by default;
+// see Subscription). A stream with more than one shard spreads keyed
+// records over its shards: to read every record use SubscribeSharded.
+// Subscribe of shard 0 of such a stream says so loudly: it emits a
+// NoticeOneShard (logged at Warn) naming the stream and its shard count
+// (the count is asked once per stream and cached; a broker that does not
+// advertise stream_shards is not asked). The request goes to the shard's
+// owner: redirects are followed with the original request, so an explicit
+// start offset survives every hop.
 func (c *Client) Subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*Subscription, error) {
+	s, err := c.subscribe(ctx, t, o)
+	if err == nil && o.Shard == 0 {
+		c.warnOneShard(ctx, t)
+	}
+	return s, err
+}
+
+// warnOneShard emits NoticeOneShard when t has more than one shard; the
+// look-up is bounded by one dial timeout and its failure ignored.
+func (c *Client) warnOneShard(ctx context.Context, t Topic) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	defer cancel()
+	info, ok := c.shardInfo(ctx, t)
+	if !ok || info.shards <= 1 {
+		return
+	}
+	c.emit(Notice{Kind: NoticeOneShard, Op: "subscribe", Stream: t.Stream, Count: uint64(info.shards),
+		Detail: fmt.Sprintf("stream %s/%s has %d shards: this subscription reads shard 0 only (use SubscribeSharded to read every shard, or set SubscribeOptions.Shard)", t.Namespace, t.Stream, info.shards)})
+}
+
+// subscribe is Subscribe without the one-shard warning (a sharded
+// subscription reads every shard).
+func (c *Client) subscribe(ctx context.Context, t Topic, o SubscribeOptions) (*Subscription, error) {
 	if err := c.checkTopic("subscribe", t); err != nil {
 		return nil, err
 	}
