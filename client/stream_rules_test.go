@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -193,6 +194,7 @@ func TestStreamHotResumeLoopBounded(t *testing.T) {
 	require.Equal(t, 3, n.count(client.NoticeResumed))
 	_, err2 := sub.Next(ctxShort(t))
 	require.Equal(t, err, err2, "the end is sticky")
+	require.Len(t, subscribesOn(cl, 0), 4, "a later Next does not resubscribe")
 }
 
 // A resume neither repeats nor skips: a new owner that starts below the
@@ -451,4 +453,161 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A drop before the first delivery is a drop too: the broker said the
+// subscription starts at 7 (start_offset) and the first record is 9, so
+// 7..8 are reported; skipped offsets are not drops.
+func TestStreamDropBeforeFirstDelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		skipped uint64
+		dropped uint64
+	}{{"dropped", 0, 2}, {"skipped", 2, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := conntest.Start(t, conntest.Options{})
+			cl.Nodes[0].On("subscribe", func(x *conntest.Exchange) error {
+				es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some[uint64](7), LiveOffset: felix.Some[uint64](7)})
+				if err != nil {
+					return err
+				}
+				if err := es.Batch(9, tc.skipped, []byte("r9")); err != nil {
+					return err
+				}
+				es.Wait()
+				return nil
+			})
+			c, n := scriptedClient(t, cl, nil, nil)
+			sub := subscribeRead(t, c, client.SubscribeOptions{}, 1)
+			require.Equal(t, tc.dropped, sub.Dropped())
+			if tc.dropped == 0 {
+				require.Zero(t, n.count(client.NoticeDropped))
+				return
+			}
+			d := noticed(t, n, client.NoticeDropped)
+			require.Equal(t, uint64(7), d.Offset)
+			require.Equal(t, tc.dropped, d.Count)
+		})
+	}
+}
+
+// The bound on resumes counts resumes in a row that deliver nothing: an
+// event stream that delivers and then ends, again and again, is resumed
+// every time (MaxAttempts 1 here).
+func TestStreamDeliveriesResetTheResumeBound(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	busy := &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
+	cl.Nodes[0].Always("subscribe", func(x *conntest.Exchange) error {
+		return deliverThen(busy, offsets(askedOffset(x), 1))(x)
+	})
+	c, _ := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 1 })
+	subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(0)}, 5)
+	require.Equal(t, []felix.StartPosition{felix.StartAt(0), felix.StartAt(1), felix.StartAt(2), felix.StartAt(3), felix.StartAt(4)}, subscribesOn(cl, 0))
+}
+
+// shard_moved without resume_from before any delivery resumes where the
+// broker said the subscription started (its start_offset), not at the
+// new owner's tail.
+func TestStreamMovedBeforeDeliveryResumesAtStartOffset(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	n1 := cl.Nodes[1]
+	cl.Nodes[0].On("subscribe", func(x *conntest.Exchange) error {
+		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some[uint64](7), LiveOffset: felix.Some[uint64](7)})
+		if err != nil {
+			return err
+		}
+		return es.End(&felix.ShardMovedError{NodeID: n1.ID, Addr: n1.Addr, Generation: 2})
+	})
+	n1.Always("subscribe", serveFrom)
+	c, _ := scriptedClient(t, cl, nil, nil)
+	sub := subscribeRead(t, c, client.SubscribeOptions{}, 1)
+	off, ok := sub.Offset()
+	require.True(t, ok)
+	require.Equal(t, uint64(8), off)
+	require.Equal(t, []felix.StartPosition{felix.StartAt(7)}, subscribesOn(cl, 1))
+}
+
+// A subscription that delivered records without offsets cannot resume
+// exactly after a lost event stream: it ends with ErrCannotResume (the
+// cause joined) instead of guessing, and never resubscribes.
+func TestStreamNoOffsetsCannotResume(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	busy := &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
+	cl.Nodes[0].On("subscribe", deliverThen(busy, &felix.EventBatch{Payloads: [][]byte{[]byte("m1")}}))
+	cl.Nodes[0].Always("subscribe", serveFrom)
+	c, _ := scriptedClient(t, cl, nil, nil)
+	sub := subscribeRead(t, c, client.SubscribeOptions{}, 1)
+	_, err := sub.Next(ctxShort(t))
+	require.ErrorIs(t, err, client.ErrCannotResume)
+	var be *felix.BrokerError
+	require.ErrorAs(t, err, &be, "the cause is kept")
+	require.Len(t, subscribesOn(cl, 0), 1)
+	_, err2 := sub.Next(ctxShort(t))
+	require.ErrorIs(t, err2, client.ErrCannotResume, "the end is sticky")
+	require.Len(t, subscribesOn(cl, 0), 1, "a later Next does not resubscribe")
+}
+
+// An event stream a live broker ends cleanly ends the subscription: Next
+// returns io.EOF and All just stops, without a resubscribe.
+func TestStreamCleanEndStops(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.Nodes[0].On("subscribe", deliverThen(nil, offsets(4, 2)))
+	cl.Nodes[0].Always("subscribe", serveFrom)
+	c, _ := scriptedClient(t, cl, nil, nil)
+	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(4)}, 2)
+	_, err := sub.Next(ctxShort(t))
+	require.ErrorIs(t, err, io.EOF)
+	n := 0
+	for _, err := range sub.All(ctxShort(t)) {
+		require.NoError(t, err)
+		n++
+	}
+	require.Zero(t, n, "All stops at the clean end")
+	require.Len(t, subscribesOn(cl, 0), 1, "not resumed")
+}
+
+// All yields an error that ends the iterator once and stops: a
+// subscription's terminal error, a sharded iterator's context end. A
+// sharded iterator goes on only past a lost shard.
+func TestStreamAllStopsAfterTheEnd(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.SetShards("s", 2, felix.RoutingModulo)
+	cl.Nodes[0].On("subscribe", deliverThen(&felix.StreamDeletedError{}))
+	cl.Nodes[0].Always("subscribe", func(x *conntest.Exchange) error {
+		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
+		if err != nil {
+			return err
+		}
+		es.Wait()
+		return nil
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{Shard: 1})
+	require.NoError(t, err)
+	defer sub.Close()
+	var errs []error
+	for _, err := range sub.All(ctxShort(t)) {
+		errs = append(errs, err)
+		if len(errs) > 3 {
+			break
+		}
+	}
+	require.Len(t, errs, 1, "the terminal error once, last")
+	var sd *felix.StreamDeletedError
+	require.ErrorAs(t, errs[0], &sd)
+
+	ss, err := c.SubscribeSharded(ctxShort(t), sTopic, client.ShardedOptions{})
+	require.NoError(t, err)
+	defer ss.Close()
+	ctx, cancel := context.WithCancel(ctxShort(t))
+	cancel()
+	errs = nil
+	for _, err := range ss.All(ctx) {
+		errs = append(errs, err)
+		if len(errs) > 3 {
+			break
+		}
+	}
+	require.Len(t, errs, 1, "the context's end once, last")
+	require.ErrorIs(t, errs[0], context.Canceled)
 }
