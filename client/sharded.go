@@ -67,6 +67,9 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 			so.Start = felix.StartAt(off)
 		}
 		s, err := c.subscribe(ctx, t, so)
+		if err == nil && !ok {
+			off, ok = s.Offset() // where the broker said it starts
+		}
 		return s, off, ok, err
 	}, func(shard uint32, s *Subscription, err error) {
 		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}
@@ -107,8 +110,9 @@ func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, er
 }
 
 // Offsets returns, per shard, the offset after the last record Next
-// returned (or the From offset given): pass it as ShardedOptions.From to
-// resume.
+// returned (before any, the From offset given or where the broker said
+// the shard's subscription starts): pass it as ShardedOptions.From to
+// resume without a gap.
 func (ss *ShardedSubscription) Offsets() map[uint32]uint64 { return ss.set.resumeOffsets() }
 
 // Close ends every shard's subscription; it is idempotent.

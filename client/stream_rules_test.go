@@ -612,3 +612,25 @@ func TestStreamAllStopsAfterTheEnd(t *testing.T) {
 	require.Len(t, errs, 1, "the context's end once, last")
 	require.ErrorIs(t, errs[0], context.Canceled)
 }
+
+// A sharded subscription's Offsets include the shards that delivered
+// nothing yet, at the start_offset their broker answered: resuming from
+// them misses nothing (rule 1, per shard).
+func TestStreamShardedOffsetsOfIdleShards(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.SetShards("s", 2, felix.RoutingModulo)
+	cl.Nodes[0].Always("subscribe", func(x *conntest.Exchange) error {
+		start := 7 + uint64(x.Request.Message.(*felix.Subscribe).Shard.V)
+		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some(start), LiveOffset: felix.Some(start)})
+		if err != nil {
+			return err
+		}
+		es.Wait()
+		return nil
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	ss, err := c.SubscribeSharded(ctxShort(t), sTopic, client.ShardedOptions{})
+	require.NoError(t, err)
+	defer ss.Close()
+	require.Equal(t, map[uint32]uint64{0: 7, 1: 8}, ss.Offsets())
+}
