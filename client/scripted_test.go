@@ -953,7 +953,7 @@ func TestScriptedFruitlessResumesBounded(t *testing.T) {
 	cl.Nodes[0].Always("subscribe", deliverThen(&felix.LaggedError{ResumeFrom: 5}))
 	c, _ := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 2 })
 	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(5)}, 0)
-	_, err := sub.Next(ctxT(t))
+	_, err := sub.Next(ctxShort(t)) // an unbounded loop fails within seconds
 	var le *felix.LaggedError
 	require.ErrorAs(t, err, &le)
 	require.Len(t, subscribesOn(cl, 0), 3, "the first subscribe and two resumes")

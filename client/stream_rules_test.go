@@ -634,3 +634,53 @@ func TestStreamShardedOffsetsOfIdleShards(t *testing.T) {
 	defer ss.Close()
 	require.Equal(t, map[uint32]uint64{0: 7, 1: 8}, ss.Offsets())
 }
+
+// An event stream ended by a broker going away (draining) fails over:
+// the resume goes to another broker, not back to the one draining.
+func TestStreamDrainingEndFailsOver(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	draining := &felix.BrokerError{Message: "draining", Code: felix.CodeDraining, Retry: felix.RetryRetry}
+	for _, nd := range cl.Nodes {
+		nd.On("subscribe", deliverThen(draining, offsets(4, 2)))
+		nd.Always("subscribe", serveFrom)
+	}
+	c, _ := scriptedClient(t, cl, cl.Addrs(), nil)
+	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(4)}, 2)
+	ev, err := sub.Next(ctxShort(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), ev.Offset)
+	// Each node drains its first subscription: every resume goes to the
+	// other node.
+	subs := cl.ReceivedOf("subscribe")
+	require.Len(t, subs, 3)
+	for i := 1; i < len(subs); i++ {
+		require.NotEqual(t, subs[i-1].Node, subs[i].Node, "resumed on another broker than the draining one")
+	}
+}
+
+// An idle watch (no change delivered yet) that loses its event stream
+// resumes from where the broker said it went live (resume_offset), not
+// from the start of the cache log, and without retained values.
+func TestStreamIdleWatchResumesAtResumeOffset(t *testing.T) {
+	cl := conntest.Start(t, retainedCluster)
+	moving := &felix.BrokerError{Message: "moving", Code: felix.CodeShardUnavailable, Retry: felix.RetryRetry}
+	cl.Nodes[0].On("cache_watch", func(x *conntest.Exchange) error {
+		es, err := x.Watch(&felix.CacheWatchStarted{SubscriptionID: subIDs.Add(1), ResumeOffset: 5})
+		if err != nil {
+			return err
+		}
+		return es.End(moving)
+	})
+	cl.Nodes[0].Always("cache_watch", watchEvents(nil))
+	c, _ := scriptedClient(t, cl, nil, nil)
+	w, err := c.CacheWatch(ctxShort(t), sCache, client.WatchOptions{Prefix: felix.Some("k"), Retained: true})
+	require.NoError(t, err)
+	defer w.Close()
+	ev, err := w.Next(ctxShort(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), ev.Offset)
+	ws := watchesOn(cl, 0)
+	require.Len(t, ws, 2)
+	require.Equal(t, felix.Some[uint64](5), ws[1].FromOffset, "resumed where it went live")
+	require.False(t, ws[1].Retained)
+}
