@@ -33,22 +33,29 @@ type SubscribeOptions struct {
 // down or the shard moved (shard_moved), it resubscribes on the shard's
 // owner at the offset after the last record it delivered (no gap, no
 // duplicate: records below that offset are dropped should a broker resend
-// them). After shard_moved it resumes at max(last delivered + 1,
-// resume_from), at resume_from before any delivery, and at the new owner's
-// live tail when the broker sent no resume_from (an in-memory stream) and
-// no offset is known, whatever Start said. After subscription_lagged it
-// resumes gaplessly at the last delivered + 1 (resume_from before any
-// delivery) and reports NoticeLagged with that offset; LagAsError ends it
-// instead. A delivered record beyond the previous + 1 + its
-// SkippedBefore is reported as NoticeDropped with the missing range, and
-// counted (Dropped).
+// them); before any delivery, at the start_offset the broker answered
+// (so an idle subscription misses nothing written while it reconnects).
+// After shard_moved it resumes at max(last delivered + 1, resume_from)
+// (the offsets in between are reported as dropped, like any other gap),
+// at resume_from before any delivery, and at the new owner's live tail
+// when the broker sent no resume_from (an in-memory stream) and no offset
+// is known, whatever Start said. After subscription_lagged it resumes
+// gaplessly at the last delivered + 1 (resume_from before any delivery)
+// and reports NoticeLagged with that offset; LagAsError ends it instead.
+// A delivered record beyond the previous + 1 + its SkippedBefore is
+// reported as NoticeDropped with the missing range, and counted
+// (Dropped).
 //
-// Resumes in a row that deliver nothing (a broker ending every event
-// stream at once) are bounded by Config.MaxAttempts, with backoff; then
-// it ends with the last cause. A start position that cannot be served
-// (*felix.CursorError), a deleted stream and terminal broker errors end it
-// with that typed error; it never ends quietly on a dead connection. It ends with io.EOF (All just
-// stops) only when a live broker finished the event stream.
+// An event stream ended by an error with retry_after is resubscribed
+// only after that wait. Resumes in a row that deliver nothing (a broker
+// ending every event stream at once) back off from the second one, each
+// wait reported as a NoticeRetry, and are bounded by Config.MaxAttempts;
+// then it ends with an error that says so and wraps the last cause. A
+// start position that cannot be served (*felix.CursorError), a deleted
+// stream and terminal broker errors end it with that typed error; it
+// never ends quietly on a dead connection. It ends with io.EOF (All just
+// stops) only when a live broker finished the event stream. How each end
+// is judged is the client's decision table (see RetryClassOf).
 //
 // Next and All are not safe for concurrent use; Close may be called from
 // any goroutine.

@@ -18,8 +18,12 @@ type WatchOptions = conn.WatchOptions
 // Watch is a resumable cache watch: after a lost connection, a broker
 // shutdown or a moved shard it re-watches from the offset after the last
 // change it delivered (or, before any, from where the first watch went
-// live), so nothing is missed. cache_watch_lagged stays a typed
-// *felix.LaggedError for the caller to act on; it never ends quietly on a
+// live), so nothing is missed, and never asks for retained values again
+// (the broker refuses them together with from_offset). It is the
+// Subscription's state machine over the cache log: the same ends, waits
+// and bound on resumes, except that cache_watch_lagged stays a typed
+// *felix.LaggedError for the caller to act on and gaps between the
+// (sparse) cache-log offsets are not drops; it never ends quietly on a
 // dead connection.
 type Watch struct {
 	st   stream[CacheEvent, *conn.Watch]
