@@ -28,19 +28,32 @@ func ctxShort(t *testing.T) context.Context {
 	return ctx
 }
 
+// startingAt answers a subscribe with start_offset (and live_offset) off.
+func startingAt(off uint64) *felix.Subscribed {
+	return &felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some(off), LiveOffset: felix.Some(off)}
+}
+
+// holdOpen answers a subscribe with ans, sends batches and holds the
+// event stream open until the client stops reading it.
+func holdOpen(x *conntest.Exchange, ans *felix.Subscribed, batches ...*felix.EventBatch) error {
+	es, err := x.Subscribe(ans)
+	if err != nil {
+		return err
+	}
+	for _, b := range batches {
+		if err := es.BatchOf(b); err != nil {
+			return err
+		}
+	}
+	es.Wait()
+	return nil
+}
+
 // serveFrom serves a subscribe with three records from the offset it
 // asked for (0 for earliest, 100 for latest) and holds it open.
 func serveFrom(x *conntest.Exchange) error {
 	off := askedOffset(x)
-	es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some(off), LiveOffset: felix.Some(off)})
-	if err != nil {
-		return err
-	}
-	if err := es.BatchOf(offsets(off, 3)); err != nil {
-		return err
-	}
-	es.Wait()
-	return nil
+	return holdOpen(x, startingAt(off), offsets(off, 3))
 }
 
 // Rule 1: a latest subscription answered start_offset 7 that delivered
@@ -50,7 +63,7 @@ func TestStreamIdleSubscriptionResumesAtStartOffset(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{})
 	answered := make(chan struct{})
 	cl.Nodes[0].On("subscribe", func(x *conntest.Exchange) error {
-		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some[uint64](7), LiveOffset: felix.Some[uint64](7)})
+		es, err := x.Subscribe(startingAt(7))
 		close(answered)
 		if err != nil {
 			return err
@@ -467,15 +480,9 @@ func TestStreamDropBeforeFirstDelivery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := conntest.Start(t, conntest.Options{})
 			cl.Nodes[0].On("subscribe", func(x *conntest.Exchange) error {
-				es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some[uint64](7), LiveOffset: felix.Some[uint64](7)})
-				if err != nil {
-					return err
-				}
-				if err := es.Batch(9, tc.skipped, []byte("r9")); err != nil {
-					return err
-				}
-				es.Wait()
-				return nil
+				b := offsets(9, 1)
+				b.SkippedBefore = tc.skipped
+				return holdOpen(x, startingAt(7), b)
 			})
 			c, n := scriptedClient(t, cl, nil, nil)
 			sub := subscribeRead(t, c, client.SubscribeOptions{}, 1)
@@ -512,7 +519,7 @@ func TestStreamMovedBeforeDeliveryResumesAtStartOffset(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{Nodes: 2})
 	n1 := cl.Nodes[1]
 	cl.Nodes[0].On("subscribe", func(x *conntest.Exchange) error {
-		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some[uint64](7), LiveOffset: felix.Some[uint64](7)})
+		es, err := x.Subscribe(startingAt(7))
 		if err != nil {
 			return err
 		}
@@ -575,12 +582,7 @@ func TestStreamAllStopsAfterTheEnd(t *testing.T) {
 	cl.SetShards("s", 2, felix.RoutingModulo)
 	cl.Nodes[0].On("subscribe", deliverThen(&felix.StreamDeletedError{}))
 	cl.Nodes[0].Always("subscribe", func(x *conntest.Exchange) error {
-		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
-		if err != nil {
-			return err
-		}
-		es.Wait()
-		return nil
+		return holdOpen(x, &felix.Subscribed{SubscriptionID: subIDs.Add(1)})
 	})
 	c, _ := scriptedClient(t, cl, nil, nil)
 	sub, err := c.Subscribe(ctxShort(t), sTopic, client.SubscribeOptions{Shard: 1})
@@ -620,13 +622,7 @@ func TestStreamShardedOffsetsOfIdleShards(t *testing.T) {
 	cl := conntest.Start(t, conntest.Options{})
 	cl.SetShards("s", 2, felix.RoutingModulo)
 	cl.Nodes[0].Always("subscribe", func(x *conntest.Exchange) error {
-		start := 7 + uint64(x.Request.Message.(*felix.Subscribe).Shard.V)
-		es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1), StartOffset: felix.Some(start), LiveOffset: felix.Some(start)})
-		if err != nil {
-			return err
-		}
-		es.Wait()
-		return nil
+		return holdOpen(x, startingAt(7+uint64(x.Request.Message.(*felix.Subscribe).Shard.V)))
 	})
 	c, _ := scriptedClient(t, cl, nil, nil)
 	ss, err := c.SubscribeSharded(ctxShort(t), sTopic, client.ShardedOptions{})
