@@ -56,11 +56,8 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	if n == 0 {
 		return nil, fmt.Errorf("%w: %s/%s in tenant %q (check the names, or create the stream)", ErrUnknownStream, t.Namespace, t.Stream, t.TenantID)
 	}
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultShardEvents
-	}
 	ss := &ShardedSubscription{}
-	err = ss.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
+	err = ss.set.start(ctx, c, ss, "subscribe", t.Stream, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
 		so := SubscribeOptions{Start: o.Start, Shard: shard}
 		off, ok := o.From[shard]
 		if ok {
@@ -71,19 +68,9 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 			off, ok = s.Offset() // where the broker said it starts
 		}
 		return s, off, ok, err
-	}, func(shard uint32, s *Subscription, err error) {
-		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}
-		if s != nil {
-			ev.Addr = s.st.where()
-		}
-		c.emit(ev)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !c.track(ss) {
-		ss.Close()
-		return nil, ErrClosed
 	}
 	return ss, nil
 }
@@ -116,8 +103,4 @@ func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, er
 func (ss *ShardedSubscription) Offsets() map[uint32]uint64 { return ss.set.resumeOffsets() }
 
 // Close ends every shard's subscription; it is idempotent.
-func (ss *ShardedSubscription) Close() error {
-	ss.set.close()
-	ss.set.c.untrack(ss)
-	return nil
-}
+func (ss *ShardedSubscription) Close() error { return ss.set.end(ss) }

@@ -193,3 +193,6 @@ func (c *Client) probe(ctx context.Context, addr string) error {
 	}
 	return cc.Probe(ctx)
 }
+
+// where returns the broker the current event stream is on.
+func (x *Subscription) where() string { return x.st.where() }

@@ -90,3 +90,6 @@ func (w *Watch) All(ctx context.Context) iter.Seq2[CacheEvent, error] { return a
 func (w *Watch) Close() error {
 	return w.st.end(w)
 }
+
+// where returns the broker the current event stream is on.
+func (x *Watch) where() string { return x.st.where() }
