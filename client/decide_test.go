@@ -63,6 +63,12 @@ func TestDecisionTable(t *testing.T) {
 		{"closed under the call", ErrClosed, actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
 		{"eof", io.EOF, actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
 		{"unknown", errors.New("something else"), actReturn, actReturn, felix.RetryFatal, 0, false},
+		// An event stream's end (the resumer's rows).
+		{"shard moved", &felix.ShardMovedError{NodeID: "n2", Addr: "127.0.0.1:9", Generation: 5, HasResumeFrom: true, ResumeFrom: 7}, actMoved, actMoved, felix.RetryRedirect, 0, true},
+		{"lagged", &felix.LaggedError{ResumeFrom: 3}, actLagged, actLagged, felix.RetryRetry, 0, false},
+		{"stream deleted", &felix.StreamDeletedError{}, actReturn, actReturn, felix.RetryFatal, 0, false},
+		{"stream ended", endOfStream(io.EOF), actEndLive, actEndLive, felix.RetryFatal, 0, false},
+		{"stream lost", endOfStream(te), actFailover, actAmbiguous, felix.RetryOutcomeUnknown, 0, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,4 +90,14 @@ func TestDecisionTable(t *testing.T) {
 	v = decide(&felix.NotLeaderError{NodeID: "n2", Addr: "a:1", Generation: 3}, true)
 	require.Equal(t, ownerHint{nodeID: "n2", addr: "a:1", gen: 3}, *v.hint)
 	require.Zero(t, RetryClassOf(nil))
+	v = decide(&felix.ShardMovedError{NodeID: "n2", Addr: "a:1", Generation: 5, HasResumeFrom: true, ResumeFrom: 7}, true)
+	require.Equal(t, ownerHint{nodeID: "n2", addr: "a:1", gen: 5}, *v.hint, "the owner shard_moved names")
+	require.Equal(t, uint64(7), v.resumeFrom)
+	require.True(t, v.hasResumeFrom)
+	v = decide(&felix.ShardMovedError{NodeID: "n2", Addr: "a:1"}, true)
+	require.False(t, v.hasResumeFrom, "no resume_from: none")
+	v = decide(&felix.LaggedError{ResumeFrom: 3}, true)
+	require.Equal(t, uint64(3), v.resumeFrom)
+	v = decide(&felix.BrokerError{Code: felix.CodeOverloaded, Retry: felix.RetryAfter, RetryAfter: time.Hour}, true)
+	require.Equal(t, time.Hour, v.retryAfter, "an event stream's end with retry_after waits it")
 }

@@ -101,7 +101,10 @@
 // or returns an error (a trimmed cursor stays a typed error for the caller
 // to decide; subscription_lagged resumes gaplessly with a NoticeLagged
 // unless SubscribeOptions.LagAsError, and offsets missing between
-// delivered records are reported as NoticeDropped). A ShardedSubscription reads every
+// delivered records are reported as NoticeDropped). A Subscription reads
+// ONE shard (SubscribeOptions.Shard, 0 by default); on a stream of several
+// shards, shard 0 alone is announced with a NoticeOneShard logged at Warn.
+// A ShardedSubscription (SubscribeSharded) reads every
 // shard of a stream through one iterator, each shard following its owner;
 // a lost shard is reported while the others keep delivering, and its
 // Offsets map resumes every shard. Cache watches (Watch, ShardedWatch)

@@ -147,9 +147,13 @@ const (
 	actRetry                   // wait and retry (same or any broker)
 	actFailover                // the broker failed: another broker first
 	actAmbiguous               // may have been applied and not safe to re-send
+	// The rows of an event stream's end (see the resumer).
+	actMoved   // shard_moved: resume on the owner named, at resume_from
+	actLagged  // lagged: resume without a gap, or end when asked to
+	actEndLive // a clean end: ends if the broker is live, else failover
 )
 
-var actionNames = [...]string{"return", "redirect", "retry", "failover", "ambiguous"}
+var actionNames = [...]string{"return", "redirect", "retry", "failover", "ambiguous", "moved", "lagged", "end_if_live"}
 
 func (a action) String() string { return actionNames[a] }
 
@@ -163,6 +167,24 @@ type verdict struct {
 	budget int
 	// class is the retry class RetryClassOf reports for the error.
 	class felix.RetryClass
+	// resumeFrom is where a moved or lagged event stream resumes, when
+	// the broker said (hasResumeFrom).
+	resumeFrom    uint64
+	hasResumeFrom bool
+}
+
+// errEndOfStream is a clean end of an event stream: conn's io.EOF from an
+// event stream's Next, which the table tells apart from an io.EOF under a
+// request (a lost connection). See endOfStream.
+var errEndOfStream = errors.New("client: event stream ended by the broker")
+
+// endOfStream is the error an event stream's Next ended with, as the
+// table reads it.
+func endOfStream(err error) error {
+	if err == io.EOF {
+		return errEndOfStream
+	}
+	return err
 }
 
 // notSent marks a failure that happened before the request was written
@@ -209,13 +231,22 @@ const notFoundAttempts = 2
 //	  fatal                                     return       return
 //	felix.ErrNotAdvertised, *felix.Error,
 //	  *felix.CursorError                         return       return
+//	an event stream's end (the resumer):
+//	  *felix.ShardMovedError                     moved        moved
+//	  *felix.LaggedError                         lagged       lagged
+//	  *felix.StreamDeletedError                  return       return
+//	  clean end (errEndOfStream)                end if live  end if live
 //	lost connection: *conn.TransportError,
 //	  felix.ErrProtocol, conn.ErrClosed, io.EOF  failover     ambiguous
 //	anything else                               return       return
 //
 // A request the broker refused to accept before writing it is free to be
 // re-sent (retry), and a redirect never spends the retry budget (the
-// retry loop, Client.run, counts neither).
+// retry loop, Client.run, counts neither). An event stream's end is
+// judged here too, every other row as for a safe call: moved resumes on
+// the owner named (retry class redirect), lagged resumes gaplessly or
+// ends when the caller asked (class retry), a clean end by a live broker
+// ends the stream and one by a broker going away fails over.
 func decide(err error, safe bool) verdict {
 	var (
 		amb *AmbiguousError
@@ -226,8 +257,19 @@ func decide(err error, safe bool) verdict {
 		te  *conn.TransportError
 		fe  *felix.Error
 		ce  *felix.CursorError
+		sm  *felix.ShardMovedError
+		lag *felix.LaggedError
 	)
 	switch {
+	case err == errEndOfStream:
+		return verdict{act: actEndLive, class: felix.RetryFatal}
+	case errors.As(err, &sm):
+		return verdict{act: actMoved, class: felix.RetryRedirect, hint: &ownerHint{nodeID: sm.NodeID, addr: sm.Addr, gen: sm.Generation},
+			resumeFrom: sm.ResumeFrom, hasResumeFrom: sm.HasResumeFrom}
+	case errors.As(err, &lag):
+		return verdict{act: actLagged, class: felix.RetryRetry, resumeFrom: lag.ResumeFrom, hasResumeFrom: true}
+	case errors.As(err, new(*felix.StreamDeletedError)):
+		return verdict{act: actReturn, class: felix.RetryFatal}
 	case errors.As(err, &amb):
 		return verdict{act: actAmbiguous, class: felix.RetryOutcomeUnknown}
 	case errors.As(err, &ns):

@@ -46,9 +46,14 @@ const (
 	// the previous one + 1 + its skipped_before: Count offsets from Offset
 	// on were never delivered (Subscription.Dropped counts them).
 	NoticeDropped
+	// NoticeOneShard: a Subscribe of shard 0 (the default) of Stream, which
+	// has Count shards, reads that one shard only: the records keyed to
+	// the other shards are not delivered to it. Use SubscribeSharded to
+	// read every shard. It is logged at Warn level.
+	NoticeOneShard
 )
 
-var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost", "lagged", "dropped"}
+var kindNames = [...]string{"", "connected", "disconnected", "dial_failed", "discovered", "redirect", "retry", "resumed", "shard_lost", "lagged", "dropped", "one_shard"}
 
 // String returns the kind's name.
 func (k NoticeKind) String() string {
@@ -78,7 +83,8 @@ type Notice struct {
 	// Offset is where a subscription or watch resumed (or, for
 	// NoticeDropped, the first offset missing).
 	Offset uint64
-	// Count is the number of offsets missing (NoticeDropped).
+	// Count is the number of offsets missing (NoticeDropped), or the
+	// stream's shard count (NoticeOneShard).
 	Count uint64
 	// Detail is free text (e.g. how an address was discovered).
 	Detail string
@@ -99,8 +105,10 @@ func (c *Client) emit(ev Notice) { c.notify(ev) }
 // LogNotices returns an observer that writes each Notice to l as one
 // structured record (message "felix client", attribute "event" the kind's
 // name): state changes, redirects, retries and resumes at Info,
-// discoveries at Debug. A failure is attribute "err"; a resume, which
-// succeeded, names what ended the previous event stream as "after". Config.Logger is this observer joined to
+// discoveries at Debug, a subscription reading one shard of several
+// (NoticeOneShard) at Warn. A failure is attribute "err"; a resume, which
+// succeeded, names what ended the previous event stream as "after".
+// Config.Logger is this observer joined to
 // Config.OnNotice; a nil l yields nil.
 func LogNotices(l *slog.Logger) func(Notice) {
 	if l == nil {
@@ -112,8 +120,11 @@ func LogNotices(l *slog.Logger) func(Notice) {
 // logNotice writes ev to l (see LogNotices).
 func logNotice(l *slog.Logger, ev Notice) {
 	lvl := slog.LevelInfo
-	if ev.Kind == NoticeDiscovered {
+	switch ev.Kind {
+	case NoticeDiscovered:
 		lvl = slog.LevelDebug
+	case NoticeOneShard:
+		lvl = slog.LevelWarn
 	}
 	if !l.Enabled(context.Background(), lvl) {
 		return

@@ -12,6 +12,8 @@ import (
 type shardIter[E any] interface {
 	Next(ctx context.Context) (E, error)
 	Close() error
+	// where returns the broker its event stream is on.
+	where() string
 }
 
 // shardSet is the mechanism under ShardedSubscription and ShardedWatch:
@@ -21,6 +23,8 @@ type shardIter[E any] interface {
 // *ShardLostError) while the others go on.
 type shardSet[E any, S shardIter[E]] struct {
 	c       *Client
+	op      string // the notices' Op and Stream
+	name    string
 	shards  []S
 	started []bool
 	ch      chan fanItem[E]
@@ -46,17 +50,21 @@ type fanItem[E any] struct {
 	err   error // set on the shard's last item
 }
 
-// open starts every one of n shards with open (which also returns the
+// start starts every one of n shards with open (which also returns the
 // shard's starting offset, when it has one), buffering up to buffer
-// items ahead of the consumer. A shard that cannot start is lost from
-// the outset (lost is told, Next reports it) while the others deliver;
-// when none can start, or ctx ends or the client closes, the error is
-// returned and every started shard closed. lost is also told, with the
-// shard's iterator, when a started shard ends with an error other than
-// io.EOF.
-func (ss *shardSet[E, S]) open(ctx context.Context, c *Client, n uint32, buffer int,
-	open func(shard uint32) (s S, start uint64, hasStart bool, err error), lost func(shard uint32, s S, err error)) error {
-	ss.c, ss.live = c, int(n)
+// items ahead of the consumer (0: DefaultShardEvents), and has the client
+// track x (the sharded iterator) until it closes. A shard that cannot
+// start is lost from the outset (a NoticeShardLost, and Next reports it)
+// while the others deliver; when none can start, or ctx ends or the
+// client closes, the error is returned and every started shard closed. A
+// started shard that ends with an error other than io.EOF is lost the
+// same way.
+func (ss *shardSet[E, S]) start(ctx context.Context, c *Client, x closer, op, name string, n uint32, buffer int,
+	open func(shard uint32) (s S, start uint64, hasStart bool, err error)) error {
+	if buffer <= 0 {
+		buffer = DefaultShardEvents
+	}
+	ss.c, ss.live, ss.op, ss.name = c, int(n), op, name
 	ss.shards, ss.started = make([]S, n), make([]bool, n)
 	ss.ch = make(chan fanItem[E], buffer+int(n))
 	ss.offsets = make(map[uint32]uint64, n)
@@ -79,18 +87,33 @@ func (ss *shardSet[E, S]) open(ctx context.Context, c *Client, n uint32, buffer 
 	}
 	for i := range n {
 		if !ss.started[i] {
-			var zero S
-			lost(i, zero, failed[i])
+			ss.lost(i, "", failed[i])
 			ss.ch <- fanItem[E]{shard: i, err: failed[i]}
 			continue
 		}
-		ss.pump(i, ss.shards[i], lost)
+		ss.pump(i, ss.shards[i])
+	}
+	if !c.track(x) {
+		ss.close()
+		return ErrClosed
 	}
 	return nil
 }
 
+// lost reports a shard that ended with err (on addr, when known).
+func (ss *shardSet[E, S]) lost(shard uint32, addr string, err error) {
+	ss.c.emit(Notice{Kind: NoticeShardLost, Op: ss.op, Addr: addr, Stream: ss.name, Shard: shard, Err: err})
+}
+
+// end closes every shard and the client stops tracking x.
+func (ss *shardSet[E, S]) end(x closer) error {
+	ss.close()
+	ss.c.untrack(x)
+	return nil
+}
+
 // pump moves one shard's items to the merged channel until it ends.
-func (ss *shardSet[E, S]) pump(shard uint32, s S, lost func(uint32, S, error)) {
+func (ss *shardSet[E, S]) pump(shard uint32, s S) {
 	ss.wg.Add(1)
 	go func() {
 		defer ss.wg.Done()
@@ -101,7 +124,7 @@ func (ss *shardSet[E, S]) pump(shard uint32, s S, lost func(uint32, S, error)) {
 					return
 				}
 				if err != io.EOF {
-					lost(shard, s, err)
+					ss.lost(shard, s.where(), err)
 				}
 				select {
 				case ss.ch <- fanItem[E]{shard: shard, err: err}:
@@ -180,22 +203,26 @@ func (ss *shardSet[E, S]) close() {
 	})
 }
 
-// allShards iterates over next until io.EOF: a *ShardLostError is yielded
-// and iteration goes on; any other error is yielded and ends it.
-func allShards[E any](ctx context.Context, next func(context.Context) (E, error)) iter.Seq2[E, error] {
+// all iterates over next until it returns io.EOF (which just stops),
+// ctx ends or the loop breaks: an error goOn accepts (a sharded
+// iterator's *ShardLostError) is yielded and iteration goes on, any other
+// is yielded once, last. It is the All of every iterator of the package.
+func all[E any](ctx context.Context, next func(context.Context) (E, error), goOn func(error) bool) iter.Seq2[E, error] {
 	return func(yield func(E, error) bool) {
 		for {
 			ev, err := next(ctx)
 			if err == io.EOF {
 				return
 			}
-			if !yield(ev, err) {
-				return
-			}
-			var lost *ShardLostError
-			if err != nil && !errors.As(err, &lost) {
+			if !yield(ev, err) || err != nil && (goOn == nil || !goOn(err)) {
 				return
 			}
 		}
 	}
+}
+
+// shardLost reports a *ShardLostError: one shard ended, the others go on.
+func shardLost(err error) bool {
+	var lost *ShardLostError
+	return errors.As(err, &lost)
 }

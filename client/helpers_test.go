@@ -149,7 +149,10 @@ func (n *notices) wait(t testing.TB, k client.NoticeKind, match func(client.Noti
 		}
 	}
 	n.mu.Unlock()
-	ctx := ctxT(t)
+	// Its own short deadline: a notice that never comes fails the test
+	// within seconds, not at the package timeout.
+	ctx, cancel := context.WithTimeout(ctxT(t), noticeWait)
+	defer cancel()
 	for {
 		select {
 		case ev := <-n.ch:
@@ -157,10 +160,13 @@ func (n *notices) wait(t testing.TB, k client.NoticeKind, match func(client.Noti
 				return ev
 			}
 		case <-ctx.Done():
-			require.FailNow(t, "notice not seen", k.String())
+			require.FailNow(t, "notice not seen", "%s within %v", k, noticeWait)
 		}
 	}
 }
+
+// noticeWait bounds notices.wait.
+const noticeWait = 20 * time.Second
 
 func newClient(t testing.TB, seeds []string, adjust func(*client.Config)) (*client.Client, *notices) {
 	t.Helper()

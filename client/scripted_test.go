@@ -78,14 +78,7 @@ var subIDs atomic.Uint64
 // echoFrom serves a subscribe with one record at the offset it asked for
 // (100 for latest, 0 for earliest) and holds the subscription open.
 func echoFrom(x *conntest.Exchange) error {
-	m := x.Request.Message.(*felix.Subscribe)
-	off := uint64(100)
-	switch m.Start.V.Kind {
-	case felix.StartOffset:
-		off = m.Start.V.Offset
-	case felix.StartEarliest:
-		off = 0
-	}
+	off := askedOffset(x)
 	es, err := x.Subscribe(&felix.Subscribed{SubscriptionID: subIDs.Add(1)})
 	if err != nil {
 		return err
@@ -95,6 +88,19 @@ func echoFrom(x *conntest.Exchange) error {
 	}
 	es.Wait()
 	return nil
+}
+
+// askedOffset returns the offset a subscribe asked for: 0 for earliest,
+// 100 for latest.
+func askedOffset(x *conntest.Exchange) uint64 {
+	start := x.Request.Message.(*felix.Subscribe).Start.V
+	switch start.Kind {
+	case felix.StartOffset:
+		return start.Offset
+	case felix.StartEarliest:
+		return 0
+	}
+	return 100
 }
 
 // deliverThen serves a subscribe with batches, then ends the event stream
@@ -947,7 +953,7 @@ func TestScriptedFruitlessResumesBounded(t *testing.T) {
 	cl.Nodes[0].Always("subscribe", deliverThen(&felix.LaggedError{ResumeFrom: 5}))
 	c, _ := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts = 2 })
 	sub := subscribeRead(t, c, client.SubscribeOptions{Start: felix.StartAt(5)}, 0)
-	_, err := sub.Next(ctxT(t))
+	_, err := sub.Next(ctxShort(t)) // an unbounded loop fails within seconds
 	var le *felix.LaggedError
 	require.ErrorAs(t, err, &le)
 	require.Len(t, subscribesOn(cl, 0), 3, "the first subscribe and two resumes")

@@ -56,32 +56,22 @@ func (c *Client) SubscribeSharded(ctx context.Context, t Topic, o ShardedOptions
 	if n == 0 {
 		return nil, fmt.Errorf("%w: %s/%s in tenant %q (check the names, or create the stream)", ErrUnknownStream, t.Namespace, t.Stream, t.TenantID)
 	}
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultShardEvents
-	}
 	ss := &ShardedSubscription{}
 	ss.set.release = Event.Release // the consumer moved past the event
-	err = ss.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
+	err = ss.set.start(ctx, c, ss, "subscribe", t.Stream, n, o.Buffer, func(shard uint32) (*Subscription, uint64, bool, error) {
 		so := SubscribeOptions{Start: o.Start, Shard: shard, Payloads: PayloadsUntilRelease}
 		off, ok := o.From[shard]
 		if ok {
 			so.Start = felix.StartAt(off)
 		}
-		s, err := c.Subscribe(ctx, t, so)
-		return s, off, ok, err
-	}, func(shard uint32, s *Subscription, err error) {
-		ev := Notice{Kind: NoticeShardLost, Op: "subscribe", Stream: t.Stream, Shard: shard, Err: err}
-		if s != nil {
-			ev.Addr = s.addr
+		s, err := c.subscribe(ctx, t, so)
+		if err == nil && !ok {
+			off, ok = s.Offset() // where the broker said it starts
 		}
-		c.emit(ev)
+		return s, off, ok, err
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !c.track(ss) {
-		ss.Close()
-		return nil, ErrClosed
 	}
 	return ss, nil
 }
@@ -106,17 +96,14 @@ func (ss *ShardedSubscription) Next(ctx context.Context) (ShardEvent, error) {
 // yielded and iteration goes on; it stops when every shard ended, ctx
 // ends (its error is yielded) or the loop breaks.
 func (ss *ShardedSubscription) All(ctx context.Context) iter.Seq2[ShardEvent, error] {
-	return allShards(ctx, ss.Next)
+	return all(ctx, ss.Next, shardLost)
 }
 
 // Offsets returns, per shard, the offset after the last record Next
-// returned (or the From offset given): pass it as ShardedOptions.From to
-// resume.
+// returned (before any, the From offset given or where the broker said
+// the shard's subscription starts): pass it as ShardedOptions.From to
+// resume without a gap.
 func (ss *ShardedSubscription) Offsets() map[uint32]uint64 { return ss.set.resumeOffsets() }
 
 // Close ends every shard's subscription; it is idempotent.
-func (ss *ShardedSubscription) Close() error {
-	ss.set.close()
-	ss.set.c.untrack(ss)
-	return nil
-}
+func (ss *ShardedSubscription) Close() error { return ss.set.end(ss) }

@@ -2,11 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
-	"io"
 	"iter"
-	"sync"
-	"sync/atomic"
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
@@ -22,21 +18,18 @@ type WatchOptions = conn.WatchOptions
 // Watch is a resumable cache watch: after a lost connection, a broker
 // shutdown or a moved shard it re-watches from the offset after the last
 // change it delivered (or, before any, from where the first watch went
-// live), so nothing is missed. cache_watch_lagged stays a typed
-// *felix.LaggedError for the caller to act on; it never ends quietly on a
+// live), so nothing is missed, and never asks for retained values again
+// (the broker refuses them together with from_offset). It is the
+// Subscription's state machine over the cache log: the same ends, waits
+// and bound on resumes, except that cache_watch_lagged stays a typed
+// *felix.LaggedError for the caller to act on and gaps between the
+// (sparse) cache-log offsets are not drops; it never ends quietly on a
 // dead connection.
 type Watch struct {
-	c    *Client
+	st   stream[CacheEvent, *conn.Watch]
 	ref  CacheRef
 	o    WatchOptions
-	pos  resumer
-	addr string
-	info *felix.CacheWatchStarted
-
-	mu     sync.Mutex
-	cur    *conn.Watch
-	closed atomic.Bool
-	err    error
+	info *felix.CacheWatchStarted // the first answer, under st.mu
 }
 
 // CacheWatch starts a resumable watch.
@@ -44,148 +37,59 @@ func (c *Client) CacheWatch(ctx context.Context, ref CacheRef, o WatchOptions) (
 	if err := c.checkCache("cache_watch", ref); err != nil {
 		return nil, err
 	}
-	w := &Watch{c: c, ref: ref, o: o}
+	w := &Watch{ref: ref, o: o}
 	// cache_watch_lagged stays an error: the cache keeps no log to resume
 	// a lagged watch from without a gap.
-	w.pos = resumer{c: c, op: "cache_watch", lagAsError: true,
-		key: ownerKey{kind: felix.ShardKindCache, tenant: ref.TenantID, namespace: ref.Namespace, name: ref.Cache, shard: o.Shard.V}}
-	if err := w.open(ctx, o, nil); err != nil {
+	w.st = stream[CacheEvent, *conn.Watch]{c: c, prepare: w.prepare, offset: changeOffset,
+		pos: resumer{c: c, op: "cache_watch", lagAsError: true,
+			key: ownerKey{kind: felix.ShardKindCache, tenant: ref.TenantID, namespace: ref.Namespace, name: ref.Cache, shard: o.Shard.V}},
+		opened: func(cw *conn.Watch) (uint64, bool) {
+			if w.info == nil {
+				w.info = cw.Info()
+			}
+			// Changes from here on are live: a resume before any change
+			// starts here.
+			return cw.Info().ResumeOffset, true
+		}}
+	if err := w.st.begin(ctx, w); err != nil {
 		return nil, err
-	}
-	if !c.track(w) {
-		w.Close()
-		return nil, ErrClosed
 	}
 	return w, nil
 }
 
-func (w *Watch) open(ctx context.Context, o WatchOptions, cause error) error {
-	k := w.pos.key
-	var cw *conn.Watch
-	var addr string
-	err := w.c.run(ctx, call{op: "cache_watch", key: &k, safe: true}, func(ctx context.Context, cc *conn.Client, b *broker) error {
-		var err error
-		cw, err = cc.CacheWatch(ctx, w.ref, o)
-		addr = b.addr
-		return err
-	})
-	if err != nil {
-		return err
+// prepare returns how to watch: as asked the first time, then from the
+// resumer's offset and without retained values (they were delivered
+// already, and the broker refuses retained together with from_offset).
+func (w *Watch) prepare(resume bool, _ error) (func(context.Context, *conn.Client) (*conn.Watch, error), error) {
+	o := w.o
+	if resume {
+		off, _ := w.st.pos.at()
+		o.Retained, o.FromOffset = false, felix.Some(off)
 	}
-	w.mu.Lock()
-	if w.closed.Load() {
-		w.mu.Unlock()
-		cw.Close()
-		return ErrClosed
-	}
-	w.cur, w.addr = cw, addr
-	if w.info == nil {
-		w.info = cw.Info()
-	}
-	if !w.pos.hasNext {
-		// Changes from here on are live: a resume before any change
-		// starts here.
-		w.pos.next, w.pos.hasNext = cw.Info().ResumeOffset, true
-	}
-	w.mu.Unlock()
-	if cause != nil {
-		w.c.emit(Notice{Kind: NoticeResumed, Op: "cache_watch", Addr: addr, Stream: w.ref.Cache, Offset: o.FromOffset.V, Err: cause})
-	}
-	return nil
+	return func(ctx context.Context, cc *conn.Client) (*conn.Watch, error) { return cc.CacheWatch(ctx, w.ref, o) }, nil
 }
+
+// changeOffset returns a change's cache-log offset (sparse: no drops are
+// told from its gaps).
+func changeOffset(ev CacheEvent) (off, skipped uint64, ok bool) { return ev.Offset, 0, true }
 
 // Info returns the broker's answer to the first watch.
-func (w *Watch) Info() *felix.CacheWatchStarted { return w.info }
+func (w *Watch) Info() *felix.CacheWatchStarted {
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
+	return w.info
+}
 
 // Next returns the next change; see Watch for how it ends.
-func (w *Watch) Next(ctx context.Context) (CacheEvent, error) {
-	for {
-		if w.err != nil {
-			return CacheEvent{}, w.err
-		}
-		if w.closed.Load() {
-			return CacheEvent{}, ErrClosed
-		}
-		w.mu.Lock()
-		cur := w.cur
-		w.mu.Unlock()
-		if cur == nil {
-			if err := w.resume(ctx, nil); err != nil {
-				return CacheEvent{}, err
-			}
-			continue
-		}
-		ev, err := cur.Next(ctx)
-		if err == nil {
-			if !w.pos.deliver(w.addr, ev.Offset, 0) {
-				continue // already delivered (replayed after a resume)
-			}
-			return ev, nil
-		}
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return CacheEvent{}, err
-		}
-		if w.closed.Load() {
-			return CacheEvent{}, ErrClosed
-		}
-		if err := w.handleEnd(ctx, cur, err); err != nil {
-			if ctx.Err() == nil {
-				w.err = err
-			}
-			return CacheEvent{}, err
-		}
-	}
-}
-
-func (w *Watch) handleEnd(ctx context.Context, cur *conn.Watch, err error) error {
-	cur.Close()
-	w.mu.Lock()
-	w.cur = nil
-	addr := w.addr
-	w.mu.Unlock()
-	if end := w.pos.ended(ctx, addr, err); end != nil {
-		return end
-	}
-	return w.resume(ctx, err)
-}
-
-func (w *Watch) resume(ctx context.Context, cause error) error {
-	o := w.o
-	o.Retained = false // the retained state was delivered already
-	o.FromOffset = felix.Some(w.pos.next)
-	return w.open(ctx, o, cause)
-}
+func (w *Watch) Next(ctx context.Context) (CacheEvent, error) { return w.st.next(ctx) }
 
 // All iterates over the changes like Subscription.All.
-func (w *Watch) All(ctx context.Context) iter.Seq2[CacheEvent, error] {
-	return func(yield func(CacheEvent, error) bool) {
-		for {
-			ev, err := w.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(CacheEvent{}, err)
-				return
-			}
-			if !yield(ev, nil) {
-				return
-			}
-		}
-	}
-}
+func (w *Watch) All(ctx context.Context) iter.Seq2[CacheEvent, error] { return all(ctx, w.Next, nil) }
 
 // Close ends the watch; it is idempotent.
 func (w *Watch) Close() error {
-	if w.closed.Swap(true) {
-		return nil
-	}
-	w.mu.Lock()
-	cur := w.cur
-	w.mu.Unlock()
-	if cur != nil {
-		cur.Close()
-	}
-	w.c.untrack(w)
-	return nil
+	return w.st.end(w)
 }
+
+// where returns the broker the current event stream is on.
+func (x *Watch) where() string { return x.st.where() }

@@ -63,11 +63,8 @@ func (c *Client) CacheWatchSharded(ctx context.Context, ref CacheRef, o ShardedW
 	if n == 0 {
 		return nil, fmt.Errorf("%w: %s/%s in tenant %q (check the names, or create the cache)", ErrUnknownCache, ref.Namespace, ref.Cache, ref.TenantID)
 	}
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultShardEvents
-	}
 	sw := &ShardedWatch{}
-	err = sw.set.open(ctx, c, n, o.Buffer, func(shard uint32) (*Watch, uint64, bool, error) {
+	err = sw.set.start(ctx, c, sw, "cache_watch", ref.Cache, n, o.Buffer, func(shard uint32) (*Watch, uint64, bool, error) {
 		wo := WatchOptions{Prefix: felix.Some(o.Prefix), Shard: felix.Some(shard), Retained: o.Retained}
 		off, ok := o.From[shard]
 		if ok {
@@ -81,15 +78,9 @@ func (c *Client) CacheWatchSharded(ctx context.Context, ref CacheRef, o ShardedW
 			off = w.Info().ResumeOffset // where it went live
 		}
 		return w, off, true, nil
-	}, func(shard uint32, _ *Watch, err error) {
-		c.emit(Notice{Kind: NoticeShardLost, Op: "cache_watch", Stream: ref.Cache, Shard: shard, Err: err})
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !c.track(sw) {
-		sw.Close()
-		return nil, ErrClosed
 	}
 	return sw, nil
 }
@@ -112,7 +103,7 @@ func (sw *ShardedWatch) Next(ctx context.Context) (ShardCacheEvent, error) {
 // yielded and iteration goes on; it stops when every shard ended, ctx
 // ends (its error is yielded) or the loop breaks.
 func (sw *ShardedWatch) All(ctx context.Context) iter.Seq2[ShardCacheEvent, error] {
-	return allShards(ctx, sw.Next)
+	return all(ctx, sw.Next, shardLost)
 }
 
 // Offsets returns, per shard, the cache-log offset after the last change
@@ -121,8 +112,4 @@ func (sw *ShardedWatch) All(ctx context.Context) iter.Seq2[ShardCacheEvent, erro
 func (sw *ShardedWatch) Offsets() map[uint32]uint64 { return sw.set.resumeOffsets() }
 
 // Close ends every shard's watch; it is idempotent.
-func (sw *ShardedWatch) Close() error {
-	sw.set.close()
-	sw.set.c.untrack(sw)
-	return nil
-}
+func (sw *ShardedWatch) Close() error { return sw.set.end(sw) }

@@ -126,7 +126,7 @@ func (f *shardedCache) watch(st *conn.Stream, m *felix.CacheWatch, first bool) {
 func TestCacheWatchShardedCoversEveryShard(t *testing.T) {
 	f := startShardedCache(t)
 	c, n := newClient(t, []string{f.ln.Addr().String()}, nil)
-	ctx := ctxT(t)
+	ctx := ctxShort(t)
 	ref := client.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "sessions"}
 	w, err := c.CacheWatchSharded(ctx, ref, client.ShardedWatchOptions{Prefix: "user/", From: map[uint32]uint64{0: 1, 1: 1, 2: 1}})
 	require.NoError(t, err)
@@ -163,7 +163,7 @@ func TestCacheWatchShardedCoversEveryShard(t *testing.T) {
 func TestCacheWatchShardedUnknownCache(t *testing.T) {
 	f := startShardedCache(t)
 	c, _ := newClient(t, []string{f.ln.Addr().String()}, nil)
-	_, err := c.CacheWatchSharded(ctxT(t), client.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "nope"}, client.ShardedWatchOptions{})
+	_, err := c.CacheWatchSharded(ctxShort(t), client.CacheRef{TenantID: server.DemoTenant, Namespace: "ns", Cache: "nope"}, client.ShardedWatchOptions{})
 	require.ErrorIs(t, err, client.ErrUnknownCache)
 	require.ErrorContains(t, err, "ns/nope")
 }

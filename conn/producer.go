@@ -43,8 +43,8 @@ func (c *Client) NewProducer(ctx context.Context) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !ps.caps.CanRequest("producer_init") {
-		return nil, notAdvertised("producer_init (FEATURE_IDEMPOTENT_PRODUCER)")
+	if what := ps.caps.Unadvertised(producerInit(0)); what != "" { // the request table's gate
+		return nil, notAdvertised(what)
 	}
 	ans, err := ps.request(ctx, func(id uint64) felix.Message { return producerInit(id) })
 	if err != nil {

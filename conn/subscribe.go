@@ -148,11 +148,11 @@ func (c *Client) Subscribe(ctx context.Context, t felix.Topic, o SubscribeOption
 		cs.abort()
 		return nil, notAdvertised("subscribe start position (flag 0x0020)")
 	}
-	if o.QueueCapacity != 0 && !cs.caps.CanQueueCapacity() {
-		cs.abort()
-		return nil, notAdvertised("queue_capacity (FEATURE_SUBSCRIBE_QUEUE)")
-	}
 	m := subscribeMessage(t, o)
+	if what := cs.caps.Unadvertised(m); what != "" { // the request table's gates
+		cs.abort()
+		return nil, notAdvertised(what)
+	}
 	ans, err := cs.oneShot(ctx, m)
 	if err != nil {
 		return nil, err

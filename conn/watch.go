@@ -109,16 +109,12 @@ func (c *Client) CacheWatch(ctx context.Context, ref felix.CacheRef, o WatchOpti
 	if err != nil {
 		return nil, err
 	}
-	if !cs.caps.CanRequest("cache_watch") {
-		cs.abort()
-		return nil, notAdvertised("cache_watch (FEATURE_CACHE_WATCH)")
-	}
-	if o.Retained && !cs.caps.CanRetained() {
-		cs.abort()
-		return nil, notAdvertised("cache_watch retained (FEATURE_CACHE_WATCH_RETAINED)")
-	}
 	m := &felix.CacheWatch{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: o.Key, Prefix: o.Prefix,
 		Shard: o.Shard, FromOffset: o.FromOffset, Retained: o.Retained}
+	if what := cs.caps.Unadvertised(m); what != "" { // the request table's gates
+		cs.abort()
+		return nil, notAdvertised(what)
+	}
 	ans, err := cs.oneShot(ctx, m)
 	if err != nil {
 		return nil, err
