@@ -206,7 +206,7 @@ func TestBenchErrorClass(t *testing.T) {
 		{&felix.PublishRefusedError{Reason: "peer prose"}, "fatal/publish_refused"},
 		{&felix.CursorError{Reason: "too_old"}, "fatal/cursor:too_old"},
 		{&felix.CursorError{Reason: "peer prose"}, "fatal/cursor"},
-		{&felix.LaggedError{ResumeFrom: 3}, "fatal/lagged"},
+		{&felix.LaggedError{ResumeFrom: 3}, "retry/lagged"}, // resumable: the client's table retries a lag
 		// A lost connection may have carried the write: the decision table
 		// calls it outcome_unknown.
 		{&conn.TransportError{Op: "read", Err: errors.New("reset")}, "outcome_unknown/transport"},
