@@ -17,8 +17,10 @@ import (
 //
 // A request routed to a stream shard (felix.RouteStreamShard) goes to the
 // shard's leader when the client knows it (a keyed one is mapped to its
-// shard over the stream's shard count, asked once and kept), any broker
-// otherwise; redirects are followed without being reported. Failures are
+// shard over the stream's shard count, asked once and kept; once that
+// count is known the stream's owners are asked once too, and owners from
+// any shard_owners answer, the application's included, are kept), any
+// broker otherwise; redirects are followed without being reported. Failures are
 // judged by the client's decision table (docs/errors.md §9): a request
 // felix.RequestFacts.Safe says may be re-sent is retried after a lost
 // connection; one that is not returns an *AmbiguousError when its outcome
@@ -113,12 +115,28 @@ func (c *Client) keyOf(ctx context.Context, t felix.RouteTarget) *ownerKey {
 }
 
 // learnAnswer keeps what an answer teaches the client about routing: a
-// stream's shard count and routing (stream_shards).
+// stream's shard count and routing (stream_shards) and the owners of a
+// stream's or cache's shards (shard_owners), whoever asked for them (the
+// client itself or the application through Request), so that the next
+// request for a shard goes straight to its owner.
 func (c *Client) learnAnswer(req, ans felix.Message) {
-	if v, ok := ans.(*felix.StreamShardsView); ok && v.Shards > 0 {
-		r := req.(*felix.StreamShards)
+	switch v := ans.(type) {
+	case *felix.StreamShardsView:
+		if v.Shards == 0 {
+			return
+		}
+		r, ok := req.(*felix.StreamShards)
+		if !ok {
+			return
+		}
 		c.mu.Lock()
 		c.shards[Topic{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream}] = shardInfo{shards: v.Shards, routing: v.Routing.V}
 		c.mu.Unlock()
+	case *felix.ShardOwnersView:
+		r, ok := req.(*felix.ShardOwners)
+		if !ok {
+			return
+		}
+		c.learnOwners(ownerKey{kind: r.Kind, tenant: r.TenantID, namespace: r.Namespace, name: r.Name}, v.Owners, "shard_owners")
 	}
 }
