@@ -36,15 +36,50 @@ func (c *Client) request(ctx context.Context, req felix.Message, pin *broker) (a
 	if err != nil {
 		return nil, err
 	}
-	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, _ *broker) error {
+	// doubt: an earlier attempt may have been applied (its answer was
+	// lost, or said outcome_unknown) and the call re-sent it (a safe one).
+	var doubt error
+	var addr string
+	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, b *broker) error {
 		var err error
+		addr = b.addr
 		ans, err = cc.Request(ctx, req)
+		if err != nil && doubt == nil && decide(err, false).act == actAmbiguous {
+			doubt = err
+		}
 		return err
 	})
-	if err == nil {
-		c.learnAnswer(req, ans)
+	if err != nil {
+		return nil, err
 	}
-	return ans, err
+	if err := resentAnswer(req, ans, doubt, addr); err != nil {
+		c.stats.ambiguous.Add(1)
+		return nil, err
+	}
+	c.learnAnswer(req, ans)
+	return ans, nil
+}
+
+// resentAnswer judges the answer to a request re-sent after an attempt
+// that may have been applied (doubt, the failure that left it in doubt):
+// the answer of a re-sent delete tells what the re-send found, not what
+// the first attempt removed. A cache_delete that finds nothing after such
+// an attempt cannot say whether the key was absent or the first attempt
+// removed its value, so it is an *AmbiguousError instead of a definite
+// "absent"; one that finds a value reports it (that value was there and
+// is now removed).
+func resentAnswer(req, ans felix.Message, doubt error, addr string) error {
+	if doubt == nil {
+		return nil
+	}
+	if _, ok := req.(*felix.CacheDelete); !ok {
+		return nil
+	}
+	if cv, ok := ans.(*felix.CacheValue); ok && !cv.Value.Set {
+		return &AmbiguousError{Op: req.MessageType(), Addr: addr,
+			Err: fmt.Errorf("the delete was re-sent after an attempt that may have removed the value (%w), and the re-send found the key absent: the value it held, if any, is unknown", doubt)}
+	}
+	return nil
 }
 
 // At returns a Requestor that sends every request to the broker at addr

@@ -1,20 +1,23 @@
 package client_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/api"
 	"github.com/flxproto/felix/client"
+	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/conn/conntest"
 )
 
 // Rules of routing, re-sending and the producer against scripted brokers
 // (issue 34, round 2).
 
-// keyedTo publishes one record with key and returns the node that got it.
+// publishedTo returns the publishes received since the first before.
 func publishedTo(t *testing.T, cl *conntest.Cluster, before int) []conntest.Received {
 	t.Helper()
 	var out []conntest.Received
@@ -51,10 +54,10 @@ func TestRulesKeyedPublishFromAnyHome(t *testing.T) {
 						if discover {
 							n.wait(t, client.NoticeDiscovered, nil)
 						}
-						_, err := c.StreamShards(ctxT(t), sTopic)
+						_, err := api.New(c).StreamShards(ctxT(t), sTopic)
 						require.NoError(t, err)
 						if learn == "shard_owners" {
-							_, err = c.ShardOwners(ctxT(t), sTopic.TenantID, sTopic.Namespace, sTopic.Stream, felix.ShardKindStream)
+							_, err = api.New(c).ShardOwners(ctxT(t), sTopic.TenantID, sTopic.Namespace, sTopic.Stream, felix.ShardKindStream)
 							require.NoError(t, err)
 						} else {
 							for s := range uint32(shards) {
@@ -79,4 +82,197 @@ func TestRulesKeyedPublishFromAnyHome(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Owners in a shard_owners answer the application asked for are kept: the
+// first keyed publish of every shard goes to its owner, and the client
+// does not ask the owners again.
+func TestRulesShardOwnersAnswerKept(t *testing.T) {
+	const shards = 4
+	cl := conntest.Start(t, conntest.Options{Nodes: 3})
+	cl.SetShards("s", shards, felix.RoutingJumpHash)
+	for s := range uint32(shards) {
+		cl.SetOwner("s", s, 2-int(s)%3)
+	}
+	c, n := scriptedClient(t, cl, nil, nil)
+	_, err := c.Request(ctxT(t), &felix.ShardOwners{TenantID: sTopic.TenantID, Namespace: sTopic.Namespace, Name: sTopic.Stream, Kind: felix.ShardKindStream})
+	require.NoError(t, err)
+	for s := range uint32(shards) {
+		_, err := c.Publish(ctxT(t), sTopic, []byte("v"), client.PublishOptions{Ack: felix.AckPerBatch, Key: keyFor(felix.RoutingJumpHash, shards, s)})
+		require.NoError(t, err)
+	}
+	var nodes []int
+	for _, r := range publishedTo(t, cl, 0) {
+		nodes = append(nodes, r.Node)
+	}
+	require.Equal(t, []int{2, 1, 0, 2}, nodes, "each shard's first publish to its owner")
+	require.Zero(t, n.count(client.NoticeRedirect))
+	require.Len(t, cl.ReceivedOf("shard_owners"), 1, "the application's answer was kept, not asked again")
+}
+
+// A redirect never goes back to a broker already tried in the same
+// attempt: two brokers naming each other are each tried once.
+func TestRulesRedirectNeverBack(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	for i, nd := range cl.Nodes {
+		other := cl.Nodes[1-i]
+		nd.Always("publish", func(x *conntest.Exchange) error {
+			return x.AnswerPublish(felix.PublishResult{}, &felix.NotLeaderError{NodeID: other.ID, Addr: other.Addr, Generation: 1})
+		})
+	}
+	c, _ := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.MaxAttempts, cfg.MaxRedirects = -1, 5 })
+	_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
+	require.Equal(t, felix.RetryRedirect, client.RetryClassOf(err), "%v", err)
+	var nodes []int
+	for _, r := range publishedTo(t, cl, 0) {
+		nodes = append(nodes, r.Node)
+	}
+	require.Equal(t, []int{0, 1}, nodes, "not redirected back to node 0")
+}
+
+// An owner hint of a lower generation never replaces a newer one: an ack
+// naming a stale owner does not move the next publish off the owner a
+// newer redirect named.
+func TestRulesOlderOwnerHintIgnored(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 3})
+	n1, n2 := cl.Nodes[1], cl.Nodes[2]
+	cl.Nodes[0].On("publish", func(x *conntest.Exchange) error {
+		return x.AnswerPublish(felix.PublishResult{}, &felix.NotLeaderError{NodeID: n2.ID, Addr: n2.Addr, Generation: 5})
+	})
+	n2.On("publish", nil, func(x *conntest.Exchange) error {
+		res, err := x.PublishResult()
+		res.HasOwner, res.Owner = true, felix.AckOwner{NodeID: n1.ID, Addr: n1.Addr, Generation: 3}
+		return x.AnswerPublish(res, err)
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	for range 3 {
+		_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
+		require.NoError(t, err)
+	}
+	var nodes []int
+	for _, r := range publishedTo(t, cl, 0) {
+		nodes = append(nodes, r.Node)
+	}
+	require.Equal(t, []int{0, 2, 2, 2}, nodes, "generation 3 did not replace generation 5")
+}
+
+// An idempotent producer numbers its batches per shard: two keys on one
+// shard share one sequence space (per key, the second key's batch 0
+// would be taken for a duplicate and dropped).
+func TestRulesProducerSequencePerShard(t *testing.T) {
+	const shards = 3
+	cl := conntest.Start(t, conntest.Options{})
+	cl.SetShards("s", shards, felix.RoutingModulo)
+	c, _ := scriptedClient(t, cl, nil, nil)
+	p, err := c.NewProducer(ctxT(t))
+	require.NoError(t, err)
+	var keys [][]byte
+	for i := 0; len(keys) < 3; i++ {
+		k := []byte(fmt.Sprint("k", i))
+		if felix.RoutingModulo.Shard(k, shards) == 1 {
+			keys = append(keys, k)
+		}
+	}
+	for i, k := range keys {
+		_, err := p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte(fmt.Sprint("b", i))}, client.PublishOptions{Key: k})
+		require.NoError(t, err)
+	}
+	var seqs []uint64
+	for _, r := range publishedTo(t, cl, 0) {
+		seqs = append(seqs, r.Publish.Sequence)
+	}
+	require.Equal(t, []uint64{0, 1, 2}, seqs, "one sequence space for the shard")
+	require.Len(t, cl.Log("s", 1), 3, "every batch written")
+}
+
+// publish_if and commit are not safe to re-send: after a lost answer the
+// caller is told the outcome is unknown, and the request was sent once.
+func TestRulesConditionalWritesAmbiguous(t *testing.T) {
+	calls := map[string]func(ctx context.Context, c *client.Client) error{
+		"publish_if": func(ctx context.Context, c *client.Client) error {
+			_, err := api.New(c).PublishIf(ctx, sTopic, [][]byte{[]byte("x")}, []byte("k"), 0)
+			return err
+		},
+		"commit": func(ctx context.Context, c *client.Client) error {
+			_, err := api.New(c).Commit(ctx, api.CommitRequest{Topic: sTopic, EntityKey: []byte("e"), Ops: []api.CommitOp{api.PublishEvent("", []byte("ev"))}})
+			return err
+		},
+	}
+	lose := map[string]conntest.Handler{
+		"connection reset": func(x *conntest.Exchange) error { return x.ResetConn() },
+		"stream reset":     func(x *conntest.Exchange) error { return x.ResetStream() },
+	}
+	for typ, call := range calls {
+		for how, h := range lose {
+			t.Run(typ+" "+how, func(t *testing.T) {
+				cl := conntest.Start(t, conntest.Options{Nodes: 2, Configure: withFeatures(felix.FeatureAtomicCommit | felix.FeaturePublishConditional)})
+				for _, nd := range cl.Nodes {
+					nd.Always(typ, h)
+				}
+				c, _ := scriptedClient(t, cl, cl.Addrs(), nil)
+				err := call(ctxT(t), c)
+				require.ErrorIs(t, err, client.ErrAmbiguous, "%s after a lost answer", typ)
+				var amb *client.AmbiguousError
+				require.ErrorAs(t, err, &amb)
+				require.Equal(t, typ, amb.Op)
+				require.Len(t, cl.ReceivedOf(typ), 1, "never re-sent")
+			})
+		}
+	}
+}
+
+var cacheRef = client.CacheRef{TenantID: conntest.Tenant, Namespace: "app", Cache: "c"}
+
+// A cache_delete whose answer was lost is re-sent; when the re-send finds
+// nothing, the first may have removed the value: the caller is told the
+// outcome is unknown, never "absent". A re-send that finds a value
+// reports it, and a delete answered at once reports what it found.
+func TestRulesCacheDeleteResent(t *testing.T) {
+	value := func(v []byte) conntest.Handler {
+		return func(x *conntest.Exchange) error {
+			m := x.Request.Message.(*felix.CacheDelete)
+			cv := &felix.CacheValue{RequestID: m.RequestID}
+			if v != nil {
+				cv.Value = felix.Some(v)
+			}
+			return x.Reply(cv)
+		}
+	}
+	lost := func(x *conntest.Exchange) error { return x.ResetStream() }
+	cases := []struct {
+		name     string
+		script   []conntest.Handler
+		want     []byte
+		found    bool
+		ambigous bool
+	}{
+		{"lost then absent", []conntest.Handler{lost, value(nil)}, nil, false, true},
+		{"lost twice then absent", []conntest.Handler{lost, lost, value(nil)}, nil, false, true},
+		{"lost then found", []conntest.Handler{lost, value([]byte("old"))}, []byte("old"), true, false},
+		{"absent", []conntest.Handler{value(nil)}, nil, false, false},
+		{"found", []conntest.Handler{value([]byte("old"))}, []byte("old"), true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := conntest.Start(t, conntest.Options{Configure: withFeatures(felix.FeatureCacheDelete)})
+			cl.Nodes[0].On("cache_delete", tc.script...)
+			c, _ := scriptedClient(t, cl, nil, nil)
+			old, found, err := api.New(c).CacheDelete(ctxT(t), cacheRef, "k")
+			require.Len(t, cl.ReceivedOf("cache_delete"), len(tc.script), "re-sent after each lost answer")
+			if tc.ambigous {
+				require.ErrorIs(t, err, client.ErrAmbiguous, "never a definite absent after a lost answer")
+				require.False(t, found)
+				require.Equal(t, felix.RetryOutcomeUnknown, client.RetryClassOf(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.found, found)
+			require.Equal(t, tc.want, old)
+		})
+	}
+}
+
+// withFeatures offers f besides conntest.Features.
+func withFeatures(f felix.Features) func(int, *conn.ServerConfig) {
+	return func(_ int, c *conn.ServerConfig) { c.Offer.Features |= f }
 }
