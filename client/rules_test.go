@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -275,4 +276,51 @@ func TestRulesCacheDeleteResent(t *testing.T) {
 // withFeatures offers f besides conntest.Features.
 func withFeatures(f felix.Features) func(int, *conn.ServerConfig) {
 	return func(_ int, c *conn.ServerConfig) { c.Offer.Features |= f }
+}
+
+// A producer's keyed batch sent while stream_shards answers not_found
+// (the stream does not exist yet) goes to any broker; once stream_shards
+// succeeds, the keyed batches are routed by the shard count then known,
+// straight to their shards' owners, each shard numbering its own
+// sequences after the batch it already holds.
+func TestRulesProducerRouteLearntLate(t *testing.T) {
+	const shards = 4
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	for s := range uint32(shards) {
+		cl.SetOwner("s", s, int(s%2))
+	}
+	var created atomic.Bool
+	for _, nd := range cl.Nodes {
+		nd.Always("stream_shards", func(x *conntest.Exchange) error {
+			m := x.Request.Message.(*felix.StreamShards)
+			if !created.Load() {
+				return x.Fail(&felix.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+			}
+			return x.Reply(&felix.StreamShardsView{RequestID: m.RequestID, Shards: shards})
+		})
+	}
+	c, _ := scriptedClient(t, cl, nil, nil)
+	p, err := c.NewProducer(ctxT(t))
+	require.NoError(t, err)
+	first := keyFor(felix.RoutingModulo, shards, 0) // shard 0 under the count to come
+	_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("first")}, client.PublishOptions{Key: first})
+	require.NoError(t, err)
+
+	created.Store(true)
+	cl.SetShards("s", shards, felix.RoutingModulo)
+	before := len(cl.Received())
+	for s := range uint32(shards) {
+		for i := range 2 {
+			_, err := p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte(fmt.Sprint(s, "-", i))}, client.PublishOptions{Key: keyFor(felix.RoutingModulo, shards, s)})
+			require.NoError(t, err)
+		}
+	}
+	for _, r := range publishedTo(t, cl, before) {
+		s := felix.RoutingModulo.Shard(r.Publish.Key, shards)
+		require.Equal(t, int(s%2), r.Node, "key %q routed by the shard count learnt late, to shard %d's owner", r.Publish.Key, s)
+	}
+	require.Len(t, cl.Log("s", 0), 3, "shard 0: the first batch, then two more, none taken for a duplicate")
+	for s := uint32(1); s < shards; s++ {
+		require.Len(t, cl.Log("s", s), 2, "shard %d", s)
+	}
 }
