@@ -46,17 +46,22 @@ func testCtx(t *testing.T) context.Context {
 	return deadlineCtx(t)
 }
 
-// deadlineCtx returns a context cancelled when t ends or shortly before the
-// test binary's -timeout, so that a hang fails the test with a context
-// error rather than a panic.
+// deadlineCtx returns a context for one wait of t: cancelled when t
+// ends, 10 s from now (generous for QUIC end to end under -race on two
+// cores) or shortly before the test binary's -timeout, whichever comes
+// first, so that a hang fails the test in seconds with a context error
+// naming the test rather than at the package's timeout.
 func deadlineCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+	end := time.Now().Add(10 * time.Second)
 	// *testing.T and *testing.B have Deadline; testing.TB does not.
 	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if d, ok := dt.Deadline(); ok {
-			ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+			if soon := d.Add(-time.Until(d) / 10); soon.Before(end) {
+				end = soon
+			}
 		}
 	}
+	ctx, cancel := context.WithDeadlineCause(context.Background(), end, errors.New(t.Name()+": a wait of the test ran past its 10 s bound"))
 	t.Cleanup(cancel)
 	return ctx
 }
