@@ -324,3 +324,96 @@ func TestRulesProducerRouteLearntLate(t *testing.T) {
 		require.Len(t, cl.Log("s", s), 2, "shard %d", s)
 	}
 }
+
+// A batch the broker answered "not written" (a fatal refusal that is not
+// publish_refused) leaves its sequence free: the next batch takes it,
+// with no gap for the broker to refuse.
+func TestRulesProducerSequenceFreeAfterNotWritten(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{})
+	cl.Nodes[0].On("publish", func(x *conntest.Exchange) error {
+		return x.AnswerPublish(felix.PublishResult{}, &felix.BrokerError{Message: "no", Code: felix.CodeForbidden})
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	p, err := c.NewProducer(ctxT(t))
+	require.NoError(t, err)
+	_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("refused")}, client.PublishOptions{})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, client.ErrAmbiguous)
+	_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("next")}, client.PublishOptions{})
+	require.NoError(t, err)
+	var seqs []uint64
+	for _, r := range publishedTo(t, cl, 0) {
+		seqs = append(seqs, r.Publish.Sequence)
+	}
+	require.Equal(t, []uint64{0, 0}, seqs, "the sequence of the batch not written is taken by the next")
+}
+
+// An idempotent batch refused with not_leader is a redirect, not a
+// refusal: it is re-sent to the owner the refusal names, under the same
+// sequence, and the producer goes on.
+func TestRulesProducerNotLeaderRefusalFollowed(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	cl.Nodes[0].Always("publish", func(x *conntest.Exchange) error {
+		return x.AnswerPublish(felix.PublishResult{}, notLeaderRefusal(cl.Nodes[1]))
+	})
+	c, n := scriptedClient(t, cl, nil, nil)
+	p, err := c.NewProducer(ctxT(t))
+	require.NoError(t, err)
+	for i := range 2 {
+		_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte(fmt.Sprint("b", i))}, client.PublishOptions{})
+		require.NoError(t, err)
+	}
+	var got []string
+	for _, r := range publishedTo(t, cl, 0) {
+		got = append(got, fmt.Sprint(r.Node, " ", r.Publish.Sequence))
+	}
+	require.Equal(t, []string{"0 0", "1 0", "1 1"}, got, "refused by node 0, followed to node 1, same sequence")
+	require.Len(t, cl.Log("s", 0), 2)
+	require.Equal(t, 1, n.count(client.NoticeRedirect))
+}
+
+// A keyed batch sent while its stream's shard count is unknown goes to
+// any broker, not as a batch of shard 0: the redirect it takes names the
+// owner of the key's shard, which must not be remembered as shard 0's
+// (an unkeyed publish would then go to the wrong broker).
+func TestRulesProducerUnknownShardTeachesNoOwner(t *testing.T) {
+	const shards = 4
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	key := keyFor(felix.RoutingModulo, shards, 1) // shard 1, owned by node 1
+	for _, nd := range cl.Nodes {
+		nd.Always("stream_shards", func(x *conntest.Exchange) error {
+			return x.Fail(&felix.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+		})
+		// The broker places keyed batches over the stream's real count:
+		// shard s on node s%2.
+		nd.Always("publish", func(x *conntest.Exchange) error {
+			s := uint32(0)
+			if x.Received.Publish.Key != nil {
+				s = felix.RoutingModulo.Shard(x.Received.Publish.Key, shards)
+			}
+			if owner := cl.Nodes[s%2]; owner != x.Node {
+				return x.AnswerPublish(felix.PublishResult{}, notLeaderRefusal(owner))
+			}
+			return x.AnswerPublish(felix.PublishResult{}, nil)
+		})
+	}
+	c, n := scriptedClient(t, cl, nil, nil) // home: node 0, shard 0's owner
+	p, err := c.NewProducer(ctxT(t))
+	require.NoError(t, err)
+	_, err = p.PublishBatch(ctxT(t), sTopic, [][]byte{[]byte("keyed")}, client.PublishOptions{Key: key})
+	require.NoError(t, err)
+	redirects, before := n.count(client.NoticeRedirect), len(cl.Received())
+	_, err = c.Publish(ctxT(t), sTopic, []byte("unkeyed"), acked)
+	require.NoError(t, err)
+	pubs := publishedTo(t, cl, before)
+	require.Len(t, pubs, 1)
+	require.Equal(t, 0, pubs[0].Node, "the unkeyed publish went to shard 0's owner")
+	require.Equal(t, redirects, n.count(client.NoticeRedirect))
+}
+
+// notLeaderRefusal is the answer of a broker that is not the leader to an
+// idempotent batch: publish_refused with not_leader naming owner.
+func notLeaderRefusal(owner *conntest.Node) error {
+	return &felix.PublishRefusedError{Reason: "not_leader", Message: "not the leader",
+		Refusal: &felix.PublishRefused{Message: "not the leader", Reason: felix.PublishRefusalReason{Kind: felix.RefusalNotLeader, NodeID: owner.ID, Addr: felix.Some(owner.Addr)}}}
+}
