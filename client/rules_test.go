@@ -3,8 +3,10 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -416,4 +418,24 @@ func TestRulesProducerUnknownShardTeachesNoOwner(t *testing.T) {
 func notLeaderRefusal(owner *conntest.Node) error {
 	return &felix.PublishRefusedError{Reason: "not_leader", Message: "not the leader",
 		Refusal: &felix.PublishRefused{Message: "not the leader", Reason: felix.PublishRefusalReason{Kind: felix.RefusalNotLeader, NodeID: owner.ID, Addr: felix.Some(owner.Addr)}}}
+}
+
+// An owner hint naming a broker that cannot be dialled is dropped when
+// the call fails over: the next call goes to a live broker, without
+// another dial timeout on the dead one.
+func TestRulesDeadOwnerHintDropped(t *testing.T) {
+	hole, err := net.ListenPacket("udp", "127.0.0.1:0") // never answers
+	require.NoError(t, err)
+	defer hole.Close()
+	cl := conntest.Start(t, conntest.Options{})
+	cl.Nodes[0].On("publish", func(x *conntest.Exchange) error {
+		return x.AnswerPublish(felix.PublishResult{}, &felix.NotLeaderError{NodeID: "gone", Addr: hole.LocalAddr().String(), Generation: 1})
+	})
+	c, n := scriptedClient(t, cl, nil, func(cfg *client.Config) { cfg.DialTimeout = 200 * time.Millisecond })
+	for range 3 {
+		_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, n.count(client.NoticeDialFailed), "the dead owner was dialled once")
+	require.Len(t, publishedTo(t, cl, 0), 4)
 }
