@@ -439,3 +439,55 @@ func TestRulesDeadOwnerHintDropped(t *testing.T) {
 	require.Equal(t, 1, n.count(client.NoticeDialFailed), "the dead owner was dialled once")
 	require.Len(t, publishedTo(t, cl, 0), 4)
 }
+
+// A request naming its shard (stream_read) goes straight to that shard's
+// owner once the owners are known, not to shard 0's.
+func TestRulesExplicitShardToOwner(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 3, Configure: withFeatures(felix.FeatureStreamRead)})
+	cl.SetShards("s", 3, felix.RoutingModulo)
+	for s := range uint32(3) {
+		cl.SetOwner("s", s, int(s))
+	}
+	for _, nd := range cl.Nodes {
+		nd.Always("stream_read", func(x *conntest.Exchange) error {
+			m := x.Request.Message.(*felix.StreamRead)
+			return x.Reply(&felix.StreamRecords{RequestID: m.RequestID, NextOffset: m.From})
+		})
+	}
+	c, n := scriptedClient(t, cl, nil, nil)
+	_, err := api.New(c).ShardOwners(ctxT(t), sTopic.TenantID, sTopic.Namespace, sTopic.Stream, felix.ShardKindStream)
+	require.NoError(t, err)
+	for _, s := range []uint32{2, 1, 0} {
+		_, err := c.Request(ctxT(t), &felix.StreamRead{TenantID: sTopic.TenantID, Namespace: sTopic.Namespace, Stream: sTopic.Stream, Shard: s, MaxRecords: 1})
+		require.NoError(t, err)
+	}
+	var nodes []int
+	for _, r := range cl.ReceivedOf("stream_read") {
+		nodes = append(nodes, r.Node)
+	}
+	require.Equal(t, []int{2, 1, 0}, nodes, "each read to its shard's owner")
+	require.Zero(t, n.count(client.NoticeRedirect))
+}
+
+// A forwarded publish's ack names the shard owner: the next publish goes
+// there directly, also when the first publish was the client's first call
+// (sent before it knew it talks to a cluster).
+func TestRulesForwardedAckOwnerLearnt(t *testing.T) {
+	cl := conntest.Start(t, conntest.Options{Nodes: 2})
+	n1 := cl.Nodes[1]
+	cl.Nodes[0].On("publish", func(x *conntest.Exchange) error {
+		res, err := x.PublishResult() // forwarded to node 1, as it were
+		res.HasOwner, res.Owner = true, felix.AckOwner{NodeID: n1.ID, Addr: n1.Addr, Generation: 1}
+		return x.AnswerPublish(res, err)
+	})
+	c, _ := scriptedClient(t, cl, nil, nil)
+	for range 2 {
+		_, err := c.Publish(ctxT(t), sTopic, []byte("x"), acked)
+		require.NoError(t, err)
+	}
+	var nodes []int
+	for _, r := range publishedTo(t, cl, 0) {
+		nodes = append(nodes, r.Node)
+	}
+	require.Equal(t, []int{0, 1}, nodes, "the second publish went to the owner the ack named")
+}
