@@ -76,8 +76,8 @@ func resentAnswer(req, ans felix.Message, doubt error, addr string) error {
 		return nil
 	}
 	if cv, ok := ans.(*felix.CacheValue); ok && !cv.Value.Set {
-		return &AmbiguousError{Op: req.MessageType(), Addr: addr,
-			Err: fmt.Errorf("the delete was re-sent after an attempt that may have removed the value (%w), and the re-send found the key absent: the value it held, if any, is unknown", doubt)}
+		return &AmbiguousError{Op: req.MessageType(), Addr: addr, resent: true,
+			Err: fmt.Errorf("the re-send found the key absent, but the first attempt (%w) may have removed a value: the key is gone now; the value it held, if any, is unknown", doubt)}
 	}
 	return nil
 }

@@ -266,6 +266,8 @@ func TestRulesCacheDeleteResent(t *testing.T) {
 				require.ErrorIs(t, err, client.ErrAmbiguous, "never a definite absent after a lost answer")
 				require.False(t, found)
 				require.Equal(t, felix.RetryOutcomeUnknown, client.RetryClassOf(err))
+				require.Contains(t, err.Error(), "cache_delete")
+				require.Contains(t, err.Error(), "re-sent after a lost answer", "says what happened: %v", err)
 				return
 			}
 			require.NoError(t, err)
