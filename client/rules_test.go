@@ -242,6 +242,10 @@ func TestRulesCacheDeleteResent(t *testing.T) {
 		}
 	}
 	lost := func(x *conntest.Exchange) error { return x.ResetStream() }
+	reset := func(x *conntest.Exchange) error { return x.ResetConn() }
+	unknown := func(x *conntest.Exchange) error {
+		return x.Fail(&felix.BrokerError{Message: "may have been applied", Code: felix.CodeInternal, Retry: felix.RetryOutcomeUnknown})
+	}
 	cases := []struct {
 		name     string
 		script   []conntest.Handler
@@ -251,6 +255,8 @@ func TestRulesCacheDeleteResent(t *testing.T) {
 	}{
 		{"lost then absent", []conntest.Handler{lost, value(nil)}, nil, false, true},
 		{"lost twice then absent", []conntest.Handler{lost, lost, value(nil)}, nil, false, true},
+		{"connection reset then absent", []conntest.Handler{reset, value(nil)}, nil, false, true},
+		{"outcome_unknown then absent", []conntest.Handler{unknown, value(nil)}, nil, false, true},
 		{"lost then found", []conntest.Handler{lost, value([]byte("old"))}, []byte("old"), true, false},
 		{"absent", []conntest.Handler{value(nil)}, nil, false, false},
 		{"found", []conntest.Handler{value([]byte("old"))}, []byte("old"), true, false},
