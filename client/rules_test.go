@@ -288,12 +288,18 @@ func withFeatures(f felix.Features) func(int, *conn.ServerConfig) {
 	return func(_ int, c *conn.ServerConfig) { c.Offer.Features |= f }
 }
 
-// A producer's keyed batch sent while stream_shards answers not_found
-// (the stream does not exist yet) goes to any broker; once stream_shards
+// A producer's keyed batch sent while stream_shards answers not_found or
+// 0 shards (the stream does not exist yet) goes to any broker; once stream_shards
 // succeeds, the keyed batches are routed by the shard count then known,
 // straight to their shards' owners, each shard numbering its own
 // sequences after the batch it already holds.
 func TestRulesProducerRouteLearntLate(t *testing.T) {
+	for _, unknown := range []string{"not_found", "0 shards"} {
+		t.Run(unknown, func(t *testing.T) { producerRouteLearntLate(t, unknown == "not_found") })
+	}
+}
+
+func producerRouteLearntLate(t *testing.T, notFound bool) {
 	const shards = 4
 	cl := conntest.Start(t, conntest.Options{Nodes: 2})
 	for s := range uint32(shards) {
@@ -303,8 +309,11 @@ func TestRulesProducerRouteLearntLate(t *testing.T) {
 	for _, nd := range cl.Nodes {
 		nd.Always("stream_shards", func(x *conntest.Exchange) error {
 			m := x.Request.Message.(*felix.StreamShards)
-			if !created.Load() {
+			switch {
+			case !created.Load() && notFound:
 				return x.Fail(&felix.BrokerError{Message: "stream not found", Code: felix.CodeNotFound})
+			case !created.Load():
+				return x.Reply(&felix.StreamShardsView{RequestID: m.RequestID}) // 0: unknown stream
 			}
 			return x.Reply(&felix.StreamShardsView{RequestID: m.RequestID, Shards: shards})
 		})
