@@ -52,7 +52,12 @@ func (x Calls) CacheGetVersioned(ctx context.Context, ref felix.CacheRef, key st
 }
 
 // CacheDelete removes key and returns the value it held (found == false
-// when there was none). Needs felix.FeatureCacheDelete.
+// when there was none). Needs felix.FeatureCacheDelete. A delete is safe
+// to re-send, but a re-send's answer says what the re-send found: when an
+// earlier attempt may have been applied (its answer was lost) and the
+// re-send finds nothing, client.Client returns its ambiguous-outcome
+// error (*client.AmbiguousError) rather than found == false, since the
+// first attempt may have removed a value.
 func (x Calls) CacheDelete(ctx context.Context, ref felix.CacheRef, key string) (old []byte, found bool, err error) {
 	cv, err := do[*felix.CacheValue](ctx, x, &felix.CacheDelete{TenantID: ref.TenantID, Namespace: ref.Namespace, Cache: ref.Cache, Key: key})
 	if err != nil {

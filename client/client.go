@@ -103,6 +103,9 @@ type ownerHint struct {
 type shardInfo struct {
 	shards  uint32
 	routing felix.Routing
+	// ownersAsked: the client asked shard_owners for this view of the
+	// stream (once: a shard without an owner is then found by redirect).
+	ownersAsked bool
 }
 
 // New returns a client over the seeds of cfg. It dials nothing yet: the
@@ -690,6 +693,9 @@ func (st *runState) dialed(addr string, err error) {
 // runFrom is run whose first attempt already happened when first is set
 // (the publish fast path hands its failure over).
 func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, *conn.Client, *broker) error, first *outcome) error {
+	if first == nil && cl.pin == nil && cl.key != nil {
+		c.learnOwnersOnce(ctx, *cl.key)
+	}
 	st := &runState{cl: cl, tried: make(map[string]bool, 4), target: c.target(cl)}
 	for {
 		var o outcome

@@ -90,6 +90,11 @@ type AmbiguousError struct {
 	// Err is the cause (a *felix.BrokerError, a *conn.TransportError, the
 	// context's error joined with the last failure, ...).
 	Err error
+
+	// resent: the request was re-sent (a safe one) and the re-send's
+	// answer cannot tell what the first attempt did (a cache_delete that
+	// found nothing).
+	resent bool
 }
 
 // Error formats the error.
@@ -97,6 +102,9 @@ func (e *AmbiguousError) Error() string {
 	if e.Op == opIdempotent {
 		return fmt.Sprintf("client: %s (producer %d, sequence %d) on %s: outcome unknown; the producer re-sends it under the same sequence before its next batch, do not re-send these payloads: %v",
 			e.Op, e.Producer, e.Sequence, e.Addr, e.Err)
+	}
+	if e.resent {
+		return fmt.Sprintf("client: %s on %s: outcome unknown (re-sent after a lost answer): %v", e.Op, e.Addr, e.Err)
 	}
 	return fmt.Sprintf("client: %s on %s: outcome unknown (not re-sent): %v", e.Op, e.Addr, e.Err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -160,12 +161,12 @@ func (n *notices) wait(t testing.TB, k client.NoticeKind, match func(client.Noti
 				return ev
 			}
 		case <-ctx.Done():
-			require.FailNow(t, "notice not seen", "%s within %v", k, noticeWait)
+			require.FailNow(t, "notice not seen", "%s: %v", k, context.Cause(ctx))
 		}
 	}
 }
 
-// noticeWait bounds notices.wait.
+// noticeWait bounds notices.wait (ctxT's own bound may end it first).
 const noticeWait = 20 * time.Second
 
 func newClient(t testing.TB, seeds []string, adjust func(*client.Config)) (*client.Client, *notices) {
@@ -181,15 +182,39 @@ func newClient(t testing.TB, seeds []string, adjust func(*client.Config)) (*clie
 	return c, n
 }
 
+// testWait bounds every wait of a test: one call, one Next, one notice,
+// one condition. Generous for -race on two cores (QUIC end to end), short
+// enough that a broken rule fails its test in seconds, not at the
+// package's timeout.
+const testWait = 10 * time.Second
+
+// ctxT is a context for one wait of t: it ends testWait from now (or
+// shortly before the test binary's deadline, if sooner), with a cause
+// naming the test, and when t ends.
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+	return waitCtx(t, testWait)
+}
+
+// waitCtx is ctxT with its own bound d, for the few waits that must
+// outlast a scripted outage.
+func waitCtx(t testing.TB, d time.Duration) context.Context {
+	end := time.Now().Add(d)
 	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if d, ok := dt.Deadline(); ok {
-			ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+		if dl, ok := dt.Deadline(); ok {
+			end = minTime(end, dl.Add(-time.Until(dl)/10))
 		}
 	}
+	ctx, cancel := context.WithDeadlineCause(context.Background(), end,
+		fmt.Errorf("%s: a wait of the test ran past its %v bound", t.Name(), d))
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 var topic = client.Topic{TenantID: server.DemoTenant, Namespace: "ns", Stream: "s"}
@@ -326,7 +351,7 @@ func waitFor(t testing.TB, cond func() bool, msg string) {
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			require.FailNow(t, "condition not met before the test deadline", msg)
+			require.FailNow(t, "condition not met", "%s: %v", msg, context.Cause(ctx))
 		case <-tick.C:
 		}
 	}

@@ -103,9 +103,7 @@ func TestMistakesSayWhatToDo(t *testing.T) {
 					tc.cfg(c)
 				}
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			err := tc.call(ctx, c)
+			err := tc.call(ctxT(t), c)
 			if tc.kind == nil {
 				require.NoError(t, err)
 			} else {

@@ -33,6 +33,16 @@ import (
 // returns the *felix.PublishRefusedError and every later one an error
 // matching ErrProducerStopped.
 //
+// A keyed batch is numbered in the space of the shard its key lands on,
+// over the stream's shard count (asked once and kept). While that count
+// is unknown (the stream does not exist yet, or the broker does not
+// answer stream_shards) it is asked again before each keyed batch, and
+// the batch goes to any broker under a sequence of the stream's own; once
+// the count is known, the batches acknowledged meanwhile are accounted to
+// the shards their keys land on and every later batch is routed to its
+// shard's owner. That is exact when the batches sent while the count was
+// unknown landed on one shard (a first batch that creates the stream).
+//
 // A Producer is safe for concurrent use. Batches of one route (stream and
 // shard) are sent one at a time, in the order the calls got the route: a
 // call waits for the route's batch in flight, so it may block as long as
@@ -47,13 +57,12 @@ type Producer struct {
 	stopped error
 }
 
-// routeKey names a sequence space: a (stream, shard), or a (stream, key)
-// when the broker does not tell the stream's shard count (each key then
-// numbers its own batches, exact when keys do not share a shard).
+// routeKey names a sequence space: a (stream, shard), the broker's own
+// unit of sequences, or (unknown) the stream's space for keyed batches
+// sent while its shard count is unknown.
 type routeKey struct {
-	shard ownerKey
-	key   string
-	byKey bool
+	shard   ownerKey
+	unknown bool
 }
 
 // route is the sequence state of one (stream, shard).
@@ -61,6 +70,17 @@ type route struct {
 	mu      sync.Mutex // held while a batch of the route is in flight
 	next    uint64
 	inDoubt *pending
+	// landed (unknown route only) are the keys and sequences of the
+	// batches acked while the shard count was unknown; settled: they were
+	// accounted to their shards and the route is no longer used.
+	landed  []landing
+	settled bool
+}
+
+// landing is a batch acked while its stream's shard count was unknown.
+type landing struct {
+	key []byte
+	seq uint64
 }
 
 type pending struct {
@@ -105,39 +125,113 @@ func (p *Producer) PublishBatch(ctx context.Context, t Topic, payloads [][]byte,
 	if err := p.c.checkTopic("producer publish", t); err != nil {
 		return PublishResult{}, err // nothing sent, no sequence taken
 	}
-	k := ownerKey{kind: felix.ShardKindStream, tenant: t.TenantID, namespace: t.Namespace, name: t.Stream}
-	rk := routeKey{}
-	if o.Key != nil {
-		if info, ok := p.c.shardInfo(ctx, t); ok {
-			k.shard = info.routing.ShardOf(o.Key, true, info.shards)
-		} else {
-			rk.key, rk.byKey = string(o.Key), true
+	for {
+		rk, err := p.routeOf(ctx, t, o.Key)
+		if err != nil {
+			return PublishResult{}, err
 		}
+		r, err := p.route(rk)
+		if err != nil {
+			return PublishResult{}, err
+		}
+		if res, ok, err := p.publishOn(ctx, rk, r, &pending{t: t, payloads: payloads, key: o.Key}); ok {
+			return res, err
+		}
+		// The shard count was learnt while this call waited for the
+		// route: route by it.
 	}
-	rk.shard = k
-	r, err := p.route(rk)
-	if err != nil {
-		return PublishResult{}, err
+}
+
+// routeOf returns the sequence space of a batch with key on t: shard 0's
+// for an unkeyed batch, the key's shard's once the stream's shard count
+// is known (asked again while unknown: a stream created since has one),
+// the stream's while-unknown space otherwise.
+func (p *Producer) routeOf(ctx context.Context, t Topic, key []byte) (routeKey, error) {
+	rk := routeKey{shard: ownerKey{kind: felix.ShardKindStream, tenant: t.TenantID, namespace: t.Namespace, name: t.Stream}}
+	if key == nil {
+		return rk, nil
 	}
+	info, ok := p.c.shardInfo(ctx, t)
+	if !ok {
+		rk.unknown = true
+		return rk, nil
+	}
+	rk.shard.shard = info.routing.ShardOf(key, true, info.shards)
+	return rk, p.settleUnknown(ctx, rk.shard, info)
+}
+
+// publishOn sends b on route r (its in-doubt batch first) under the next
+// sequence; false when r was settled (no longer used) before its turn.
+func (p *Producer) publishOn(ctx context.Context, rk routeKey, r *route, b *pending) (PublishResult, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.settled {
+		return PublishResult{}, false, nil
+	}
 	if err := p.stoppedErr(); err != nil {
-		return PublishResult{}, err
+		return PublishResult{}, true, err
 	}
 	if d := r.inDoubt; d != nil {
-		if _, err := p.send(ctx, k, r, d); err != nil {
-			// Not ErrAmbiguous: these payloads were not sent, the caller
-			// may pass them again.
-			cause := err
-			var amb *AmbiguousError
-			if errors.As(err, &amb) {
-				cause = amb.Err
-			}
-			return PublishResult{}, fmt.Errorf("client: producer %d: batch not sent (no sequence taken): the earlier batch (sequence %d) is still in doubt: %w",
-				p.id, d.seq, cause)
+		if _, err := p.send(ctx, rk, r, d); err != nil {
+			return PublishResult{}, true, p.notSent(d, err)
 		}
 	}
-	return p.send(ctx, k, r, &pending{t: t, payloads: payloads, key: o.Key, seq: r.next})
+	b.seq = r.next
+	res, err := p.send(ctx, rk, r, b)
+	return res, true, err
+}
+
+// notSent is the error of a call that could not settle the route's
+// earlier batch d (err) and so did not send its own: not ErrAmbiguous,
+// these payloads were not sent and the caller may pass them again.
+func (p *Producer) notSent(d *pending, err error) error {
+	cause := err
+	var amb *AmbiguousError
+	if errors.As(err, &amb) {
+		cause = amb.Err
+	}
+	return fmt.Errorf("client: producer %d: batch not sent (no sequence taken): the earlier batch (sequence %d) is still in doubt: %w",
+		p.id, d.seq, cause)
+}
+
+// settleUnknown accounts the keyed batches sent while the shard count of
+// k's stream was unknown (now info) to the shards their keys land on, so
+// that each shard's sequences go on from the last one it holds; a batch
+// of that time still in doubt is settled first, under its sequence.
+func (p *Producer) settleUnknown(ctx context.Context, k ownerKey, info shardInfo) error {
+	uk := routeKey{shard: ownerKey{kind: k.kind, tenant: k.tenant, namespace: k.namespace, name: k.name}, unknown: true}
+	p.mu.Lock()
+	u := p.routes[uk]
+	p.mu.Unlock()
+	if u == nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.settled {
+		return nil
+	}
+	if d := u.inDoubt; d != nil {
+		if _, err := p.send(ctx, uk, u, d); err != nil {
+			return p.notSent(d, err)
+		}
+	}
+	for _, l := range u.landed {
+		sk := uk.shard
+		sk.shard = info.routing.ShardOf(l.key, true, info.shards)
+		r, err := p.route(routeKey{shard: sk})
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.next = max(r.next, l.seq+1)
+		r.mu.Unlock()
+	}
+	u.settled, u.landed = true, nil
+	p.mu.Lock()
+	delete(p.routes, uk)
+	p.mu.Unlock()
+	return nil
 }
 
 // route returns the sequence state of rk, created on first use.
@@ -166,12 +260,13 @@ func (p *Producer) stoppedErr() error {
 // after which b may have been written leaves b the route's in-doubt batch
 // (same sequence) and is returned as an *AmbiguousError; any other error
 // means b was not written.
-func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (PublishResult, error) {
+func (p *Producer) send(ctx context.Context, rk routeKey, r *route, b *pending) (PublishResult, error) {
 	var res PublishResult
 	var addr string
+	k := rk.shard
 	key := &k
-	if !p.c.clustered.Load() {
-		key = nil
+	if !p.c.clustered.Load() || rk.unknown {
+		key = nil // any broker: the shard is not known
 	}
 	err := p.c.run(ctx, call{op: opIdempotent, key: key, safe: true}, func(ctx context.Context, cc *conn.Client, br *broker) error {
 		addr = br.addr
@@ -193,6 +288,9 @@ func (p *Producer) send(ctx context.Context, k ownerKey, r *route, b *pending) (
 	if err == nil {
 		r.next = b.seq + 1
 		r.inDoubt = nil
+		if rk.unknown {
+			r.landed = append(r.landed, landing{key: append([]byte(nil), b.key...), seq: b.seq})
+		}
 		return res, nil
 	}
 	var pr *felix.PublishRefusedError

@@ -71,8 +71,15 @@ func (c *Client) publish(ctx context.Context, t Topic, payloads [][]byte, o Publ
 	}
 	pub := func(ctx context.Context, cc *conn.Client, b *broker, key *ownerKey) (PublishResult, error) {
 		r, err := cc.PublishBatch(ctx, t, payloads, conn.PublishOptions{Ack: o.Ack, NoAck: o.NoAck, Key: o.Key})
-		if err == nil && r.HasOwner && key != nil {
-			c.learnOwner(*key, ownerHint{nodeID: r.Owner.NodeID, addr: r.Owner.Addr, gen: r.Owner.Generation}, "ack owner from "+b.addr)
+		if err == nil && r.HasOwner {
+			if key == nil {
+				// A first call, before the client knew it talks to a
+				// cluster: the owner is still worth keeping.
+				key = c.streamKey(ctx, t, o.Key)
+			}
+			if key != nil {
+				c.learnOwner(*key, ownerHint{nodeID: r.Owner.NodeID, addr: r.Owner.Addr, gen: r.Owner.Generation}, "ack owner from "+b.addr)
+			}
 		}
 		return r, err
 	}

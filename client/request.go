@@ -17,8 +17,10 @@ import (
 //
 // A request routed to a stream shard (felix.RouteStreamShard) goes to the
 // shard's leader when the client knows it (a keyed one is mapped to its
-// shard over the stream's shard count, asked once and kept), any broker
-// otherwise; redirects are followed without being reported. Failures are
+// shard over the stream's shard count, asked once and kept; once that
+// count is known the stream's owners are asked once too, and owners from
+// any shard_owners answer, the application's included, are kept), any
+// broker otherwise; redirects are followed without being reported. Failures are
 // judged by the client's decision table (docs/errors.md §9): a request
 // felix.RequestFacts.Safe says may be re-sent is retried after a lost
 // connection; one that is not returns an *AmbiguousError when its outcome
@@ -34,15 +36,50 @@ func (c *Client) request(ctx context.Context, req felix.Message, pin *broker) (a
 	if err != nil {
 		return nil, err
 	}
-	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, _ *broker) error {
+	// doubt: an earlier attempt may have been applied (its answer was
+	// lost, or said outcome_unknown) and the call re-sent it (a safe one).
+	var doubt error
+	var addr string
+	err = c.run(ctx, cl, func(ctx context.Context, cc *conn.Client, b *broker) error {
 		var err error
+		addr = b.addr
 		ans, err = cc.Request(ctx, req)
+		if err != nil && doubt == nil && decide(err, false).act == actAmbiguous {
+			doubt = err
+		}
 		return err
 	})
-	if err == nil {
-		c.learnAnswer(req, ans)
+	if err != nil {
+		return nil, err
 	}
-	return ans, err
+	if err := resentAnswer(req, ans, doubt, addr); err != nil {
+		c.stats.ambiguous.Add(1)
+		return nil, err
+	}
+	c.learnAnswer(req, ans)
+	return ans, nil
+}
+
+// resentAnswer judges the answer to a request re-sent after an attempt
+// that may have been applied (doubt, the failure that left it in doubt):
+// the answer of a re-sent delete tells what the re-send found, not what
+// the first attempt removed. A cache_delete that finds nothing after such
+// an attempt cannot say whether the key was absent or the first attempt
+// removed its value, so it is an *AmbiguousError instead of a definite
+// "absent"; one that finds a value reports it (that value was there and
+// is now removed).
+func resentAnswer(req, ans felix.Message, doubt error, addr string) error {
+	if doubt == nil {
+		return nil
+	}
+	if _, ok := req.(*felix.CacheDelete); !ok {
+		return nil
+	}
+	if cv, ok := ans.(*felix.CacheValue); ok && !cv.Value.Set {
+		return &AmbiguousError{Op: req.MessageType(), Addr: addr, resent: true,
+			Err: fmt.Errorf("the re-send found the key absent, but the first attempt (%w) may have removed a value: the key is gone now; the value it held, if any, is unknown", doubt)}
+	}
+	return nil
 }
 
 // At returns a Requestor that sends every request to the broker at addr
@@ -113,12 +150,28 @@ func (c *Client) keyOf(ctx context.Context, t felix.RouteTarget) *ownerKey {
 }
 
 // learnAnswer keeps what an answer teaches the client about routing: a
-// stream's shard count and routing (stream_shards).
+// stream's shard count and routing (stream_shards) and the owners of a
+// stream's or cache's shards (shard_owners), whoever asked for them (the
+// client itself or the application through Request), so that the next
+// request for a shard goes straight to its owner.
 func (c *Client) learnAnswer(req, ans felix.Message) {
-	if v, ok := ans.(*felix.StreamShardsView); ok && v.Shards > 0 {
-		r := req.(*felix.StreamShards)
+	switch v := ans.(type) {
+	case *felix.StreamShardsView:
+		if v.Shards == 0 {
+			return
+		}
+		r, ok := req.(*felix.StreamShards)
+		if !ok {
+			return
+		}
 		c.mu.Lock()
 		c.shards[Topic{TenantID: r.TenantID, Namespace: r.Namespace, Stream: r.Stream}] = shardInfo{shards: v.Shards, routing: v.Routing.V}
 		c.mu.Unlock()
+	case *felix.ShardOwnersView:
+		r, ok := req.(*felix.ShardOwners)
+		if !ok {
+			return
+		}
+		c.learnOwners(ownerKey{kind: r.Kind, tenant: r.TenantID, namespace: r.Namespace, name: r.Name}, v.Owners, "shard_owners")
 	}
 }

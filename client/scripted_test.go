@@ -775,7 +775,7 @@ func TestScriptedProducerOutageNoDuplicates(t *testing.T) {
 	for i := range records {
 		payload := []byte(fmt.Sprint("r", i))
 		for {
-			_, err := p.PublishBatch(context.Background(), sTopic, [][]byte{payload}, client.PublishOptions{})
+			_, err := p.PublishBatch(ctxT(t), sTopic, [][]byte{payload}, client.PublishOptions{})
 			if err == nil {
 				break
 			}

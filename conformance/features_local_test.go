@@ -60,7 +60,7 @@ func TestFeatureScenariosOnReferenceBroker(t *testing.T) {
 			if adjust != nil {
 				adjust(&c)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			cl, err := conn.Dial(ctx, fx.Addrs[0], &c)
 			if err == nil {

@@ -72,15 +72,24 @@ func (fx *Fx) Skip(reason string) {
 	fx.t.Skip(reason)
 }
 
-// ctx is the test's context, bounded by the test binary's deadline only
-// (a hang guard, not a timing assertion).
+// opWait bounds one operation of a scenario (a call, a Next): a hang
+// guard, not a timing assertion, longer than the longest link fault a
+// scenario holds (8 s) and short enough that a broken rule fails its
+// scenario in seconds, not at the package's timeout.
+const opWait = 20 * time.Second
+
+// ctx is a context for one operation of the scenario: it ends opWait
+// from now (shortly before the test binary's deadline if sooner) or when
+// the test ends, with a cause naming the scenario.
 func (fx *Fx) ctx() context.Context {
-	ctx := fx.t.Context()
+	end := time.Now().Add(opWait)
 	if d, ok := fx.t.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
-		fx.t.Cleanup(cancel)
+		if soon := d.Add(-time.Until(d) / 10); soon.Before(end) {
+			end = soon
+		}
 	}
+	ctx, cancel := context.WithDeadlineCause(fx.t.Context(), end, errors.New(fx.t.Name()+": an operation ran past its 20 s bound"))
+	fx.t.Cleanup(cancel)
 	return ctx
 }
 

@@ -33,30 +33,48 @@ func waitFor(t *testing.T, cond func() bool, msgAndArgs ...any) {
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			require.Fail(t, "condition not met before the test deadline", msgAndArgs...)
+			require.FailNow(t, "condition not met within the wait's bound", msgAndArgs...)
 		case <-tick.C:
 		}
 	}
 }
 
-// testCtx returns the context of a test's blocking calls. It is bounded
-// only by the test binary's deadline (-timeout), not by a guess of how long
-// the calls take: the machine running the tests may be heavily loaded.
+// testCtx returns the context of one of a test's blocking calls (see
+// deadlineCtx: 10 s, generous for a loaded machine, not minutes).
 func testCtx(t *testing.T) context.Context {
 	return deadlineCtx(t)
 }
 
-// deadlineCtx returns a context cancelled when t ends or shortly before the
-// test binary's -timeout, so that a hang fails the test with a context
-// error rather than a panic.
+// recv receives from ch within the wait's bound, failing the test with
+// what when nothing comes.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	ctx := deadlineCtx(t)
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		require.FailNow(t, "nothing received", "%s: %v", what, context.Cause(ctx))
+		panic("unreachable")
+	}
+}
+
+// deadlineCtx returns a context for one wait of t: cancelled when t
+// ends, 10 s from now (generous for QUIC end to end under -race on two
+// cores) or shortly before the test binary's -timeout, whichever comes
+// first, so that a hang fails the test in seconds with a context error
+// naming the test rather than at the package's timeout.
 func deadlineCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+	end := time.Now().Add(10 * time.Second)
 	// *testing.T and *testing.B have Deadline; testing.TB does not.
 	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if d, ok := dt.Deadline(); ok {
-			ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+			if soon := d.Add(-time.Until(d) / 10); soon.Before(end) {
+				end = soon
+			}
 		}
 	}
+	ctx, cancel := context.WithDeadlineCause(context.Background(), end, errors.New(t.Name()+": a wait of the test ran past its 10 s bound"))
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -424,7 +442,7 @@ func TestPublishBatchAsync(t *testing.T) {
 	var offsets []uint64
 	var brokerErrs int
 	for range 4 {
-		r := <-results
+		r := recv(t, results, "a concurrent call's result")
 		if r.err != nil {
 			var be *felix.BrokerError
 			require.ErrorAs(t, r.err, &be)

@@ -65,7 +65,7 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	// The second publish is queued behind the first, waiting for the lock.
 	waitFor(t, func() bool { return ps.cs.w.waiting.Load() == 1 }, "the second publish waits for the writer")
 	cancelB()
-	err = <-errB
+	err = recv(t, errB, "the queued publish giving up on its cancelled context")
 	require.ErrorIs(t, err, context.Canceled)
 	require.False(t, errors.Is(err, errWriteInterrupted), "the waiting publish wrote nothing")
 	// Cancelling the waiting publish touched neither the deadline nor the
@@ -79,7 +79,7 @@ func TestClientConcurrentWriteCancellation(t *testing.T) {
 	}
 
 	cancelA()
-	err = <-errA
+	err = recv(t, errA, "the first publish giving up on its cancelled context")
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, errWriteInterrupted, "a frame cut short resets the stream")
 	require.Equal(t, 2, dl.calls(), "only the writing publish moved the deadline: to now, then back")

@@ -82,10 +82,10 @@ func TestHooksFireOverQUIC(t *testing.T) {
 	sub.Close()
 	require.NoError(t, c.Close())
 
-	cl := <-cli.closedCh
+	cl := recv(t, cli.closedCh, "the client's closed hook")
 	require.Equal(t, SideClient, cl.Side)
 	require.ErrorContains(t, cl.Err, "client closing")
-	sc := <-srv.closedCh
+	sc := recv(t, srv.closedCh, "the server's closed hook")
 	require.Equal(t, SideServer, sc.Side)
 	require.Error(t, sc.Err)
 
@@ -155,7 +155,7 @@ func TestHooksRefusedAndLagged(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: auth, server: func(c *ServerConfig) { c.Hooks = srv.hooks() }})
 	_, err := Dial(testCtx(t), b.addr(), &Config{TLS: b.clientConfig().TLS, TenantID: "t1", Token: "wrong", Hooks: cli.hooks()})
 	require.ErrorIs(t, err, ErrAuthRejected)
-	<-cli.closedCh
+	recv(t, cli.closedCh, "the client's closed hook after a refused auth")
 	cli.mu.Lock()
 	require.Len(t, cli.refused, 1)
 	require.ErrorIs(t, cli.refused[0].Err, ErrAuthRejected)

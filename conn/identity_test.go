@@ -112,7 +112,7 @@ func TestMutualTLSBindsCertificateToToken(t *testing.T) {
 
 	c, err := dial(&alice, "token-for-alice")
 	require.NoError(t, err)
-	s := <-got
+	s := recv(t, got, "the identity the server saw")
 	require.True(t, s.ok)
 	require.Equal(t, "alice", s.id.Name)
 	require.Equal(t, "alice", s.cert)
@@ -159,7 +159,7 @@ func TestAuthPeerWithoutMTLS(t *testing.T) {
 		st.ReadRequest(st.Conn().Context())
 	})
 	c := h.dial(t, nil)
-	p := <-peers
+	p := recv(t, peers, "the peer the server saw")
 	require.Nil(t, p.Certificate)
 	require.Equal(t, uint16(tls.VersionTLS13), p.TLS.Version)
 	require.Equal(t, c.qc.LocalAddr().(*net.UDPAddr).Port, p.RemoteAddr.(*net.UDPAddr).Port)

@@ -291,7 +291,7 @@ func TestRequestAnswers(t *testing.T) {
 			if err != nil {
 				require.Nil(t, ans)
 			}
-			got := <-sent
+			got := <-sent // sent before the answer the call returned on
 			require.Equal(t, req.MessageType(), got.MessageType())
 			require.Equal(t, rid(req), rid(got), "the request went with the id Request set")
 		})

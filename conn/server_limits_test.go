@@ -405,7 +405,7 @@ func TestConnInFlightBytes(t *testing.T) {
 	// a's next ReadRequest releases its frame; b's is then read.
 	aDone := make(chan error, 1)
 	go func() { _, err := sa.ReadRequest(ctx); aDone <- err }()
-	rb := <-got
+	rb := recv(t, got, "b's request, read once a's frame is released")
 	require.Len(t, rb.Payload, 40<<10)
 	require.Equal(t, byte('b'), rb.Payload[0])
 	ca.Close()

@@ -337,7 +337,7 @@ func TestAuthTimeout(t *testing.T) {
 	b := startBroker(t, brokerOpts{offer: fullOffer(), authTimeout: 2 * time.Second})
 	qc, err := rawConn(t, b, nil)
 	require.NoError(t, err)
-	<-qc.Context().Done()
+	recv(t, qc.Context().Done(), "the server closing a connection that never authenticated")
 	var ae *quic.ApplicationError
 	require.ErrorAs(t, context.Cause(qc.Context()), &ae)
 	require.Equal(t, CloseAuthTimeout, ae.ErrorCode)
@@ -349,7 +349,7 @@ func TestAuthTimeout(t *testing.T) {
 	c := b.dial(t, nil)
 	later, err := rawConn(t, b, nil)
 	require.NoError(t, err)
-	<-later.Context().Done()
+	recv(t, later.Context().Done(), "the server closing the connection over its limit")
 	require.ErrorAs(t, context.Cause(later.Context()), &ae)
 	require.Equal(t, CloseAuthTimeout, ae.ErrorCode)
 	require.NoError(t, c.Context().Err())
@@ -372,7 +372,7 @@ func TestBrokerShutdownCloseCode(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cachePut(ctx, c, cref, "k", []byte("v"), 0))
 	b.close()
-	<-c.Context().Done()
+	recv(t, c.Context().Done(), "the client noticing the broker's close")
 	var ae *quic.ApplicationError
 	require.ErrorAs(t, context.Cause(c.Context()), &ae)
 	require.Equal(t, CloseShuttingDown, ae.ErrorCode)
@@ -555,7 +555,7 @@ func TestReadRequestCancel(t *testing.T) {
 	c, err := Dial(ctx, ln.Addr().String(), &Config{TLS: &tls.Config{RootCAs: pool}, TenantID: "t1", Token: "x"})
 	require.NoError(t, err)
 	defer c.Close()
-	sc := <-accepted
+	sc := recv(t, accepted, "the accepted server connection")
 	require.NotNil(t, sc)
 
 	// Already cancelled: nothing is read, the stream is aborted. (A raw

@@ -8,6 +8,7 @@ package reftest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log"
 	"os"
 	"path/filepath"
@@ -22,15 +23,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Ctx is a context that ends shortly before the test's deadline (or when
-// the test ends).
+// Ctx is a context for one wait of a test: it ends 10 s from now (generous
+// for QUIC end to end under -race on two cores), shortly before the
+// test's deadline if that is sooner, or when the test ends; its cause
+// names the test. A hang fails in seconds, not at the package's timeout.
 func Ctx(t testing.TB) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+	end := time.Now().Add(10 * time.Second)
 	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if d, ok := dt.Deadline(); ok {
-			ctx, cancel = context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+			if soon := d.Add(-time.Until(d) / 10); soon.Before(end) {
+				end = soon
+			}
 		}
 	}
+	ctx, cancel := context.WithDeadlineCause(context.Background(), end, errors.New(t.Name()+": a wait of the test ran past its 10 s bound"))
 	t.Cleanup(cancel)
 	return ctx
 }
