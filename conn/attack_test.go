@@ -3,8 +3,8 @@ package conn
 import (
 	"bufio"
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
