@@ -92,6 +92,7 @@ func run(args []string) error {
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
 	budgets := registerBudgetFlags(fs)
+	recvWindow := registerWindowFlag(fs)
 	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged (with -nodes: one entry per node, metrics labelled node)")
 	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
@@ -259,6 +260,9 @@ func run(args []string) error {
 		return err
 	}
 	if err := budgets.apply(&cfg); err != nil {
+		return err
+	}
+	if err := recvWindow.apply(&cfg); err != nil {
 		return err
 	}
 	if *certFile != "" || *keyFile != "" {
