@@ -212,9 +212,9 @@ type ServerConfig struct {
 	// least the pre-auth window). Until a stream of the connection
 	// authenticated, the window stays at its initial size
 	// (DefaultPreAuthConnWindow) and does not grow. Unread bytes sent as
-	// tiny STREAM frames cost quic-go up to about 240 times their size,
-	// so this bounds what one authenticated connection can pin (about
-	// 240 MiB at the default); a connection's upload is at most this
+	// tiny STREAM frames cost quic-go about 160 times their size, so this
+	// bounds what one authenticated connection can pin (measured 160 MiB
+	// at the default); a connection's upload is at most this
 	// window per round trip (1 MiB at 50 ms: about 20 MiB/s), so raise it
 	// for clients that publish fast from far away (docs/limits.md).
 	MaxConnReceiveWindow uint64

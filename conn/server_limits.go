@@ -63,6 +63,11 @@ import (
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
 // DefaultMaxHandshakes).
 //
+// An authenticated connection has a receive window of its own
+// (MaxConnReceiveWindow, 1 MiB), which bounds its unread bytes in quic-go:
+// about 160 MiB per connection when a client sends them as 1-byte frames
+// to streams waiting for the request budget
+// (TestServerLimitsMemoryUnderTinyFramesAfterAuth; docs/limits.md §2.1).
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
 // and the request, answer and unread bytes above. Idle authenticated streams
@@ -89,9 +94,9 @@ const (
 	// most a client can have sent that the server has not read. Sent as
 	// 1-byte STREAM frames to streams the server is not reading (one
 	// stream holding the whole request budget), unread bytes cost quic-go
-	// up to about 240 bytes each: about 240 MiB per connection at 1 MiB
+	// about 160 bytes each: measured 160 MiB per connection at 1 MiB
 	// (TestServerLimitsMemoryUnderTinyFramesAfterAuth), where the former
-	// window of DefaultMaxConnInFlightBytes allowed about 3.75 GiB. A
+	// window of DefaultMaxConnInFlightBytes allowed about 2.5 GiB. The
 	// window also caps one connection's upload at window ÷ RTT: 1 MiB
 	// carries about 20 MiB/s at a 50 ms RTT, 1 GiB/s at 1 ms.
 	DefaultMaxConnReceiveWindow = 1 << 20

@@ -111,7 +111,7 @@ func run(args []string) error {
 	maxStreams := fs.Int64("max-streams", conn.DefaultMaxStreams, "concurrent client streams of each kind per connection")
 	maxUnauth := fs.Int("max-unauth-streams", conn.DefaultMaxUnauthStreams, "unauthenticated streams per connection (beyond: reset)")
 	maxUnauthConns := fs.Int("max-unauth-conns", conn.DefaultMaxUnauthConns, "connections not yet authenticated at once (beyond: the oldest of them is closed; negative: no cap)")
-	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection (and answer bytes being written)")
+	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held per connection (and, as a budget of its own, answer bytes being written); also caps -conn-recv-window")
 	maxHandshakes := fs.Int("max-handshakes", conn.DefaultMaxHandshakes, "QUIC handshakes in progress at once (beyond: CONNECTION_REFUSED; they take no -max-conns place)")
 	retryHandshakes := fs.Int("retry-handshakes", conn.DefaultRetryHandshakes, "handshakes in progress from which new ones must validate their address with a QUIC Retry (negative: never)")
 	answerTimeout := fs.Duration("answer-write-timeout", conn.DefaultAnswerWriteTimeout, "one answer write to a client that does not read (beyond: stream reset; negative: none)")
