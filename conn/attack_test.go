@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,6 +51,13 @@ func attack(addr string) error {
 	}
 	if os.Getenv("FELIX_CONN_ATTACK_TINY") != "" {
 		return tinyFrameAttack(ctx, addr, n, streams)
+	}
+	if w := os.Getenv("FELIX_CONN_ATTACK_AUTHTINY"); w != "" {
+		window, err := strconv.Atoi(w)
+		if err != nil {
+			return err
+		}
+		return tinyFrameAfterAuthAttack(ctx, addr, n, streams, window)
 	}
 	payload := append(felix.AppendHeader(nil, felix.Header{Length: 60 << 10}), make([]byte, 188)...)
 	var conns []*quic.Conn
@@ -177,27 +185,114 @@ func tinyFrameAttack(ctx context.Context, addr string, n, streams int) error {
 	return nil
 }
 
+// tinyFrameAfterAuthAttack opens n connections to addr and on each
+// authenticates a stream that announces a frame of the largest size
+// (reserving the connection's whole request budget) and sends none of
+// its payload, then authenticates streams more streams, each announcing
+// a 1 KiB frame (which waits for the budget), and sends the rest of the
+// connection's receive window (window bytes) one byte per stream per
+// packet, as tinyFrameAttack does. A last stream authenticates after
+// them: once its auth_ok arrived, the server has received every byte
+// sent before it. It prints "ready" and then holds the connections until
+// stdin closes.
+func tinyFrameAfterAuthAttack(ctx context.Context, addr string, n, streams, window int) error {
+	openAuthed := func(qc *quic.Conn) (*quic.Stream, error) {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return s, authStream(s)
+	}
+	big := felix.AppendHeader(nil, felix.Header{Length: felix.DefaultMaxFrameBytes})
+	small := felix.AppendHeader(nil, felix.Header{Length: 1 << 10})
+	// What the auth frames and headers took of the window, with room to
+	// spare: the rest goes in 1-byte frames, below the window, so that no
+	// write blocks.
+	rounds := (window - 8<<10) / streams
+	var conns []*quic.Conn
+	for range n {
+		qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"},
+			&quic.Config{MaxIdleTimeout: time.Minute, KeepAlivePeriod: time.Second})
+		if err != nil {
+			return err
+		}
+		conns = append(conns, qc)
+		holder, err := openAuthed(qc)
+		if err != nil {
+			return err
+		}
+		if _, err := holder.Write(big); err != nil {
+			return err
+		}
+		var ss []*quic.Stream
+		for range streams {
+			s, err := openAuthed(qc)
+			if err != nil {
+				return err
+			}
+			if _, err := s.Write(small); err != nil {
+				return err
+			}
+			ss = append(ss, s)
+		}
+		one := []byte{0}
+		for range rounds {
+			sent := qc.ConnectionStats().PacketsSent
+			for _, s := range ss {
+				if _, err := s.Write(one); err != nil {
+					return err
+				}
+			}
+			stuck := time.Now().Add(10 * time.Second)
+			for qc.ConnectionStats().PacketsSent == sent {
+				if err := qc.Context().Err(); err != nil {
+					return err
+				}
+				if time.Now().After(stuck) {
+					return errors.New("no packet sent in 10 s: blocked by flow control?")
+				}
+				runtime.Gosched()
+			}
+		}
+		if _, err := openAuthed(qc); err != nil { // the barrier
+			return err
+		}
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	for _, qc := range conns {
+		qc.CloseWithError(0, "")
+	}
+	return nil
+}
+
 // authFlood opens streams bidi streams on qc, authenticates each (waiting
 // for its auth_ok, so the unauthenticated budget is never hit) and leaves
 // them idle.
 func authFlood(ctx context.Context, qc *quic.Conn, streams int) error {
-	auth, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
-	if err != nil {
-		return err
-	}
 	for range streams {
 		s, err := qc.OpenStreamSync(ctx)
 		if err != nil {
 			return err
 		}
-		if _, err := s.Write(auth); err != nil {
-			return err
-		}
-		if _, err := felix.NewReader(s).ReadFrame(); err != nil {
+		if err := authStream(s); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// authStream authenticates s and waits for its answer.
+func authStream(s *quic.Stream) error {
+	auth, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
+	if err != nil {
+		return err
+	}
+	if _, err := s.Write(auth); err != nil {
+		return err
+	}
+	_, err = felix.NewReader(s).ReadFrame()
+	return err
 }
 
 // startAttacker runs this test binary as an attacker process (TestMain)
@@ -318,6 +413,58 @@ func TestServerLimitsMemoryUnderTinyFrames(t *testing.T) {
 	require.EqualValues(t, conns+1, b.ln.Stats().Connections)
 	require.Zero(t, b.ln.Stats().RefusedStreams)
 	require.LessOrEqual(t, per, int64(160*DefaultPreAuthConnWindow), "the pre-auth window bounds what tiny frames hold")
+}
+
+// TestServerLimitsMemoryUnderTinyFramesAfterAuth: connections from another
+// process authenticate, reserve the whole request budget with one stream
+// (a header announcing a frame of the largest size, no payload), and send
+// the rest of the connection's receive window in 1-byte STREAM frames on
+// 32 streams that wait for the budget: quic-go holds every such frame
+// unread. The receive window after auth (MaxConnReceiveWindow) bounds it.
+// The window starts at its maximum here, as it ends up for an attacker
+// that first sends data the server reads fast (auto-tuning). The memory
+// per window byte measured here gives the worst case of one authenticated
+// connection at the default window (docs/limits.md §2).
+func TestServerLimitsMemoryUnderTinyFramesAfterAuth(t *testing.T) {
+	leakCheck(t)
+	window := 256 << 10
+	if w, err := strconv.Atoi(os.Getenv("FELIX_TINY_WINDOW")); err == nil { // a one-off measurement at another window
+		window = w
+	}
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.MaxConnReceiveWindow = uint64(window)
+		c.QUIC = &quic.Config{InitialConnectionReceiveWindow: uint64(window)}
+	}})
+	ctx := testCtx(t)
+	legit := b.dial(t, nil)
+	_, err := legit.Publish(ctx, topic, []byte("warm"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	before := heapNow()
+	const conns, streams = 2, 32
+	startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(streams), "FELIX_CONN_ATTACK_AUTHTINY="+strconv.Itoa(window))
+	// On every attacking connection one stream holds the whole budget and
+	// the 32 others wait for it, their payloads unread.
+	waitFor(t, func() bool {
+		held := 0
+		b.ln.byQUIC.Range(func(_, v any) bool {
+			sc := v.(*ServerConn)
+			if sc.budget.inUse() == DefaultMaxConnInFlightBytes && sc.budget.waiting() == streams {
+				held++
+			}
+			return true
+		})
+		return held == conns
+	})
+	_, err = legit.Publish(ctx, topic, []byte("served"), PublishOptions{Ack: felix.AckPerBatch})
+	require.NoError(t, err)
+	during := heapNow()
+	per := (int64(during) - int64(before)) / conns
+	t.Logf("server heap+stacks: %d KiB per connection at a %d KiB window (%d bytes per window byte; %d MiB at DefaultMaxConnReceiveWindow, %d MiB at the former %d MiB window)",
+		per>>10, window>>10, per/int64(window), per/int64(window)*DefaultMaxConnReceiveWindow>>20,
+		per/int64(window)*DefaultMaxConnInFlightBytes>>20, DefaultMaxConnInFlightBytes>>20)
+	require.EqualValues(t, conns+1, b.ln.Stats().Connections)
+	require.LessOrEqual(t, per, int64(260*window), "the receive window after auth bounds what tiny frames hold")
 }
 
 // TestServerLimitsMemoryAuthenticatedIdleStreams: a client with valid

@@ -540,7 +540,7 @@ func TestQUICConfigDefaults(t *testing.T) {
 	s := quicConfig(nil, true)
 	require.EqualValues(t, 1024, s.MaxIncomingStreams, "docs/transport.md §4: 1024 per direction")
 	require.EqualValues(t, 1024, s.MaxIncomingUniStreams)
-	require.EqualValues(t, DefaultMaxConnInFlightBytes, s.MaxConnectionReceiveWindow)
+	require.EqualValues(t, DefaultMaxConnReceiveWindow, s.MaxConnectionReceiveWindow, "the window after auth, not the request budget")
 	// Overrides are cloned; zero keep-alive and stream limits are raised.
 	base := &quic.Config{MaxIdleTimeout: time.Second, MaxIncomingUniStreams: 5}
 	o := quicConfig(base, false)

@@ -200,12 +200,24 @@ type ServerConfig struct {
 	// fit waits (it reads no further request meanwhile), holding no
 	// encoded copy of its answer.
 	AnswerWriteTimeout time.Duration
-	// MaxConnInFlightBytes bounds the bytes one client may have sent on a
-	// connection that the server has not read yet (the QUIC connection
-	// receive window; 0: DefaultMaxConnInFlightBytes, 16 MiB). Until a
-	// stream of the connection authenticated, the window stays at its
-	// initial size (DefaultPreAuthConnWindow) and does not grow.
+	// MaxConnInFlightBytes bounds the request bytes one connection's
+	// frames being read hold in the server (0: DefaultMaxConnInFlightBytes,
+	// 16 MiB), and, as a budget of its own, its answer bytes being
+	// written. It also caps MaxConnReceiveWindow.
 	MaxConnInFlightBytes uint64
+	// MaxConnReceiveWindow bounds the bytes one client may have sent on a
+	// connection that the server has not read yet: the most its QUIC
+	// connection receive window, and each stream's, grows to (0:
+	// DefaultMaxConnReceiveWindow, 1 MiB; at most MaxConnInFlightBytes, at
+	// least the pre-auth window). Until a stream of the connection
+	// authenticated, the window stays at its initial size
+	// (DefaultPreAuthConnWindow) and does not grow. Unread bytes sent as
+	// tiny STREAM frames cost quic-go about 160 times their size, so this
+	// bounds what one authenticated connection can pin (measured 160 MiB
+	// at the default); a connection's upload is at most this
+	// window per round trip (1 MiB at 50 ms: about 20 MiB/s), so raise it
+	// for clients that publish fast from far away (docs/limits.md).
+	MaxConnReceiveWindow uint64
 	// MaxAnswerBytes bounds the answer bytes being written on all the
 	// listener's connections together, on top of each connection's
 	// MaxConnInFlightBytes (0: DefaultMaxAnswerBytes, 256 MiB; negative: no
@@ -263,9 +275,9 @@ func quicConfig(base *quic.Config, server bool) *quic.Config {
 		q = &quic.Config{
 			MaxIdleTimeout:                 DefaultIdleTimeout,
 			InitialStreamReceiveWindow:     DefaultPreAuthConnWindow,
-			MaxStreamReceiveWindow:         DefaultMaxConnInFlightBytes,
+			MaxStreamReceiveWindow:         DefaultMaxConnReceiveWindow,
 			InitialConnectionReceiveWindow: DefaultPreAuthConnWindow,
-			MaxConnectionReceiveWindow:     DefaultMaxConnInFlightBytes,
+			MaxConnectionReceiveWindow:     DefaultMaxConnReceiveWindow,
 		}
 	default:
 		q = &quic.Config{

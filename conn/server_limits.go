@@ -34,7 +34,8 @@ import (
 //	  per tenant, all connections    64 MiB        the answer waits (holding no copy), within:
 //	  on all connections together    512 MiB       the answer waits (holding no copy), within:
 //	one answer write                 30 s          ErrAnswerTimeout, stream reset
-//	unread bytes per connection      16 MiB        QUIC flow control (the client waits)
+//	unread bytes per connection      1 MiB         QUIC flow control (the client waits):
+//	  (the receive window after auth; MaxConnReceiveWindow, at most MaxConnInFlightBytes)
 //	unread bytes before auth         96 KiB        QUIC flow control (the window does not grow)
 //
 // Memory of a connection that never authenticates: at most
@@ -62,6 +63,11 @@ import (
 // (TestServerLimitsMemoryHalfOpenHandshakes; ≈ 64 MiB at
 // DefaultMaxHandshakes).
 //
+// An authenticated connection has a receive window of its own
+// (MaxConnReceiveWindow, 1 MiB), which bounds its unread bytes in quic-go:
+// about 160 MiB per connection when a client sends them as 1-byte frames
+// to streams waiting for the request budget
+// (TestServerLimitsMemoryUnderTinyFramesAfterAuth; docs/limits.md §2.1).
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
 // and the request, answer and unread bytes above. Idle authenticated streams
@@ -82,6 +88,18 @@ const (
 	// DefaultMaxConnInFlightBytes is ServerConfig.MaxConnInFlightBytes
 	// (docs/transport.md §6: per-connection in-flight publish bytes).
 	DefaultMaxConnInFlightBytes = 16 << 20
+	// DefaultMaxConnReceiveWindow is ServerConfig.MaxConnReceiveWindow:
+	// the most a connection's QUIC receive window (and each of its
+	// streams') grows to once one of its streams authenticated, so the
+	// most a client can have sent that the server has not read. Sent as
+	// 1-byte STREAM frames to streams the server is not reading (one
+	// stream holding the whole request budget), unread bytes cost quic-go
+	// about 160 bytes each: measured 160 MiB per connection at 1 MiB
+	// (TestServerLimitsMemoryUnderTinyFramesAfterAuth), where the former
+	// window of DefaultMaxConnInFlightBytes allowed about 2.5 GiB. The
+	// window also caps one connection's upload at window ÷ RTT: 1 MiB
+	// carries about 20 MiB/s at a 50 ms RTT, 1 GiB/s at 1 ms.
+	DefaultMaxConnReceiveWindow = 1 << 20
 	// DefaultMaxAnswerBytes is ServerConfig.MaxAnswerBytes: the answer
 	// bytes being written on all of a listener's connections together (32
 	// connections' worth of DefaultMaxConnInFlightBytes, 8 tenants' worth
@@ -223,6 +241,9 @@ func (c *ServerConfig) applyLimits() {
 	if c.MaxConnInFlightBytes == 0 {
 		c.MaxConnInFlightBytes = DefaultMaxConnInFlightBytes
 	}
+	if c.MaxConnReceiveWindow == 0 {
+		c.MaxConnReceiveWindow = DefaultMaxConnReceiveWindow
+	}
 	if c.MaxAnswerBytes == 0 {
 		c.MaxAnswerBytes = DefaultMaxAnswerBytes
 	}
@@ -254,7 +275,7 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 	if c.QUIC == nil || c.QUIC.HandshakeIdleTimeout == 0 {
 		q.HandshakeIdleTimeout = DefaultHandshakeIdleTimeout
 	}
-	win := c.MaxConnInFlightBytes
+	win := receiveWindow(c)
 	pre := min(preAuthWindow(c), win)
 	if !userSet(func(q *quic.Config) uint64 { return q.InitialStreamReceiveWindow }) {
 		q.InitialStreamReceiveWindow = pre
@@ -273,6 +294,14 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 		return l.windowMayGrow(qc) && (inner == nil || inner(qc, delta))
 	}
 	return q
+}
+
+// receiveWindow is the most a connection's receive window grows to for c:
+// MaxConnReceiveWindow, at most MaxConnInFlightBytes (a smaller request
+// budget lowers the window too, as before the two were separate), and at
+// least the pre-auth window (an auth frame of the pre-auth limit fits).
+func receiveWindow(c *ServerConfig) uint64 {
+	return min(max(c.MaxConnReceiveWindow, preAuthWindow(c)), c.MaxConnInFlightBytes)
 }
 
 // windowMayGrow reports whether qc's receive window may grow: only once

@@ -328,8 +328,22 @@ func TestServerQUICConfig(t *testing.T) {
 	require.EqualValues(t, DefaultMaxStreams, q.MaxIncomingStreams)
 	require.EqualValues(t, DefaultMaxStreams, q.MaxIncomingUniStreams)
 	require.EqualValues(t, DefaultPreAuthConnWindow, q.InitialConnectionReceiveWindow)
-	require.EqualValues(t, DefaultMaxConnInFlightBytes, q.MaxConnectionReceiveWindow)
+	require.EqualValues(t, DefaultMaxConnReceiveWindow, q.MaxConnectionReceiveWindow, "the window after auth is not the request budget")
+	require.EqualValues(t, DefaultMaxConnReceiveWindow, q.MaxStreamReceiveWindow)
 	require.False(t, q.AllowConnectionWindowIncrease(nil, 1), "unknown connection: no growth")
+	// The receive window is at most the request budget, and at least the
+	// pre-auth window (an auth frame of the pre-auth limit fits).
+	for _, tc := range []struct{ window, budget, want uint64 }{
+		{4 << 20, 1 << 20, 1 << 20},
+		{4 << 20, 0, 4 << 20},
+		{4 << 10, 0, DefaultPreAuthConnWindow},
+	} {
+		c = ServerConfig{MaxConnReceiveWindow: tc.window, MaxConnInFlightBytes: tc.budget}
+		c.applyLimits()
+		q = l.serverQUIC(&c)
+		require.Equal(t, tc.want, q.MaxConnectionReceiveWindow, "%+v", tc)
+		require.Equal(t, tc.want, q.MaxStreamReceiveWindow, "%+v", tc)
+	}
 	c = ServerConfig{MaxStreams: 10, MaxConnInFlightBytes: 1 << 20, QUIC: &quic.Config{MaxIncomingUniStreams: 3, MaxConnectionReceiveWindow: 5 << 20}}
 	c.applyLimits()
 	q = l.serverQUIC(&c)

@@ -72,6 +72,7 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultAuthTimeout", dur(conn.DefaultAuthTimeout)},
 		{"DefaultPreAuthConnWindow", size(conn.DefaultPreAuthConnWindow)},
 		{"DefaultMaxConnInFlightBytes", size(conn.DefaultMaxConnInFlightBytes)},
+		{"DefaultMaxConnReceiveWindow", size(conn.DefaultMaxConnReceiveWindow)},
 		{"DefaultMaxAnswerBytes", size(conn.DefaultMaxAnswerBytes)},
 		{"DefaultMaxTenantAnswerBytes", size(conn.DefaultMaxTenantAnswerBytes)},
 		{"DefaultIdleTimeout", dur(conn.DefaultIdleTimeout)},

@@ -92,6 +92,7 @@ func run(args []string) error {
 	authLim := authFlags(fs)
 	lims := registerLimitFlags(fs)
 	budgets := registerBudgetFlags(fs)
+	recvWindow := registerWindowFlag(fs)
 	statsAddr := fs.String("stats", "", "serve the broker's figures as JSON over HTTP on this address, e.g. 127.0.0.1:0 (keep it on loopback), at /stats, and its Prometheus metrics at /metrics; the bound address is logged (with -nodes: one entry per node, metrics labelled node)")
 	statsLog := fs.Duration("stats-log", 0, "log the broker's figures every interval (0 = never)")
 	ephemeral := fs.Bool("ephemeral", false, "auto-create streams as ephemeral (live delivery without offsets, replay from a ring) instead of durable")
@@ -110,7 +111,7 @@ func run(args []string) error {
 	maxStreams := fs.Int64("max-streams", conn.DefaultMaxStreams, "concurrent client streams of each kind per connection")
 	maxUnauth := fs.Int("max-unauth-streams", conn.DefaultMaxUnauthStreams, "unauthenticated streams per connection (beyond: reset)")
 	maxUnauthConns := fs.Int("max-unauth-conns", conn.DefaultMaxUnauthConns, "connections not yet authenticated at once (beyond: the oldest of them is closed; negative: no cap)")
-	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held and unread per connection (and answer bytes being written)")
+	connInflight := fs.Uint64("conn-inflight-bytes", conn.DefaultMaxConnInFlightBytes, "request bytes held per connection (and, as a budget of its own, answer bytes being written); also caps -conn-recv-window")
 	maxHandshakes := fs.Int("max-handshakes", conn.DefaultMaxHandshakes, "QUIC handshakes in progress at once (beyond: CONNECTION_REFUSED; they take no -max-conns place)")
 	retryHandshakes := fs.Int("retry-handshakes", conn.DefaultRetryHandshakes, "handshakes in progress from which new ones must validate their address with a QUIC Retry (negative: never)")
 	answerTimeout := fs.Duration("answer-write-timeout", conn.DefaultAnswerWriteTimeout, "one answer write to a client that does not read (beyond: stream reset; negative: none)")
@@ -259,6 +260,9 @@ func run(args []string) error {
 		return err
 	}
 	if err := budgets.apply(&cfg); err != nil {
+		return err
+	}
+	if err := recvWindow.apply(&cfg); err != nil {
 		return err
 	}
 	if *certFile != "" || *keyFile != "" {
