@@ -45,6 +45,7 @@ type cacheScope struct {
 	logBytes  int64         // cost of log[head:] (retention.go)
 	liveBytes int64         // cost of entries and counters (retention.go)
 	tenant    *atomic.Int64 // live bytes of all the tenant's caches
+	ten       *tenantUse    // the tenant's fair-share accounting (tenants.go)
 }
 
 // newCacheScope makes a cache of tenant. The caller holds e.mu.
@@ -54,7 +55,7 @@ func newCacheScope(e *Engine, tenant string) *cacheScope {
 		tb = new(atomic.Int64)
 		e.tenantCache[tenant] = tb
 	}
-	return &cacheScope{e: e, tenant: tb, entries: make(map[string]*cacheEntry), base: 0, next: 0,
+	return &cacheScope{e: e, tenant: tb, ten: e.tenant(tenant), entries: make(map[string]*cacheEntry), base: 0, next: 0,
 		watches: make(map[*Watch]struct{}), counters: make(map[string]int64)}
 }
 

@@ -98,7 +98,10 @@ type Config struct {
 	// (0 = DefaultSubscriberQueueBytes); MaxQueuedBytes bounds them
 	// engine-wide (0 = DefaultMaxQueuedBytes). A batch that does not fit
 	// is dropped for that subscriber, which is then lagged (see
-	// SubscribeRequest.LagReport).
+	// SubscribeRequest.LagReport). At the engine-wide bound a tenant
+	// within its share (MaxQueuedBytes divided by the tenants with an open
+	// subscription or watch) is still given room, up to a hard cap of
+	// twice MaxQueuedBytes (Engine.queueRoom).
 	SubscriberQueueBytes int64
 	MaxQueuedBytes       int64
 	// ProducerWindow is how many sequences per producer are remembered for
@@ -121,8 +124,10 @@ type Config struct {
 	// MaxRetainBytes caps every shard's log or ring, records and their
 	// bookkeeping (0 = DefaultMaxRetainBytes, negative = no cap);
 	// MaxLogBytes caps all of them engine-wide (0 = DefaultMaxLogBytes,
-	// negative = no cap): a shard that appends while the total is over it
-	// trims its own oldest records (the newest is always kept).
+	// negative = no cap): while the total is over it, the oldest records
+	// of the tenant holding the most are trimmed, so a tenant holding no
+	// more than its share (MaxLogBytes divided by the tenants holding
+	// records) never loses one to another (every shard keeps its newest).
 	MaxRetainBytes int64
 	MaxLogBytes    int64
 	// MaxStreamsPerTenant and MaxCachesPerTenant bound the streams and
@@ -194,6 +199,10 @@ type Engine struct {
 	prodTenants   map[string]*tenantProducers
 	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
 	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
+	logMu         sync.Mutex               // serialises engine-wide log trims (tenants.go)
+	logTenants    atomic.Int64             // tenants holding log bytes
+	queueTenants  atomic.Int64             // tenants with an open subscription or watch
+	tenants       map[string]*tenantUse    // fair-share accounting per tenant (mu; tenants.go)
 	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
 	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
 	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
@@ -253,7 +262,7 @@ func New(cfg Config) *Engine {
 		streams:     make(map[Topic]*stream),
 		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
 		tenantCache: make(map[string]*atomic.Int64), prodTenants: make(map[string]*tenantProducers),
-		caches:  make(map[CacheRef]*cacheScope),
+		caches: make(map[CacheRef]*cacheScope), tenants: make(map[string]*tenantUse),
 		subs:    make(map[*Subscription]struct{}),
 		watches: make(map[*Watch]struct{}),
 	}
