@@ -203,6 +203,10 @@ type Engine struct {
 	logTenants    atomic.Int64             // tenants holding log bytes
 	queueTenants  atomic.Int64             // tenants with an open subscription or watch
 	tenants       map[string]*tenantUse    // fair-share accounting per tenant (mu; tenants.go)
+	stateEntries  *budget                  // commit state keys (commit.go)
+	stateBytes    *budget                  // commit state bytes
+	claims        *budget                  // consumer-group claims, owed records and dead letters (group.go)
+	groupCount    *budget                  // consumer groups
 	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
 	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
 	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
@@ -258,9 +262,13 @@ func New(cfg Config) *Engine {
 	cfg.Groups = cfg.Groups.withDefaults()
 	cfg.State = cfg.State.withDefaults()
 	return &Engine{
-		cfg:         cfg,
-		streams:     make(map[Topic]*stream),
-		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
+		cfg:          cfg,
+		stateEntries: newBudget("commit state entries", int64(cfg.State.MaxTenantEntries), int64(cfg.State.MaxTotalEntries)),
+		stateBytes:   newBudget("commit state bytes", cfg.State.MaxTenantBytes, cfg.State.MaxTotalBytes),
+		claims:       newBudget("consumer-group claims", int64(cfg.Groups.MaxTenantClaims), int64(cfg.Groups.MaxTotalClaims)),
+		groupCount:   newBudget("consumer groups", int64(cfg.Groups.MaxTenantGroups), int64(cfg.Groups.MaxTotalGroups)),
+		streams:      make(map[Topic]*stream),
+		autoStreams:  make(map[string]int), autoCaches: make(map[string]int),
 		tenantCache: make(map[string]*atomic.Int64), prodTenants: make(map[string]*tenantProducers),
 		caches: make(map[CacheRef]*cacheScope), tenants: make(map[string]*tenantUse),
 		subs:    make(map[*Subscription]struct{}),

@@ -172,6 +172,7 @@ type budget struct {
 	use   map[string]int64
 }
 
+// newBudget returns a budget; a limit ≤ 0 is none.
 func newBudget(what string, tenantLimit, totalLimit int64) *budget {
 	return &budget{what: what, tenantLimit: tenantLimit, totalLimit: totalLimit, use: make(map[string]int64)}
 }
@@ -179,6 +180,14 @@ func newBudget(what string, tenantLimit, totalLimit int64) *budget {
 // take charges n units (n may be negative: a release, never refused) to
 // tenant, or refuses them with limit_exceeded naming the limit.
 func (b *budget) take(tenant string, n int64) error {
+	return b.change(tenant, n, true)
+}
+
+// give returns n units (n ≥ 0; a negative n charges them unchecked, to
+// undo a release).
+func (b *budget) give(tenant string, n int64) { _ = b.change(tenant, -n, false) }
+
+func (b *budget) change(tenant string, n int64, check bool) error {
 	if n == 0 {
 		return nil
 	}
@@ -186,7 +195,7 @@ func (b *budget) take(tenant string, n int64) error {
 	defer b.mu.Unlock()
 	cur := b.use[tenant]
 	after := cur + n
-	if n > 0 {
+	if n > 0 && check {
 		if b.tenantLimit > 0 && after > b.tenantLimit {
 			return b.refuse("the tenant's", b.tenantLimit)
 		}
@@ -208,9 +217,6 @@ func (b *budget) take(tenant string, n int64) error {
 	}
 	return nil
 }
-
-// give returns n units (n ≥ 0).
-func (b *budget) give(tenant string, n int64) { _ = b.take(tenant, -n) }
 
 // held returns what tenant holds and what all tenants hold.
 func (b *budget) held(tenant string) (int64, int64) {

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
@@ -129,4 +131,197 @@ func TestQueueBoundSparesTheTenantWithinItsShare(t *testing.T) {
 	require.Equal(t, uint64(bursts*burst), got)
 	require.Zero(t, s.Dropped())
 	require.LessOrEqual(t, e.QueuedBytes(), int64(2*limit))
+}
+
+// countGroupState counts what the groups of tenant hold: groups, and
+// claims plus dead letters, as the claims budget should.
+func countGroupState(e *Engine, tenant string) (groups, claims int64) {
+	e.mu.Lock()
+	var shards []*shard
+	for tp, s := range e.streams {
+		if tp.Tenant == tenant {
+			shards = append(shards, s.shards...)
+		}
+	}
+	e.mu.Unlock()
+	for _, sh := range shards {
+		sh.mu.Lock()
+		for _, g := range sh.groups {
+			groups++
+			claims += int64(len(g.claims) + len(g.dead))
+		}
+		sh.mu.Unlock()
+	}
+	return groups, claims
+}
+
+// Commit state is bounded per tenant and engine-wide in keys and bytes:
+// the refusal names the limit, nothing is written, a tenant within its
+// share of the engine-wide bound is still served when another filled it,
+// and deleting keys returns their place (and, measured, their memory).
+func TestCommitStateBoundedPerTenantAndEngineWide(t *testing.T) {
+	e := New(Config{DefaultStream: durable, State: StateConfig{MaxTenantEntries: 400, MaxTotalEntries: 300, MaxTenantBytes: 64 << 10}})
+	defer e.Close()
+	commit := func(tenant, entity string, changes ...felix.StateChange) error {
+		_, err := e.Commit(CommitRequest{Topic: Topic{Tenant: tenant, Stream: "s"}, EntityKey: []byte(entity), Event: []byte("e"), Changes: changes})
+		return err
+	}
+	keys := func(from, n int) []felix.StateChange {
+		var cs []felix.StateChange
+		for i := from; i < from+n; i++ {
+			cs = append(cs, put("k"+strconv.Itoa(i), "v"))
+		}
+		return cs
+	}
+	// A alone: its share is the whole engine-wide bound, 300 keys.
+	require.NoError(t, commit("A", "x", keys(0, 300)...))
+	err := commit("A", "x", keys(300, 1)...)
+	requireCode(t, err, felix.CodeLimitExceeded, felix.RetryFatal)
+	require.Contains(t, err.Error(), "commit state entries: all tenants' limit of 300")
+	// B is within its share (150 of 300 with two tenants): served although
+	// A filled the bound; A, over its share, still is not.
+	require.NoError(t, commit("B", "y", keys(0, 150)...))
+	requireCode(t, commit("B", "y", keys(150, 1)...), felix.CodeLimitExceeded, felix.RetryFatal)
+	requireCode(t, commit("A", "x", keys(300, 1)...), felix.CodeLimitExceeded, felix.RetryFatal)
+	a, total := e.stateEntries.held("A")
+	require.Equal(t, int64(300), a)
+	require.Equal(t, int64(450), total, "within twice the bound")
+	v, err := e.StateGet(Topic{Tenant: "A", Stream: "s"}, []byte("x"), "k300")
+	require.NoError(t, err)
+	require.False(t, v.Found, "a refused commit writes nothing")
+
+	// Deleting returns the places: A gets under its share again.
+	var dels []felix.StateChange
+	for i := range 200 {
+		dels = append(dels, del("k"+strconv.Itoa(i)))
+	}
+	require.NoError(t, commit("A", "x", dels...))
+	a, total = e.stateEntries.held("A")
+	require.Equal(t, int64(100), a)
+	require.Equal(t, int64(250), total)
+	require.NoError(t, commit("A", "x", keys(1000, 50)...))
+
+	// Bytes: the tenant's 64 KiB.
+	big := felix.StateChange{Op: felix.StatePut, Key: "big", Value: bytes.Repeat([]byte("b"), 70<<10)}
+	err = commit("C", "z", big)
+	requireCode(t, err, felix.CodeLimitExceeded, felix.RetryFatal)
+	require.Contains(t, err.Error(), "commit state bytes: the tenant's limit of 65536")
+	c, _ := e.stateBytes.held("C")
+	require.Zero(t, c)
+	cEntries, _ := e.stateEntries.held("C")
+	require.Zero(t, cEntries, "a refusal by bytes gives back the keys it took")
+}
+
+// The memory of deleted commit state is returned: a tenant writes 20,000
+// keys of 1 KiB on a shard, deletes them, and the heap comes back.
+func TestCommitStateMemoryReturned(t *testing.T) {
+	e := New(Config{DefaultStream: durable})
+	defer e.Close()
+	tpc := Topic{Tenant: "A", Stream: "s"}
+	value := string(bytes.Repeat([]byte("v"), 1024))
+	base := heapInuse()
+	for i := range 20 {
+		var cs []felix.StateChange
+		for j := range 1000 {
+			cs = append(cs, put("k"+strconv.Itoa(i*1000+j), value))
+		}
+		_, err := e.Commit(CommitRequest{Topic: tpc, EntityKey: []byte("x"), Event: []byte("e"), Changes: cs})
+		require.NoError(t, err)
+	}
+	full := heapInuse()
+	for i := range 20 {
+		var cs []felix.StateChange
+		for j := range 1000 {
+			cs = append(cs, del("k"+strconv.Itoa(i*1000+j)))
+		}
+		_, err := e.Commit(CommitRequest{Topic: tpc, EntityKey: []byte("x"), Event: []byte("e"), Changes: cs})
+		require.NoError(t, err)
+	}
+	after := heapInuse()
+	t.Logf("heap: base %d KiB, 20,000 keys %d KiB, after deleting them %d KiB", base>>10, full>>10, after>>10)
+	require.Greater(t, full-base, int64(20<<20), "the keys were held")
+	require.Less(t, after-base, int64(4<<20), "their memory was returned")
+	held, total := e.stateBytes.held("A")
+	require.Zero(t, held)
+	require.Zero(t, total)
+}
+
+func heapInuse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse)
+}
+
+// Consumer-group claims are bounded per tenant and engine-wide: a poll
+// over the bound hands out nothing fresh and is refused with
+// limit_exceeded naming the limit; acks, dead-letter discards, seeks and
+// deletes give the places back; groups are bounded the same way.
+func TestGroupClaimsBoundedPerTenantAndEngineWide(t *testing.T) {
+	clk := newFakeClock()
+	e := New(Config{DefaultStream: durable, Now: clk.Now, Groups: GroupConfig{MaxAttempts: 1, Visibility: time.Second,
+		MaxTenantClaims: 100, MaxTotalClaims: 150, MaxTenantGroups: 3, MaxTotalGroups: 5}})
+	defer e.Close()
+	ref := func(tenant, group string) GroupRef {
+		return GroupRef{Topic: Topic{Tenant: tenant, Stream: "s"}, Group: group}
+	}
+	for _, tenant := range []string{"A", "B"} {
+		for i := range 200 {
+			pub(t, e, Topic{Tenant: tenant, Stream: "s"}, strconv.Itoa(i))
+		}
+	}
+	require.Len(t, poll(t, e, ref("A", "g1"), 60), 60)
+	require.Len(t, poll(t, e, ref("A", "g2"), 60), 40, "the tenant's 100 claims")
+	_, err := e.GroupPoll(ctxT(t), GroupPollRequest{GroupRef: ref("A", "g2"), Max: 10})
+	requireCode(t, err, felix.CodeLimitExceeded, felix.RetryFatal)
+	require.Contains(t, err.Error(), "consumer-group claims: the tenant's limit of 100")
+	// B within its share (75 of 150) is served up to it although A holds
+	// 100 of the 150; past its share it is refused by the engine-wide bound.
+	require.Len(t, poll(t, e, ref("B", "g1"), 100), 75)
+	_, err = e.GroupPoll(ctxT(t), GroupPollRequest{GroupRef: ref("B", "g1"), Max: 10})
+	require.Contains(t, err.Error(), "consumer-group claims: all tenants' limit of 150")
+
+	// Acks give places back, but A, holding 90 of the 165, is over its
+	// share of the engine-wide bound: it is refused before B.
+	for off := range uint64(10) {
+		require.NoError(t, e.GroupAck(ref("A", "g1"), off))
+	}
+	held, total := e.claims.held("A")
+	require.Equal(t, int64(90), held)
+	require.Equal(t, int64(165), total)
+	_, err = e.GroupPoll(ctxT(t), GroupPollRequest{GroupRef: ref("A", "g2"), Max: 10})
+	require.Contains(t, err.Error(), "consumer-group claims: all tenants' limit of 150")
+	// Timed-out claims past the attempt bound become dead letters and keep
+	// their places until discarded.
+	clk.Advance(2 * time.Second)
+	dl, err := e.GroupDeadLetters(ref("A", "g1"))
+	require.NoError(t, err)
+	require.Len(t, dl, 50)
+	require.NoError(t, e.GroupDiscard(ref("A", "g1"), dl[0]))
+	_, claims := countGroupState(e, "A")
+	held, _ = e.claims.held("A")
+	require.Equal(t, claims, held, "the budget counts what the groups hold")
+	require.Equal(t, int64(89), held)
+	_, _, err = e.GroupSeek(ref("A", "g2"), felix.StartPosition{Kind: felix.StartEarliest}, false)
+	require.NoError(t, err)
+	_, claims = countGroupState(e, "A")
+	held, _ = e.claims.held("A")
+	require.Equal(t, claims, held)
+	existed, err := e.GroupDelete(ref("A", "g1"))
+	require.NoError(t, err)
+	require.True(t, existed)
+	groups, claims := countGroupState(e, "A")
+	held, _ = e.claims.held("A")
+	require.Equal(t, claims, held)
+	require.Zero(t, held, "g2's claims went with the seek, g1's with the delete")
+
+	// Groups: three per tenant.
+	require.Len(t, poll(t, e, ref("A", "g3"), 1), 1)
+	require.Len(t, poll(t, e, ref("A", "g4"), 1), 1)
+	require.Equal(t, int64(3), groups+2)
+	_, err = e.GroupPoll(ctxT(t), GroupPollRequest{GroupRef: ref("A", "g5"), Max: 1})
+	require.Contains(t, err.Error(), "consumer groups: the tenant's limit of 3")
+	n, _ := e.groupCount.held("A")
+	require.Equal(t, int64(3), n)
 }
