@@ -137,6 +137,8 @@ const (
 	soakCache  = "soak-cache"
 	watchedKey = "w"
 	keys       = 64
+	// retainRecords is each shard's log bound in records.
+	retainRecords = 20_000
 )
 
 // Run runs the soak. An error means it could not run; a failed check is
@@ -171,7 +173,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer cl.Close()
 	topic := engine.Topic{Tenant: cluster.DefaultTenant, Namespace: cluster.DefaultNamespace, Stream: soakStream}
-	if err := cl.CreateStream(topic, engine.StreamConfig{Durable: true, Shards: soakShards}); err != nil {
+	// A shard keeps its last retainRecords records: the log stops growing
+	// once warm, far ahead of what a subscriber lags by.
+	if err := cl.CreateStream(topic, engine.StreamConfig{Durable: true, Shards: soakShards, RetainRecords: retainRecords}); err != nil {
 		return nil, err
 	}
 	ctp := client.Topic{TenantID: topic.Tenant, Namespace: topic.Namespace, Stream: topic.Stream}
