@@ -165,7 +165,8 @@ func (c *cacheScope) fits(key string, value []byte, now uint64) error {
 
 // grow refuses growing the cache's live bytes by delta beyond
 // MaxCacheBytes, the tenant's caches beyond MaxTenantCacheBytes or all
-// caches beyond MaxTotalCacheBytes (limit_exceeded, nothing written).
+// caches beyond MaxTotalCacheBytes when the tenant is over its share of
+// it (limit_exceeded, nothing written).
 // Writes to other caches in flight may overshoot the tenant and total
 // bounds by their own size. The caller holds c.mu.
 func (c *cacheScope) grow(delta int64) error {
@@ -180,7 +181,15 @@ func (c *cacheScope) grow(delta int64) error {
 		return errCacheFull("the tenant's caches'", l)
 	}
 	if l := cfg.MaxTotalCacheBytes; l > 0 && c.e.cacheLive.Load()+delta > l {
-		return errCacheFull("all caches'", l)
+		// At the engine-wide bound only a tenant over its share (the
+		// bound over the tenants holding live bytes) is refused.
+		holders, held := c.e.cacheTenants.Load(), c.tenant.Load()
+		if held == 0 {
+			holders++
+		}
+		if held+delta > l/max(holders, 1) {
+			return errCacheFull("all caches'", l)
+		}
 	}
 	return nil
 }
@@ -189,7 +198,11 @@ func (c *cacheScope) grow(delta int64) error {
 // engine. The caller holds c.mu.
 func (c *cacheScope) addLive(delta int64) {
 	c.liveBytes += delta
-	c.tenant.Add(delta)
+	if after := c.tenant.Add(delta); after > 0 && after == delta {
+		c.e.cacheTenants.Add(1)
+	} else if after == 0 && delta < 0 {
+		c.e.cacheTenants.Add(-1)
+	}
 	c.e.cacheLive.Add(delta)
 }
 

@@ -146,7 +146,9 @@ type Config struct {
 	// MaxTenantCacheBytes caps the live bytes of all of one tenant's
 	// caches (0 = DefaultMaxTenantCacheBytes), MaxTotalCacheBytes those
 	// of every cache (0 = DefaultMaxTotalCacheBytes); negative = no cap.
-	// Writes beyond are refused limit_exceeded.
+	// Writes beyond are refused limit_exceeded; at MaxTotalCacheBytes only
+	// those of a tenant over its share (the bound over the tenants holding
+	// live bytes) are.
 	MaxTenantCacheBytes int64
 	MaxTotalCacheBytes  int64
 	// MaxTotalCacheLogBytes caps the write logs of every cache together
@@ -211,6 +213,7 @@ type Engine struct {
 	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
 	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
 	cacheLive     atomic.Int64             // live cache bytes, all caches
+	cacheTenants  atomic.Int64             // tenants holding live cache bytes
 	cacheLogBytes atomic.Int64             // cache write log bytes, all caches
 	gate          pubGate                  // drain.go
 	drainedFlag   atomic.Bool              // Drain was called
