@@ -110,7 +110,10 @@ func (e *Engine) enforceLogBudget() {
 
 // trimLargestTenant trims the tenant holding the most log bytes until the
 // total fits the limit or the tenant no longer holds more than the next
-// one. It reports whether it trimmed anything. The caller holds e.logMu.
+// one. Only a tenant over its share (the limit over the tenants holding
+// records) is trimmed: when the largest cannot be (its shards hold only
+// their newest records), nobody is. It reports whether it trimmed
+// anything. The caller holds e.logMu.
 func (e *Engine) trimLargestTenant(limit int64) bool {
 	e.mu.Lock()
 	ts := make([]*tenantUse, 0, len(e.tenants))
@@ -119,40 +122,41 @@ func (e *Engine) trimLargestTenant(limit int64) bool {
 			ts = append(ts, t)
 		}
 	}
-	slices.SortFunc(ts, func(a, b *tenantUse) int { return int(min(max(b.logBytes.Load()-a.logBytes.Load(), -1), 1)) })
-	var shards [][]*shard
-	for _, t := range ts {
-		shards = append(shards, slices.Clone(t.shards))
-	}
 	e.mu.Unlock()
-	for i, t := range ts {
-		var floor int64 // trim this tenant down to the next one's holding
-		if i+1 < len(ts) {
-			floor = ts[i+1].logBytes.Load()
-		}
-		sh := shards[i]
-		slices.SortFunc(sh, func(a, b *shard) int { return int(min(max(b.costSnap.Load()-a.costSnap.Load(), -1), 1)) })
-		trimmed := false
-		for _, s := range sh {
-			s.mu.Lock()
-			for n := len(s.recs) - s.head; n > 1; n-- {
-				if e.logBytes.Load() <= limit || (trimmed && t.logBytes.Load() <= floor) {
-					break
-				}
-				s.dropOldestLocked()
-				s.accountLog()
-				trimmed = true
+	if len(ts) == 0 {
+		return false
+	}
+	share := limit / int64(len(ts))
+	slices.SortFunc(ts, func(a, b *tenantUse) int { return int(min(max(b.logBytes.Load()-a.logBytes.Load(), -1), 1)) })
+	t := ts[0]
+	if t.logBytes.Load() <= share {
+		return false
+	}
+	floor := share // trim this tenant down to the next one's holding, never below its share
+	if len(ts) > 1 {
+		floor = max(floor, ts[1].logBytes.Load())
+	}
+	e.mu.Lock()
+	shards := slices.Clone(t.shards)
+	e.mu.Unlock()
+	slices.SortFunc(shards, func(a, b *shard) int { return int(min(max(b.costSnap.Load()-a.costSnap.Load(), -1), 1)) })
+	trimmed := false
+	for _, s := range shards {
+		s.mu.Lock()
+		for n := len(s.recs) - s.head; n > 1; n-- {
+			if e.logBytes.Load() <= limit || (trimmed && t.logBytes.Load() <= floor) {
+				break
 			}
-			s.mu.Unlock()
-			if trimmed && (e.logBytes.Load() <= limit || t.logBytes.Load() <= floor) {
-				return true
-			}
+			s.dropOldestLocked()
+			s.accountLog()
+			trimmed = true
 		}
-		if trimmed {
-			return true
+		s.mu.Unlock()
+		if trimmed && (e.logBytes.Load() <= limit || t.logBytes.Load() <= floor) {
+			break
 		}
 	}
-	return false
+	return trimmed
 }
 
 // budget accounts one table a peer grows, per tenant and engine-wide, in

@@ -325,3 +325,23 @@ func TestGroupClaimsBoundedPerTenantAndEngineWide(t *testing.T) {
 	n, _ := e.groupCount.held("A")
 	require.Equal(t, int64(3), n)
 }
+
+// The tenant over its share holds only its shards' newest records, which
+// are always kept: nobody is trimmed, rather than the tenant within its
+// share.
+func TestLogBoundNeverTrimsWithinShare(t *testing.T) {
+	const limit = 1 << 20
+	e := New(Config{DefaultStream: durable, MaxLogBytes: limit})
+	defer e.Close()
+	_, err := e.Publish(PublishRequest{Topic: Topic{Tenant: "A", Stream: "s"}, Payloads: [][]byte{bytes.Repeat([]byte("a"), 900<<10)}})
+	require.NoError(t, err)
+	b := Topic{Tenant: "B", Stream: "s"}
+	for range 2000 { // 2000 × 148 bytes ≈ 289 KiB: the total goes over
+		_, err := e.Publish(PublishRequest{Topic: b, Payloads: [][]byte{bytes.Repeat([]byte("b"), 100)}})
+		require.NoError(t, err)
+	}
+	require.Greater(t, e.LogBytes(), int64(limit))
+	oldest, tail, err := e.Tail(b, 0)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{0, 2000}, [2]uint64{oldest, tail}, "B, within its share, lost nothing")
+}
