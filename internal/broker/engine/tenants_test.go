@@ -345,3 +345,42 @@ func TestLogBoundNeverTrimsWithinShare(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]uint64{0, 2000}, [2]uint64{oldest, tail}, "B, within its share, lost nothing")
 }
+
+// The memory of claims is bounded by the claims budget and returned with
+// them: 10 groups claim 10,000 records each (100,000 claims), then are
+// deleted.
+func TestGroupClaimsMemoryMeasured(t *testing.T) {
+	e := New(Config{DefaultStream: durable, Groups: GroupConfig{Visibility: time.Hour}})
+	defer e.Close()
+	tpc := Topic{Tenant: "A", Stream: "s"}
+	for range 10 {
+		payloads := make([][]byte, 1000)
+		for i := range payloads {
+			payloads[i] = []byte("r")
+		}
+		_, err := e.Publish(PublishRequest{Topic: tpc, Payloads: payloads})
+		require.NoError(t, err)
+	}
+	base := heapInuse()
+	for g := range 10 {
+		ref := GroupRef{Topic: tpc, Group: "g" + strconv.Itoa(g)}
+		for range 10 {
+			require.Len(t, poll(t, e, ref, 1000), 1000)
+		}
+	}
+	full := heapInuse()
+	held, _ := e.claims.held("A")
+	require.Equal(t, int64(100_000), held)
+	for g := range 10 {
+		_, err := e.GroupDelete(GroupRef{Topic: tpc, Group: "g" + strconv.Itoa(g)})
+		require.NoError(t, err)
+	}
+	after := heapInuse()
+	perClaim := (full - base) / 100_000
+	t.Logf("heap: base %d KiB, 100,000 claims %d KiB (%d bytes each), after deleting the groups %d KiB", base>>10, full>>10, perClaim, after>>10)
+	require.Less(t, perClaim, int64(160), "about 100 bytes per claim")
+	require.Less(t, after-base, int64(2<<20), "their memory was returned")
+	held, total := e.claims.held("A")
+	require.Zero(t, held)
+	require.Zero(t, total)
+}
