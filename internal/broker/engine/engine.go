@@ -202,7 +202,6 @@ type Engine struct {
 	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
 	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
 	logMu         sync.Mutex               // serialises engine-wide log trims (tenants.go)
-	logTenants    atomic.Int64             // tenants holding log bytes
 	queueTenants  atomic.Int64             // tenants with an open subscription or watch
 	tenants       map[string]*tenantUse    // fair-share accounting per tenant (mu; tenants.go)
 	stateEntries  *budget                  // commit state keys (commit.go)

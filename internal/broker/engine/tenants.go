@@ -35,14 +35,7 @@ func (e *Engine) tenant(name string) *tenantUse {
 
 // addLog changes the log bytes of the tenant and the engine.
 func (t *tenantUse) addLog(e *Engine, delta int64) {
-	if delta == 0 {
-		return
-	}
-	if old := t.logBytes.Add(delta) - delta; old == 0 && delta > 0 {
-		e.logTenants.Add(1)
-	} else if old+delta == 0 {
-		e.logTenants.Add(-1)
-	}
+	t.logBytes.Add(delta)
 	e.logBytes.Add(delta)
 }
 
