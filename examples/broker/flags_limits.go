@@ -47,7 +47,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Int64Var(&l.maxCache, "max-cache-bytes", engine.DefaultMaxCacheBytes, "live keys, values and counters per cache; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.tenantCache, "max-tenant-cache-bytes", engine.DefaultMaxTenantCacheBytes, "live keys, values and counters of all of one tenant's caches; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.totalCache, "max-total-cache-bytes", engine.DefaultMaxTotalCacheBytes, "live keys, values and counters of every cache together; writes beyond are refused (-1 = none)")
-	fs.Int64Var(&l.totalCacheLog, "max-total-cache-log-bytes", engine.DefaultMaxTotalCacheLogBytes, "cap on all cache write logs together; writing caches trim their own oldest events beyond it (-1 = none)")
+	fs.Int64Var(&l.totalCacheLog, "max-total-cache-log-bytes", engine.DefaultMaxTotalCacheLogBytes, "cap on all cache write logs together; beyond it writing caches of tenants over their share trim their own oldest events (-1 = none)")
 	fs.Int64Var(&l.watchBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "bytes queued for one cache watcher before it is lagged")
 	fs.IntVar(&l.maxProducers, "max-producers", engine.DefaultMaxProducers, "idempotent producer states held broker-wide")
 	fs.IntVar(&l.producersPerShard, "max-producers-per-shard", engine.DefaultMaxProducersPerShard, "idempotent producer states held per shard")

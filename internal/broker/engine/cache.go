@@ -84,13 +84,13 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 	cost := cacheEventCost(&ev)
 	c.logBytes += cost
 	e := c.e
-	e.cacheLogBytes.Add(cost)
+	c.addLogBytes(cost)
 	maxBytes, total := e.cfg.CacheLogRetainBytes, e.cfg.MaxTotalCacheLogBytes
 	for n := len(c.log) - c.head; n > 1 && (n > e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes) ||
-		(total > 0 && e.cacheLogBytes.Load() > total)); n-- {
+		(total > 0 && c.overLogShare(total))); n-- {
 		old := cacheEventCost(&c.log[c.head])
 		c.logBytes -= old
-		e.cacheLogBytes.Add(-old)
+		c.addLogBytes(-old)
 		c.log[c.head] = CacheEvent{}
 		c.head++
 		c.base++
@@ -110,6 +110,30 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 			w.offer(we)
 		}
 	}
+}
+
+// addLogBytes changes the write-log bytes of the cache's tenant and of
+// the engine, counting the tenants that hold some.
+func (c *cacheScope) addLogBytes(delta int64) {
+	if after := c.ten.cacheLog.Add(delta); after > 0 && after == delta {
+		c.e.cacheLogTenants.Add(1)
+	} else if after == 0 && delta < 0 {
+		c.e.cacheLogTenants.Add(-1)
+	}
+	c.e.cacheLogBytes.Add(delta)
+}
+
+// overLogShare reports whether the cache must drop its oldest event for
+// the engine-wide bound on write logs: the total is over it and the
+// tenant over its share (the bound over the tenants holding write logs),
+// or the total is over twice the bound. A tenant within its share keeps
+// its watchers' replay whoever filled the total.
+func (c *cacheScope) overLogShare(total int64) bool {
+	all := c.e.cacheLogBytes.Load()
+	if all <= total {
+		return false
+	}
+	return all > 2*total || c.ten.cacheLog.Load() > total/max(c.e.cacheLogTenants.Load(), 1)
 }
 
 // put writes key and returns the version written. The caller holds c.mu.

@@ -152,9 +152,11 @@ type Config struct {
 	MaxTenantCacheBytes int64
 	MaxTotalCacheBytes  int64
 	// MaxTotalCacheLogBytes caps the write logs of every cache together
-	// (0 = DefaultMaxTotalCacheLogBytes, negative = no cap): a cache that
-	// writes while the total is over it drops its own oldest events (its
-	// newest is always kept).
+	// (0 = DefaultMaxTotalCacheLogBytes, negative = no cap): a cache of a
+	// tenant over its share (the bound over the tenants holding write
+	// logs) that writes while the total is over it drops its own oldest
+	// events (its newest is always kept); past twice the bound any
+	// writing cache does.
 	MaxTotalCacheLogBytes int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
@@ -195,28 +197,29 @@ type Engine struct {
 	watches map[*Watch]struct{}
 	closed  bool
 
-	nextID        atomic.Uint64
-	producerCount atomic.Int64 // producer states held, all shards
-	prodMu        sync.Mutex   // guards prodTenants; taken after a shard's mu, never before one
-	prodTenants   map[string]*tenantProducers
-	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
-	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
-	logMu         sync.Mutex               // serialises engine-wide log trims (tenants.go)
-	queueTenants  atomic.Int64             // tenants with an open subscription or watch
-	tenants       map[string]*tenantUse    // fair-share accounting per tenant (mu; tenants.go)
-	stateEntries  *budget                  // commit state keys (commit.go)
-	stateBytes    *budget                  // commit state bytes
-	claims        *budget                  // consumer-group claims, owed records and dead letters (group.go)
-	groupCount    *budget                  // consumer groups
-	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
-	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
-	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
-	cacheLive     atomic.Int64             // live cache bytes, all caches
-	cacheTenants  atomic.Int64             // tenants holding live cache bytes
-	cacheLogBytes atomic.Int64             // cache write log bytes, all caches
-	gate          pubGate                  // drain.go
-	drainedFlag   atomic.Bool              // Drain was called
-	st            counters
+	nextID          atomic.Uint64
+	producerCount   atomic.Int64 // producer states held, all shards
+	prodMu          sync.Mutex   // guards prodTenants; taken after a shard's mu, never before one
+	prodTenants     map[string]*tenantProducers
+	queuedBytes     atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
+	logBytes        atomic.Int64             // bytes held by shard logs and rings (retention.go)
+	logMu           sync.Mutex               // serialises engine-wide log trims (tenants.go)
+	queueTenants    atomic.Int64             // tenants with an open subscription or watch
+	tenants         map[string]*tenantUse    // fair-share accounting per tenant (mu; tenants.go)
+	stateEntries    *budget                  // commit state keys (commit.go)
+	stateBytes      *budget                  // commit state bytes
+	claims          *budget                  // consumer-group claims, owed records and dead letters (group.go)
+	groupCount      *budget                  // consumer groups
+	autoStreams     map[string]int           // streams created on first use, per tenant (mu)
+	autoCaches      map[string]int           // caches created on first use, per tenant (mu)
+	tenantCache     map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
+	cacheLive       atomic.Int64             // live cache bytes, all caches
+	cacheTenants    atomic.Int64             // tenants holding live cache bytes
+	cacheLogTenants atomic.Int64             // tenants holding cache write-log bytes
+	cacheLogBytes   atomic.Int64             // cache write log bytes, all caches
+	gate            pubGate                  // drain.go
+	drainedFlag     atomic.Bool              // Drain was called
+	st              counters
 }
 
 // New returns an Engine with cfg (zero fields take their defaults).

@@ -32,7 +32,8 @@ const (
 	DefaultMaxTenantCacheBytes = 256 << 20
 	DefaultMaxTotalCacheBytes  = 1 << 30
 	// DefaultMaxTotalCacheLogBytes caps the write logs of every cache
-	// together; a cache that writes beyond it trims its own oldest events.
+	// together; beyond it a writing cache of a tenant over its share trims
+	// its own oldest events.
 	DefaultMaxTotalCacheLogBytes = 1 << 30
 	// DefaultWatchQueueBytes bounds one cache watch's queue in bytes.
 	DefaultWatchQueueBytes = 16 << 20

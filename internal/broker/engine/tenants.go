@@ -20,6 +20,7 @@ type tenantUse struct {
 	logBytes atomic.Int64 // cost of the tenant's shard logs and rings
 	queued   atomic.Int64 // bytes its subscriber and watch queues hold
 	readers  atomic.Int64 // open subscriptions and watches
+	cacheLog atomic.Int64 // bytes of its caches' write logs
 	shards   []*shard     // every shard of the tenant's streams (Engine.mu)
 }
 

@@ -384,3 +384,31 @@ func TestGroupClaimsMemoryMeasured(t *testing.T) {
 	require.Zero(t, held)
 	require.Zero(t, total)
 }
+
+// Tenant A's overwrites fill the engine-wide bound on cache write logs;
+// tenant B's cache, within its share, keeps every event for its
+// watchers' replay (offset 0 stays), while A's caches drop their own.
+func TestCacheLogBoundSparesTheTenantWithinItsShare(t *testing.T) {
+	const limit = 1 << 20
+	e := New(Config{MaxTotalCacheLogBytes: limit})
+	defer e.Close()
+	value := bytes.Repeat([]byte("v"), 4<<10)
+	for i := range 1000 { // 4 MB of overwrites into a 1 MiB bound
+		_, err := e.CachePut(CacheRef{Tenant: "A", Cache: "c" + strconv.Itoa(i%4)}, "k", value, nil)
+		require.NoError(t, err)
+	}
+	b := CacheRef{Tenant: "B", Cache: "c"}
+	for range 50 { // ≈ 200 KiB, B's share is 512 KiB
+		_, err := e.CachePut(b, "k", value, nil)
+		require.NoError(t, err)
+	}
+	for i := range 200 { // A goes on: over its share, it trims itself
+		_, err := e.CachePut(CacheRef{Tenant: "A", Cache: "c" + strconv.Itoa(i%4)}, "k", value, nil)
+		require.NoError(t, err)
+	}
+	oldest, next, err := e.CacheOffsets(b)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{0, 50}, [2]uint64{oldest, next}, "B's write log is whole")
+	logB, _ := e.CacheBytes()
+	require.LessOrEqual(t, logB, int64(limit+(8<<10)), "the bound holds (plus B's share while A had not written yet)")
+}
