@@ -475,9 +475,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if res.warm == 0 && s.At >= o.Warmup {
 				res.warm = len(res.Samples) - 1
 			}
+			n, acked := len(res.Samples), res.Published
 			fail.Unlock()
-			if len(res.Samples)%30 == 0 {
-				logf("%v: %d acked, RSS %d MiB, %d goroutines", s.At.Round(time.Second), res.Published, s.RSS>>20, s.Goroutines)
+			if n%30 == 0 {
+				logf("%v: %d acked, RSS %d MiB, %d goroutines", s.At.Round(time.Second), acked, s.RSS>>20, s.Goroutines)
 			}
 		}
 	}()
