@@ -11,7 +11,9 @@ import (
 
 // tenantUse is what one tenant holds of the engine-wide resources that
 // are shared by fair share rather than by a fixed split: the stream logs
-// (MaxLogBytes) and the subscriber and watch queues (MaxQueuedBytes). A
+// (MaxLogBytes), the subscriber and watch queues (MaxQueuedBytes) and the
+// cache write logs (MaxTotalCacheLogBytes); the tables that refuse rather
+// than trim are accounted by budgets (below), live cache bytes in cache.go. A
 // tenant's share of such a bound is the bound divided by the number of
 // tenants holding some of it; the engine trims or refuses the tenants over
 // their share first, and never one within it because of another.
