@@ -138,8 +138,10 @@ const (
 	soakCache  = "soak-cache"
 	watchedKey = "w"
 	keys       = 64
-	// retainRecords is each shard's log bound in records.
-	retainRecords = 20_000
+	// retainRecords is each shard's log bound in records, cacheLogRetain
+	// the cache's write log's in events.
+	retainRecords  = 20_000
+	cacheLogRetain = 5_000
 )
 
 // Run runs the soak. An error means it could not run; a failed check is
@@ -168,7 +170,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			fmt.Fprintf(o.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 		}
 	}
-	cl, err := cluster.Start(ctx, cluster.Config{Nodes: 3, Engine: engine.Config{MaxRetainBytes: 8 << 20}})
+	// The cache keeps its last cacheLogRetain writes for watch replay, so
+	// its write log, too, stops growing once warm.
+	cl, err := cluster.Start(ctx, cluster.Config{Nodes: 3, Engine: engine.Config{MaxRetainBytes: 8 << 20, CacheLogRetain: cacheLogRetain}})
 	if err != nil {
 		return nil, err
 	}
