@@ -17,6 +17,7 @@ func main() {
 	flag.DurationVar(&o.FaultEvery, "fault-every", 2*time.Second, "mean time between faults")
 	flag.IntVar(&o.Rate, "rate", 400, "records published per second at most")
 	flag.Uint64Var(&o.Seed, "seed", 0, "fault schedule seed (0: random)")
+	flag.StringVar(&o.HeapProfile, "heapprofile", "", "write heap profiles to this path plus .warm (after warm-up) and .end")
 	out := flag.String("out", "", "write the result as JSON to this file")
 	flag.Parse()
 	o.Log = os.Stderr

@@ -25,6 +25,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ type Options struct {
 	Drain time.Duration
 	// Log receives progress lines (nil: none).
 	Log io.Writer
+	// HeapProfile, when set, names the heap profiles written when
+	// warm-up ends (HeapProfile+".warm") and at the end (+".end"), to
+	// compare with go tool pprof -base.
+	HeapProfile string
 }
 
 // Sample is one reading of the process's figures.
@@ -479,6 +484,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Samples = append(res.Samples, s)
 			if res.warm == 0 && s.At >= o.Warmup {
 				res.warm = len(res.Samples) - 1
+				writeHeapProfile(o.HeapProfile, ".warm")
 			}
 			n, acked := len(res.Samples), res.Published
 			fail.Unlock()
@@ -529,6 +535,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	stopAll()
 	<-sampDone
 	wg.Wait()
+	writeHeapProfile(o.HeapProfile, ".end")
 
 	for i, ck := range checkers {
 		d, m, dup := ck.result()
@@ -579,6 +586,21 @@ func flat(ss []Sample) (rss, gor bool) {
 	r := func(s Sample) int64 { return s.RSS }
 	g := func(s Sample) int64 { return int64(s.Goroutines) }
 	return peak(b, r) <= peak(a, r)*5/4+32<<20, peak(b, g) <= peak(a, g)*5/4+64
+}
+
+// writeHeapProfile writes the heap profile to prefix+suffix (nothing
+// when prefix is empty); a failure is ignored: the profile is a help.
+func writeHeapProfile(prefix, suffix string) {
+	if prefix == "" {
+		return
+	}
+	f, err := os.Create(prefix + suffix)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	_ = pprof.WriteHeapProfile(f)
 }
 
 func sample(start time.Time) Sample {
