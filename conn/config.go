@@ -142,6 +142,16 @@ type ServerConfig struct {
 	// AuthTimeout closes a connection with CloseAuthTimeout when no stream
 	// authenticated within it. 0 means DefaultAuthTimeout; negative disables.
 	AuthTimeout time.Duration
+	// ConnAuthTimeout, when set, replaces AuthTimeout for the connection
+	// as a whole (each stream still has AuthTimeout to authenticate once
+	// it is opened): how long a connection may stay without an
+	// authenticated stream before it is closed with CloseAuthTimeout. 0
+	// keeps AuthTimeout (the spec's 10 s); negative: no bound. Raise it to
+	// accept older clients that open pools of connections and
+	// authenticate a stream on one only when they first use it. Such a
+	// connection holds one of the MaxUnauthConns places meanwhile (the
+	// oldest is closed when a new one needs the place): docs/limits.md.
+	ConnAuthTimeout time.Duration
 	// PreAuthMaxFrameBytes bounds frames before a stream authenticated
 	// (0: felix.PreAuthMaxFrameBytes, 64 KiB).
 	PreAuthMaxFrameBytes uint32

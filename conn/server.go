@@ -295,8 +295,12 @@ func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {
 }
 
 func (c *ServerConn) start() {
-	if c.l.cfg.AuthTimeout > 0 {
-		c.timer = time.AfterFunc(c.l.cfg.AuthTimeout, func() {
+	d := c.l.cfg.ConnAuthTimeout
+	if d == 0 {
+		d = c.l.cfg.AuthTimeout
+	}
+	if d > 0 {
+		c.timer = time.AfterFunc(d, func() {
 			if !c.authed.Load() {
 				c.log.Debug("auth timeout")
 				c.qc.CloseWithError(CloseAuthTimeout, "authentication timeout")

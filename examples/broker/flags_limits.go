@@ -34,19 +34,20 @@ type limitFlags struct {
 	maxProducers, producersPerShard, streamsPerTenant, cachesPer int
 	maxName, producersPerTenant                                  int
 	producerIdle, writeTimeout                                   time.Duration
+	tenants                                                      *tenantFlags // flags_tenants.go
 }
 
 func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	l := new(limitFlags)
 	fs.Int64Var(&l.queueBytes, "queue-bytes", engine.DefaultSubscriberQueueBytes, "bytes queued for one subscriber before it is lagged")
-	fs.Int64Var(&l.maxQueued, "max-queued-bytes", engine.DefaultMaxQueuedBytes, "bytes queued for all subscribers together before backlogged ones are lagged")
+	fs.Int64Var(&l.maxQueued, "max-queued-bytes", engine.DefaultMaxQueuedBytes, "bytes queued for all subscribers together before backlogged ones of tenants over their share are lagged")
 	fs.Int64Var(&l.maxRetain, "max-retain-bytes", engine.DefaultMaxRetainBytes, "cap on every shard's log or ring, records and bookkeeping (-1 = none)")
-	fs.Int64Var(&l.maxLog, "max-log-bytes", engine.DefaultMaxLogBytes, "cap on all stream logs and rings together; appending shards trim themselves beyond it (-1 = none)")
+	fs.Int64Var(&l.maxLog, "max-log-bytes", engine.DefaultMaxLogBytes, "cap on all stream logs and rings together; beyond it the tenant holding the most is trimmed first (-1 = none)")
 	fs.Int64Var(&l.cacheLog, "cache-log-bytes", engine.DefaultCacheLogRetainBytes, "per-cache write log kept for watch resume, in bytes (-1 = none)")
 	fs.Int64Var(&l.maxCache, "max-cache-bytes", engine.DefaultMaxCacheBytes, "live keys, values and counters per cache; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.tenantCache, "max-tenant-cache-bytes", engine.DefaultMaxTenantCacheBytes, "live keys, values and counters of all of one tenant's caches; writes beyond are refused (-1 = none)")
 	fs.Int64Var(&l.totalCache, "max-total-cache-bytes", engine.DefaultMaxTotalCacheBytes, "live keys, values and counters of every cache together; writes beyond are refused (-1 = none)")
-	fs.Int64Var(&l.totalCacheLog, "max-total-cache-log-bytes", engine.DefaultMaxTotalCacheLogBytes, "cap on all cache write logs together; writing caches trim their own oldest events beyond it (-1 = none)")
+	fs.Int64Var(&l.totalCacheLog, "max-total-cache-log-bytes", engine.DefaultMaxTotalCacheLogBytes, "cap on all cache write logs together; beyond it writing caches of tenants over their share trim their own oldest events (-1 = none)")
 	fs.Int64Var(&l.watchBytes, "watch-queue-bytes", engine.DefaultWatchQueueBytes, "bytes queued for one cache watcher before it is lagged")
 	fs.IntVar(&l.maxProducers, "max-producers", engine.DefaultMaxProducers, "idempotent producer states held broker-wide")
 	fs.IntVar(&l.producersPerShard, "max-producers-per-shard", engine.DefaultMaxProducersPerShard, "idempotent producer states held per shard")
@@ -56,6 +57,7 @@ func registerLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.IntVar(&l.cachesPer, "max-caches-per-tenant", engine.DefaultMaxCachesPerTenant, "caches a tenant may have created on first use (-1 = no bound)")
 	fs.IntVar(&l.maxName, "max-name-bytes", engine.DefaultMaxNameBytes, "longest tenant, namespace, stream, cache, key or watch prefix a request may name (at most 65535); longer ones are refused invalid_request")
 	fs.DurationVar(&l.writeTimeout, "event-write-timeout", server.DefaultEventWriteTimeout, "longest one event-stream write may block on a client that stopped reading; the stream is then reset")
+	l.tenants = registerTenantFlags(fs)
 	return l
 }
 
@@ -84,6 +86,7 @@ func (l *limitFlags) apply(cfg *server.Config) error {
 	e.MaxStreamsPerTenant, e.MaxCachesPerTenant = l.streamsPerTenant, l.cachesPer
 	e.MaxNameBytes = l.maxName
 	cfg.EventWriteTimeout = l.writeTimeout
+	l.tenants.apply(cfg)
 	return nil
 }
 

@@ -124,6 +124,14 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultMaxProducersPerTenant", count(engine.DefaultMaxProducersPerTenant)},
 		{"DefaultProducerIdle", dur(engine.DefaultProducerIdle)},
 		{"DefaultProducerWindow", count(engine.DefaultProducerWindow)},
+		{"DefaultMaxTenantStateEntries", count(engine.DefaultMaxTenantStateEntries)},
+		{"DefaultMaxTenantStateBytes", size(engine.DefaultMaxTenantStateBytes)},
+		{"DefaultMaxTotalStateEntries", count(engine.DefaultMaxTotalStateEntries)},
+		{"DefaultMaxTotalStateBytes", size(engine.DefaultMaxTotalStateBytes)},
+		{"DefaultMaxTenantClaims", count(engine.DefaultMaxTenantClaims)},
+		{"DefaultMaxTotalClaims", count(engine.DefaultMaxTotalClaims)},
+		{"DefaultMaxTenantGroups", count(engine.DefaultMaxTenantGroups)},
+		{"DefaultMaxTotalGroups", count(engine.DefaultMaxTotalGroups)},
 	}
 	for _, w := range want {
 		named, stated := false, false

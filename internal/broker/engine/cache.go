@@ -45,6 +45,7 @@ type cacheScope struct {
 	logBytes  int64         // cost of log[head:] (retention.go)
 	liveBytes int64         // cost of entries and counters (retention.go)
 	tenant    *atomic.Int64 // live bytes of all the tenant's caches
+	ten       *tenantUse    // the tenant's fair-share accounting (tenants.go)
 }
 
 // newCacheScope makes a cache of tenant. The caller holds e.mu.
@@ -54,7 +55,7 @@ func newCacheScope(e *Engine, tenant string) *cacheScope {
 		tb = new(atomic.Int64)
 		e.tenantCache[tenant] = tb
 	}
-	return &cacheScope{e: e, tenant: tb, entries: make(map[string]*cacheEntry), base: 0, next: 0,
+	return &cacheScope{e: e, tenant: tb, ten: e.tenant(tenant), entries: make(map[string]*cacheEntry), base: 0, next: 0,
 		watches: make(map[*Watch]struct{}), counters: make(map[string]int64)}
 }
 
@@ -83,13 +84,13 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 	cost := cacheEventCost(&ev)
 	c.logBytes += cost
 	e := c.e
-	e.cacheLogBytes.Add(cost)
+	c.addLogBytes(cost)
 	maxBytes, total := e.cfg.CacheLogRetainBytes, e.cfg.MaxTotalCacheLogBytes
 	for n := len(c.log) - c.head; n > 1 && (n > e.cfg.CacheLogRetain || (maxBytes > 0 && c.logBytes > maxBytes) ||
-		(total > 0 && e.cacheLogBytes.Load() > total)); n-- {
+		(total > 0 && c.overLogShare(total))); n-- {
 		old := cacheEventCost(&c.log[c.head])
 		c.logBytes -= old
-		e.cacheLogBytes.Add(-old)
+		c.addLogBytes(-old)
 		c.log[c.head] = CacheEvent{}
 		c.head++
 		c.base++
@@ -109,6 +110,30 @@ func (c *cacheScope) appendLog(ev CacheEvent) {
 			w.offer(we)
 		}
 	}
+}
+
+// addLogBytes changes the write-log bytes of the cache's tenant and of
+// the engine, counting the tenants that hold some.
+func (c *cacheScope) addLogBytes(delta int64) {
+	if after := c.ten.cacheLog.Add(delta); after > 0 && after == delta {
+		c.e.cacheLogTenants.Add(1)
+	} else if after == 0 && delta < 0 {
+		c.e.cacheLogTenants.Add(-1)
+	}
+	c.e.cacheLogBytes.Add(delta)
+}
+
+// overLogShare reports whether the cache must drop its oldest event for
+// the engine-wide bound on write logs: the total is over it and the
+// tenant over its share (the bound over the tenants holding write logs),
+// or the total is over twice the bound. A tenant within its share keeps
+// its watchers' replay whoever filled the total.
+func (c *cacheScope) overLogShare(total int64) bool {
+	all := c.e.cacheLogBytes.Load()
+	if all <= total {
+		return false
+	}
+	return all > 2*total || c.ten.cacheLog.Load() > total/max(c.e.cacheLogTenants.Load(), 1)
 }
 
 // put writes key and returns the version written. The caller holds c.mu.
@@ -164,7 +189,8 @@ func (c *cacheScope) fits(key string, value []byte, now uint64) error {
 
 // grow refuses growing the cache's live bytes by delta beyond
 // MaxCacheBytes, the tenant's caches beyond MaxTenantCacheBytes or all
-// caches beyond MaxTotalCacheBytes (limit_exceeded, nothing written).
+// caches beyond MaxTotalCacheBytes when the tenant is over its share of
+// it (limit_exceeded, nothing written).
 // Writes to other caches in flight may overshoot the tenant and total
 // bounds by their own size. The caller holds c.mu.
 func (c *cacheScope) grow(delta int64) error {
@@ -179,7 +205,15 @@ func (c *cacheScope) grow(delta int64) error {
 		return errCacheFull("the tenant's caches'", l)
 	}
 	if l := cfg.MaxTotalCacheBytes; l > 0 && c.e.cacheLive.Load()+delta > l {
-		return errCacheFull("all caches'", l)
+		// At the engine-wide bound only a tenant over its share (the
+		// bound over the tenants holding live bytes) is refused.
+		holders, held := c.e.cacheTenants.Load(), c.tenant.Load()
+		if held == 0 {
+			holders++
+		}
+		if held+delta > l/max(holders, 1) {
+			return errCacheFull("all caches'", l)
+		}
 	}
 	return nil
 }
@@ -188,7 +222,11 @@ func (c *cacheScope) grow(delta int64) error {
 // engine. The caller holds c.mu.
 func (c *cacheScope) addLive(delta int64) {
 	c.liveBytes += delta
-	c.tenant.Add(delta)
+	if after := c.tenant.Add(delta); after > 0 && after == delta {
+		c.e.cacheTenants.Add(1)
+	} else if after == 0 && delta < 0 {
+		c.e.cacheTenants.Add(-1)
+	}
 	c.e.cacheLive.Add(delta)
 }
 

@@ -13,17 +13,36 @@ const (
 	DefaultMaxStateEntries = 100_000
 	// DefaultMaxStateBytes bounds the state of one shard (keys plus values).
 	DefaultMaxStateBytes = 64 << 20
+	// DefaultMaxTenantStateEntries and DefaultMaxTenantStateBytes bound
+	// the commit state of all of one tenant's shards.
+	DefaultMaxTenantStateEntries = 1_000_000
+	DefaultMaxTenantStateBytes   = 256 << 20
+	// DefaultMaxTotalStateEntries and DefaultMaxTotalStateBytes bound the
+	// commit state of every shard: at these a tenant over its share (the
+	// bound divided by the tenants holding state) is refused, one within
+	// it is not.
+	DefaultMaxTotalStateEntries = 4_000_000
+	DefaultMaxTotalStateBytes   = 1 << 30
 	// MaxCommitChanges bounds the state operations of one commit.
 	MaxCommitChanges = 1000
 	// MaxStateKey bounds a state key.
 	MaxStateKey = 1024
 )
 
-// StateConfig bounds the commit state kept per shard. A commit that would
-// exceed a bound is refused with limit_exceeded and nothing is written.
+// StateConfig bounds the commit state: per shard, per tenant and
+// engine-wide, in keys and in bytes of entity keys, keys and values. A
+// commit that would exceed a bound is refused with limit_exceeded naming
+// it, and nothing is written. Zero fields take the defaults.
 type StateConfig struct {
-	MaxEntries int
-	MaxBytes   int64
+	MaxEntries int   // per shard
+	MaxBytes   int64 // per shard
+	// MaxTenantEntries and MaxTenantBytes bound one tenant's state.
+	MaxTenantEntries int
+	MaxTenantBytes   int64
+	// MaxTotalEntries and MaxTotalBytes bound every tenant's state
+	// together, by fair share (see budget).
+	MaxTotalEntries int
+	MaxTotalBytes   int64
 }
 
 func (c StateConfig) withDefaults() StateConfig {
@@ -32,6 +51,18 @@ func (c StateConfig) withDefaults() StateConfig {
 	}
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxStateBytes
+	}
+	if c.MaxTenantEntries <= 0 {
+		c.MaxTenantEntries = DefaultMaxTenantStateEntries
+	}
+	if c.MaxTenantBytes <= 0 {
+		c.MaxTenantBytes = DefaultMaxTenantStateBytes
+	}
+	if c.MaxTotalEntries <= 0 {
+		c.MaxTotalEntries = DefaultMaxTotalStateEntries
+	}
+	if c.MaxTotalBytes <= 0 {
+		c.MaxTotalBytes = DefaultMaxTotalStateBytes
 	}
 	return c
 }
@@ -46,6 +77,7 @@ type stateEntry struct {
 // shardState is the commit state of one shard (guarded by shard.mu).
 type shardState struct {
 	m       map[stateKey]stateEntry
+	peak    int // most keys m held since it was last rebuilt
 	bytes   int64
 	asOf    uint64 // offset of the last commit applied
 	applied bool
@@ -119,8 +151,20 @@ func (sh *shard) applyLocked(entity string, changes []felix.StateChange, off uin
 			bytes += int64(len(entity) + len(k) + len(c.Value))
 		}
 	}
-	if entries > cfg.MaxEntries || bytes > cfg.MaxBytes {
-		return errorf(felix.CodeLimitExceeded, "commit state of this shard is full")
+	if entries > cfg.MaxEntries {
+		return errorf(felix.CodeLimitExceeded, "commit state entries: this shard's limit of "+strconv.Itoa(cfg.MaxEntries)+" is reached")
+	}
+	if bytes > cfg.MaxBytes {
+		return errorf(felix.CodeLimitExceeded, "commit state bytes: this shard's limit of "+strconv.FormatInt(cfg.MaxBytes, 10)+" is reached")
+	}
+	e, tenant := sh.st.e, sh.st.topic.Tenant
+	dEntries, dBytes := int64(entries-len(st.m)), bytes-st.bytes
+	if err := e.stateEntries.take(tenant, dEntries); err != nil {
+		return err
+	}
+	if err := e.stateBytes.take(tenant, dBytes); err != nil {
+		e.stateEntries.give(tenant, dEntries)
+		return err
 	}
 	for k, c := range final {
 		if c.Op == felix.StatePut {
@@ -129,6 +173,7 @@ func (sh *shard) applyLocked(entity string, changes []felix.StateChange, off uin
 			delete(st.m, stateKey{entity, k})
 		}
 	}
+	st.m = shrunk(st.m, &st.peak)
 	st.bytes, st.asOf, st.applied = bytes, off, true
 	return nil
 }
@@ -212,4 +257,21 @@ func (e *Engine) OffsetForTime(t Topic, shardIdx uint32, atMicros uint64) (uint6
 		return 0, false, nil
 	}
 	return sh.base + uint64(i), true, nil
+}
+
+// shrunk returns m, or a copy of it once it holds a quarter of the keys it
+// once did (Go maps keep their buckets when keys are deleted), so the
+// memory of deleted keys is returned. peak tracks the most keys since the
+// last copy.
+func shrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	*peak = max(*peak, len(m))
+	if *peak < 1024 || len(m) > *peak/4 {
+		return m
+	}
+	c := make(map[K]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	*peak = len(m)
+	return c
 }

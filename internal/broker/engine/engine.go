@@ -105,7 +105,10 @@ type Config struct {
 	// (0 = DefaultSubscriberQueueBytes); MaxQueuedBytes bounds them
 	// engine-wide (0 = DefaultMaxQueuedBytes). A batch that does not fit
 	// is dropped for that subscriber, which is then lagged (see
-	// SubscribeRequest.LagReport).
+	// SubscribeRequest.LagReport). At the engine-wide bound a tenant
+	// within its share (MaxQueuedBytes divided by the tenants with an open
+	// subscription or watch) is still given room, up to a hard cap of
+	// twice MaxQueuedBytes (Engine.queueRoom).
 	SubscriberQueueBytes int64
 	MaxQueuedBytes       int64
 	// ProducerWindow is how many sequences per producer are remembered for
@@ -128,8 +131,10 @@ type Config struct {
 	// MaxRetainBytes caps every shard's log or ring, records and their
 	// bookkeeping (0 = DefaultMaxRetainBytes, negative = no cap);
 	// MaxLogBytes caps all of them engine-wide (0 = DefaultMaxLogBytes,
-	// negative = no cap): a shard that appends while the total is over it
-	// trims its own oldest records (the newest is always kept).
+	// negative = no cap): while the total is over it, the oldest records
+	// of the tenant holding the most are trimmed, so a tenant holding no
+	// more than its share (MaxLogBytes divided by the tenants holding
+	// records) never loses one to another (every shard keeps its newest).
 	MaxRetainBytes int64
 	MaxLogBytes    int64
 	// MaxStreamsPerTenant and MaxCachesPerTenant bound the streams and
@@ -148,13 +153,17 @@ type Config struct {
 	// MaxTenantCacheBytes caps the live bytes of all of one tenant's
 	// caches (0 = DefaultMaxTenantCacheBytes), MaxTotalCacheBytes those
 	// of every cache (0 = DefaultMaxTotalCacheBytes); negative = no cap.
-	// Writes beyond are refused limit_exceeded.
+	// Writes beyond are refused limit_exceeded; at MaxTotalCacheBytes only
+	// those of a tenant over its share (the bound over the tenants holding
+	// live bytes) are.
 	MaxTenantCacheBytes int64
 	MaxTotalCacheBytes  int64
 	// MaxTotalCacheLogBytes caps the write logs of every cache together
-	// (0 = DefaultMaxTotalCacheLogBytes, negative = no cap): a cache that
-	// writes while the total is over it drops its own oldest events (its
-	// newest is always kept).
+	// (0 = DefaultMaxTotalCacheLogBytes, negative = no cap): a cache of a
+	// tenant over its share (the bound over the tenants holding write
+	// logs) that writes while the total is over it drops its own oldest
+	// events (its newest is always kept); past twice the bound any
+	// writing cache does.
 	MaxTotalCacheLogBytes int64
 	// CacheLogRetain is how many cache events per cache are kept for watch
 	// resume (0 = DefaultCacheLogRetain).
@@ -195,20 +204,29 @@ type Engine struct {
 	watches map[*Watch]struct{}
 	closed  bool
 
-	nextID        atomic.Uint64
-	producerCount atomic.Int64 // producer states held, all shards
-	prodMu        sync.Mutex   // guards prodTenants; taken after a shard's mu, never before one
-	prodTenants   map[string]*tenantProducers
-	queuedBytes   atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
-	logBytes      atomic.Int64             // bytes held by shard logs and rings (retention.go)
-	autoStreams   map[string]int           // streams created on first use, per tenant (mu)
-	autoCaches    map[string]int           // caches created on first use, per tenant (mu)
-	tenantCache   map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
-	cacheLive     atomic.Int64             // live cache bytes, all caches
-	cacheLogBytes atomic.Int64             // cache write log bytes, all caches
-	gate          pubGate                  // drain.go
-	drainedFlag   atomic.Bool              // Drain was called
-	st            counters
+	nextID          atomic.Uint64
+	producerCount   atomic.Int64 // producer states held, all shards
+	prodMu          sync.Mutex   // guards prodTenants; taken after a shard's mu, never before one
+	prodTenants     map[string]*tenantProducers
+	queuedBytes     atomic.Int64             // bytes held by subscriber queues (queue_bytes.go)
+	logBytes        atomic.Int64             // bytes held by shard logs and rings (retention.go)
+	logMu           sync.Mutex               // serialises engine-wide log trims (tenants.go)
+	queueTenants    atomic.Int64             // tenants with an open subscription or watch
+	tenants         map[string]*tenantUse    // fair-share accounting per tenant (mu; tenants.go)
+	stateEntries    *budget                  // commit state keys (commit.go)
+	stateBytes      *budget                  // commit state bytes
+	claims          *budget                  // consumer-group claims, owed records and dead letters (group.go)
+	groupCount      *budget                  // consumer groups
+	autoStreams     map[string]int           // streams created on first use, per tenant (mu)
+	autoCaches      map[string]int           // caches created on first use, per tenant (mu)
+	tenantCache     map[string]*atomic.Int64 // live cache bytes per tenant (map: mu)
+	cacheLive       atomic.Int64             // live cache bytes, all caches
+	cacheTenants    atomic.Int64             // tenants holding live cache bytes
+	cacheLogTenants atomic.Int64             // tenants holding cache write-log bytes
+	cacheLogBytes   atomic.Int64             // cache write log bytes, all caches
+	gate            pubGate                  // drain.go
+	drainedFlag     atomic.Bool              // Drain was called
+	st              counters
 }
 
 // New returns an Engine with cfg (zero fields take their defaults).
@@ -256,11 +274,15 @@ func New(cfg Config) *Engine {
 	cfg.Groups = cfg.Groups.withDefaults()
 	cfg.State = cfg.State.withDefaults()
 	return &Engine{
-		cfg:         cfg,
-		streams:     make(map[Topic]*stream),
-		autoStreams: make(map[string]int), autoCaches: make(map[string]int),
+		cfg:          cfg,
+		stateEntries: newBudget("commit state entries", int64(cfg.State.MaxTenantEntries), int64(cfg.State.MaxTotalEntries)),
+		stateBytes:   newBudget("commit state bytes", cfg.State.MaxTenantBytes, cfg.State.MaxTotalBytes),
+		claims:       newBudget("consumer-group claims", int64(cfg.Groups.MaxTenantClaims), int64(cfg.Groups.MaxTotalClaims)),
+		groupCount:   newBudget("consumer groups", int64(cfg.Groups.MaxTenantGroups), int64(cfg.Groups.MaxTotalGroups)),
+		streams:      make(map[Topic]*stream),
+		autoStreams:  make(map[string]int), autoCaches: make(map[string]int),
 		tenantCache: make(map[string]*atomic.Int64), prodTenants: make(map[string]*tenantProducers),
-		caches:  make(map[CacheRef]*cacheScope),
+		caches: make(map[CacheRef]*cacheScope), tenants: make(map[string]*tenantUse),
 		subs:    make(map[*Subscription]struct{}),
 		watches: make(map[*Watch]struct{}),
 	}

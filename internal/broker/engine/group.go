@@ -38,6 +38,16 @@ const (
 	MaxPollBytes   = 4 << 20
 	// MaxGroupName is the longest group name accepted.
 	MaxGroupName = 255
+	// DefaultMaxTenantClaims bounds the claimed, owed and dead-lettered
+	// records of all of one tenant's groups (≈ 100 bytes each);
+	// DefaultMaxTotalClaims those of every group, by fair share (a tenant
+	// over its share is refused at the bound, one within it is not).
+	DefaultMaxTenantClaims = 1_000_000
+	DefaultMaxTotalClaims  = 4_000_000
+	// DefaultMaxTenantGroups bounds one tenant's consumer groups (all its
+	// shards), DefaultMaxTotalGroups every tenant's, by fair share.
+	DefaultMaxTenantGroups = 4096
+	DefaultMaxTotalGroups  = 16384
 )
 
 // GroupConfig bounds consumer groups. Zero fields take the defaults above.
@@ -49,6 +59,13 @@ type GroupConfig struct {
 	MaxGroups      int // per shard
 	MaxPending     int // claimed + owed records per group
 	MaxDeadLetters int // per group
+	// MaxTenantClaims and MaxTotalClaims bound the claimed, owed and
+	// dead-lettered records per tenant and engine-wide; MaxTenantGroups
+	// and MaxTotalGroups the groups. Beyond them a poll hands out no fresh
+	// record (limit_exceeded when it has nothing else to hand out) and a
+	// new group is refused limit_exceeded.
+	MaxTenantClaims, MaxTotalClaims int
+	MaxTenantGroups, MaxTotalGroups int
 }
 
 func (c GroupConfig) withDefaults() GroupConfig {
@@ -73,6 +90,18 @@ func (c GroupConfig) withDefaults() GroupConfig {
 	if c.MaxDeadLetters <= 0 {
 		c.MaxDeadLetters = DefaultGroupMaxDeadLetters
 	}
+	if c.MaxTenantClaims <= 0 {
+		c.MaxTenantClaims = DefaultMaxTenantClaims
+	}
+	if c.MaxTotalClaims <= 0 {
+		c.MaxTotalClaims = DefaultMaxTotalClaims
+	}
+	if c.MaxTenantGroups <= 0 {
+		c.MaxTenantGroups = DefaultMaxTenantGroups
+	}
+	if c.MaxTotalGroups <= 0 {
+		c.MaxTotalGroups = DefaultMaxTotalGroups
+	}
 	return c
 }
 
@@ -89,6 +118,7 @@ type GroupRef struct {
 type group struct {
 	next   uint64
 	claims map[uint64]*claim
+	peak   int      // most claims since the map was last rebuilt (shrunk)
 	dead   []uint64 // sorted
 }
 
@@ -164,6 +194,9 @@ func (sh *shard) groupLocked(name string, create bool) (*group, error) {
 	if len(sh.groups) >= sh.st.e.cfg.Groups.MaxGroups {
 		return nil, errorf(felix.CodeLimitExceeded, "too many consumer groups on this shard")
 	}
+	if err := sh.st.e.groupCount.take(sh.st.topic.Tenant, 1); err != nil {
+		return nil, err
+	}
 	if sh.groups == nil {
 		sh.groups = make(map[string]*group)
 	}
@@ -211,10 +244,13 @@ func (e *Engine) GroupPoll(ctx context.Context, req GroupPollRequest) ([]GroupRe
 			sh.mu.Unlock()
 			return nil, err
 		}
-		out := sh.pollLocked(g, n, vis)
-		if len(out) > 0 || req.Wait <= 0 {
+		out, err := sh.pollLocked(g, n, vis)
+		if len(out) > 0 || req.Wait <= 0 || err != nil {
 			sh.mu.Unlock()
-			return out, nil
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
 		}
 		wake := sh.waitLocked()
 		sh.mu.Unlock()
@@ -233,11 +269,11 @@ func (e *Engine) GroupPoll(ctx context.Context, req GroupPollRequest) ([]GroupRe
 	}
 }
 
-// pollLocked is one poll pass; the caller holds sh.mu.
-func (sh *shard) pollLocked(g *group, limit int, vis time.Duration) []GroupRecord {
+// pollLocked is one poll pass; the caller holds sh.mu. err, when set, is
+// the claims budget's refusal of a fresh record.
+func (sh *shard) pollLocked(g *group, limit int, vis time.Duration) (out []GroupRecord, err error) {
 	now := sh.st.e.cfg.Now()
 	sh.expireLocked(g, now)
-	var out []GroupRecord
 	size := 0
 	full := func(p []byte) bool {
 		return len(out) >= limit || (len(out) > 0 && size+len(p) > MaxPollBytes)
@@ -251,12 +287,12 @@ func (sh *shard) pollLocked(g *group, limit int, vis time.Duration) []GroupRecor
 	slices.Sort(owed)
 	for _, off := range owed {
 		if off < sh.base { // trimmed by retention: nothing left to deliver
-			delete(g.claims, off)
+			sh.dropClaimLocked(g, off)
 			continue
 		}
 		r := sh.recs[sh.head+int(off-sh.base)]
 		if full(r.payload) {
-			return out
+			return out, nil
 		}
 		c := g.claims[off]
 		c.attempts++
@@ -271,12 +307,25 @@ func (sh *shard) pollLocked(g *group, limit int, vis time.Duration) []GroupRecor
 		if full(r.payload) {
 			break
 		}
+		if err = sh.st.e.claims.take(sh.st.topic.Tenant, 1); err != nil {
+			break
+		}
 		g.claims[off] = &claim{attempts: 1, until: now.Add(vis)}
 		g.next++
 		out = append(out, GroupRecord{Offset: off, Payload: r.payload, Attempts: 1, Publisher: r.publisher, Timestamp: r.ts})
 		size += len(r.payload)
 	}
-	return out
+	return out, err
+}
+
+// dropClaimLocked forgets the claim on off and returns its place in the
+// claims budget. The caller holds sh.mu.
+func (sh *shard) dropClaimLocked(g *group, off uint64) {
+	if _, ok := g.claims[off]; ok {
+		delete(g.claims, off)
+		sh.st.e.claims.give(sh.st.topic.Tenant, 1)
+		g.claims = shrunk(g.claims, &g.peak)
+	}
 }
 
 // expireLocked turns claims whose visibility ran out into owed records (or
@@ -301,14 +350,20 @@ func (sh *shard) releaseLocked(g *group, off uint64, c *claim, notBefore time.Ti
 	sh.signalLocked()
 }
 
+// deadLetterLocked sets off aside; its claim was just deleted, and its
+// place in the claims budget passes to the dead letter (or is returned
+// when the list is full or holds off already).
 func (sh *shard) deadLetterLocked(g *group, off uint64) {
 	if len(g.dead) >= sh.st.e.cfg.Groups.MaxDeadLetters {
 		sh.st.e.st.deadDropped.Add(1)
+		sh.st.e.claims.give(sh.st.topic.Tenant, 1)
 		return
 	}
 	i, found := slices.BinarySearch(g.dead, off)
 	if !found {
 		g.dead = slices.Insert(g.dead, i, off)
+	} else {
+		sh.st.e.claims.give(sh.st.topic.Tenant, 1)
 	}
 }
 
@@ -346,7 +401,7 @@ func (e *Engine) GroupAck(ref GroupRef, off uint64) error {
 	if err != nil {
 		return err
 	}
-	delete(g.claims, off)
+	sh.dropClaimLocked(g, off)
 	return nil
 }
 
@@ -451,6 +506,9 @@ func (e *Engine) GroupRedrive(ref GroupRef, off uint64) error {
 	if err != nil {
 		return err
 	}
+	if _, had := g.claims[off]; had { // the dead letter's place passes to the claim
+		e.claims.give(ref.Tenant, 1)
+	}
 	g.claims[off] = &claim{owed: true, notBefore: e.cfg.Now()}
 	sh.signalLocked()
 	return nil
@@ -464,8 +522,11 @@ func (e *Engine) GroupDiscard(ref GroupRef, off uint64) error {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, err = sh.deadLocked(ref, off)
-	return err
+	if _, err = sh.deadLocked(ref, off); err != nil {
+		return err
+	}
+	e.claims.give(ref.Tenant, 1)
+	return nil
 }
 
 // GroupSeek moves the group's cursor to start (creating the group). Claims
@@ -502,7 +563,8 @@ func (e *Engine) GroupSeek(ref GroupRef, start felix.StartPosition, ifNew bool) 
 		}
 	}
 	g.next = to
-	clear(g.claims)
+	e.claims.give(ref.Tenant, int64(len(g.claims)))
+	g.claims, g.peak = make(map[uint64]*claim), 0
 	return to, true, nil
 }
 
@@ -544,7 +606,11 @@ func (e *Engine) GroupDelete(ref GroupRef) (bool, error) {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, existed := sh.groups[ref.Group]
-	delete(sh.groups, ref.Group)
+	g, existed := sh.groups[ref.Group]
+	if existed {
+		e.claims.give(ref.Tenant, int64(len(g.claims)+len(g.dead)))
+		e.groupCount.give(ref.Tenant, 1)
+		delete(sh.groups, ref.Group)
+	}
 	return existed, nil
 }

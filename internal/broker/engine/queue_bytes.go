@@ -25,9 +25,10 @@ const (
 // queue lets go, the charge is returned.
 type batchAcct struct {
 	mu      sync.Mutex
-	refs    int32 // queues holding the item
-	frames  int64 // bytes of the frames encoded so far
-	charged int64 // bytes currently charged to Engine.queuedBytes
+	refs    int32      // queues holding the item
+	frames  int64      // bytes of the frames encoded so far
+	charged int64      // bytes currently charged to Engine.queuedBytes
+	ten     *tenantUse // the tenant charged alongside (the stream's or cache's)
 }
 
 // cost is what one queue entry of b costs its subscriber: the records
@@ -45,12 +46,13 @@ func (b *Batch) cost() int64 {
 
 // hold charges the item (cost bytes) to the engine when the first queue
 // takes it.
-func (a *batchAcct) hold(e *Engine, cost int64) {
+func (a *batchAcct) hold(e *Engine, ten *tenantUse, cost int64) {
 	a.mu.Lock()
 	a.refs++
 	if a.refs == 1 {
 		a.charged = cost + a.frames
-		e.queuedBytes.Add(a.charged)
+		a.ten = ten
+		ten.addQueued(e, a.charged)
 	}
 	a.mu.Unlock()
 }
@@ -60,7 +62,7 @@ func (a *batchAcct) release(e *Engine) {
 	a.mu.Lock()
 	a.refs--
 	if a.refs == 0 {
-		e.queuedBytes.Add(-a.charged)
+		a.ten.addQueued(e, -a.charged)
 		a.charged = 0
 	}
 	a.mu.Unlock()
@@ -76,31 +78,33 @@ func (a *batchAcct) framed(e *Engine, n int) {
 	a.frames += int64(n)
 	if a.refs > 0 {
 		a.charged += int64(n)
-		e.queuedBytes.Add(int64(n))
+		a.ten.addQueued(e, int64(n))
 	}
 	a.mu.Unlock()
 }
 
-// hold charges b to the engine when the first queue takes it.
-func (b *Batch) hold(e *Engine) { b.acct.hold(e, b.cost()) }
+// hold charges b to the engine and the stream's tenant when the first
+// queue takes it.
+func (b *Batch) hold(e *Engine, ten *tenantUse) { b.acct.hold(e, ten, b.cost()) }
 
 // release returns b's charge when the last queue has let it go.
 func (b *Batch) release(e *Engine) { b.acct.release(e) }
 
 // admit reports whether a live batch may join s's queue: its bytes must
-// fit the subscription's bound and the engine-wide one. A subscriber whose
-// queue is empty always gets the batch (so one batch larger than the
-// bound is not a poison, and a subscriber that keeps up is never lagged
-// because others fell behind); the engine-wide figure then exceeds its
-// bound by at most one batch per subscriber that keeps up. The caller
-// holds sh.mu.
+// fit the subscription's bound and the engine-wide one, which a tenant
+// within its share is not refused by (Engine.queueRoom). A subscriber
+// whose queue is empty always gets the batch (so one batch larger than
+// the bound is not a poison, and a subscriber that keeps up is never
+// lagged because others fell behind); the engine-wide figure then
+// exceeds its bound by at most one batch per subscriber that keeps up.
+// The caller holds sh.mu.
 func (s *Subscription) admit(b *Batch) bool {
 	q := s.queued.Load()
 	if q == 0 {
 		return true
 	}
 	c := b.cost()
-	return q+c <= s.maxBytes && s.e.queuedBytes.Load()+c <= s.e.cfg.MaxQueuedBytes
+	return q+c <= s.maxBytes && s.e.queueRoom(s.sh.st.ten, c)
 }
 
 // QueuedBytes returns the bytes held in subscriber queues engine-wide

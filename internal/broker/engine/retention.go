@@ -12,8 +12,9 @@ const (
 	// DefaultMaxRetainBytes caps the log (or ring) of every shard, records
 	// and their bookkeeping together, whatever its StreamConfig says.
 	DefaultMaxRetainBytes = 64 << 20
-	// DefaultMaxLogBytes caps all shard logs and rings engine-wide: a shard
-	// that appends while the total is over it trims its own oldest records.
+	// DefaultMaxLogBytes caps all shard logs and rings engine-wide: while
+	// the total is over it, the oldest records of the tenant holding the
+	// most are trimmed (Engine.enforceLogBudget).
 	DefaultMaxLogBytes = 1 << 30
 	// DefaultMaxStreamsPerTenant / DefaultMaxCachesPerTenant bound what one
 	// tenant can make the broker create on first use.
@@ -31,7 +32,8 @@ const (
 	DefaultMaxTenantCacheBytes = 256 << 20
 	DefaultMaxTotalCacheBytes  = 1 << 30
 	// DefaultMaxTotalCacheLogBytes caps the write logs of every cache
-	// together; a cache that writes beyond it trims its own oldest events.
+	// together; beyond it a writing cache of a tenant over its share trims
+	// its own oldest events.
 	DefaultMaxTotalCacheLogBytes = 1 << 30
 	// DefaultWatchQueueBytes bounds one cache watch's queue in bytes.
 	DefaultWatchQueueBytes = 16 << 20
@@ -77,23 +79,30 @@ func (c *Config) storageDefaults() {
 func (sh *shard) logCost(n int) int64 { return sh.bytes + int64(n)*logRecordOverhead }
 
 // overBudget reports whether a shard holding n records must drop its
-// oldest: over MaxRetainBytes, or the engine-wide logs over MaxLogBytes.
-// The caller holds sh.mu.
+// oldest because it is over MaxRetainBytes. The engine-wide MaxLogBytes is
+// enforced after the append, on the tenants over their share
+// (Engine.enforceLogBudget). The caller holds sh.mu.
 func (sh *shard) overBudget(n int) bool {
 	e := sh.st.e
-	cost := sh.logCost(n)
-	if e.cfg.MaxRetainBytes > 0 && cost > e.cfg.MaxRetainBytes {
-		return true
-	}
-	return e.cfg.MaxLogBytes > 0 && e.logBytes.Load()+cost-sh.accounted > e.cfg.MaxLogBytes
+	return e.cfg.MaxRetainBytes > 0 && sh.logCost(n) > e.cfg.MaxRetainBytes
 }
 
-// accountLog reports the shard's cost change to the engine-wide figure.
-// The caller holds sh.mu.
+// accountLog reports the shard's cost change to its tenant's and the
+// engine-wide figures. The caller holds sh.mu.
 func (sh *shard) accountLog() {
 	cost := sh.logCost(len(sh.recs) - sh.head)
-	sh.st.e.logBytes.Add(cost - sh.accounted)
+	sh.st.ten.addLog(sh.st.e, cost-sh.accounted)
 	sh.accounted = cost
+	sh.costSnap.Store(cost)
+}
+
+// dropOldestLocked discards the shard's oldest retained record; the
+// caller holds sh.mu, checks one is left, and calls accountLog.
+func (sh *shard) dropOldestLocked() {
+	sh.bytes -= int64(len(sh.recs[sh.head].payload))
+	sh.recs[sh.head] = record{}
+	sh.head++
+	sh.base++
 }
 
 // LogBytes returns what all shard logs and rings hold (records and their

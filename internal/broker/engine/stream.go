@@ -4,23 +4,27 @@ import (
 	"hash/crc64"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flxproto/felix"
 )
 
 type stream struct {
 	e      *Engine
+	ten    *tenantUse
 	topic  Topic
 	cfg    StreamConfig
 	shards []*shard
 }
 
+// newStream makes a stream of t's tenant. The caller holds e.mu.
 func newStream(e *Engine, t Topic, c StreamConfig) *stream {
-	s := &stream{e: e, topic: t, cfg: c}
+	s := &stream{e: e, topic: t, cfg: c, ten: e.tenant(t.Tenant)}
 	s.shards = make([]*shard, c.shards())
 	for i := range s.shards {
 		s.shards[i] = &shard{st: s, index: uint32(i), subs: make(map[*Subscription]struct{}), producers: newProducerTable()}
 	}
+	s.ten.shards = append(s.ten.shards, s.shards...)
 	return s
 }
 
@@ -44,7 +48,8 @@ type shard struct {
 	bytes int64
 	subs  map[*Subscription]struct{}
 
-	accounted int64 // cost reported to Engine.logBytes (retention.go)
+	accounted int64        // cost reported to Engine.logBytes (retention.go)
+	costSnap  atomic.Int64 // accounted, for Engine.enforceLogBudget's choice
 
 	producers producerTable
 
@@ -141,7 +146,15 @@ func (e *Engine) Publish(req PublishRequest) (PublishResult, error) {
 	return s.shards[s.cfg.Routing.ShardOf(req.Key, req.Keyed, uint32(len(s.shards)))].publish(req)
 }
 
+// publish appends under the shard lock, then trims the stream logs of the
+// tenants over their share should the engine-wide total be over its bound.
 func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
+	res, err := sh.append(req)
+	sh.st.e.enforceLogBudget()
+	return res, err
+}
+
+func (sh *shard) append(req PublishRequest) (PublishResult, error) {
 	e := sh.st.e
 	durable := sh.st.cfg.Durable
 	// Copy the payloads into one allocation before taking the lock.
@@ -231,10 +244,7 @@ func (sh *shard) retain() {
 		if !over {
 			break
 		}
-		sh.bytes -= int64(len(sh.recs[sh.head].payload))
-		sh.recs[sh.head] = record{}
-		sh.head++
-		sh.base++
+		sh.dropOldestLocked()
 	}
 	sh.accountLog()
 	if sh.head > 1024 && sh.head > len(sh.recs)/2 {

@@ -163,6 +163,7 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 	s.info = SubscribeInfo{ID: id, Durable: durable, StartOffset: start, LiveOffset: tail, QueueCapacity: capacity}
 	sh.subs[s] = struct{}{}
 	sh.mu.Unlock()
+	sh.st.ten.readerOpened(e)
 	e.st.activeSubs.Add(1)
 	e.st.totalSubs.Add(1)
 	return s, s.info, nil
@@ -185,7 +186,7 @@ func (s *Subscription) offer(b *Batch) {
 		return
 	}
 	if s.admit(b) {
-		b.hold(s.e)
+		b.hold(s.e, s.sh.st.ten)
 		s.queued.Add(b.cost())
 		select {
 		case s.q <- b:
@@ -331,6 +332,7 @@ func (s *Subscription) Close() {
 		delete(s.sh.subs, s)
 		s.sh.mu.Unlock()
 		s.e.unregister(s)
+		s.sh.st.ten.readerClosed(s.e)
 		s.e.st.activeSubs.Add(^uint64(0))
 		// No batch joins the queue any more: give back what it holds.
 		for {

@@ -17,10 +17,8 @@ func (e *Engine) TrimHead(t Topic, shardIdx uint32, before uint64) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for sh.base < before && sh.base < sh.next {
-		sh.bytes -= int64(len(sh.recs[sh.head].payload))
-		sh.recs[sh.head] = record{}
-		sh.head++
-		sh.base++
+		sh.dropOldestLocked()
 	}
+	sh.accountLog()
 	return nil
 }

@@ -215,6 +215,7 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 	w.catchupN.Store(int64(len(w.catchup)))
 	c.watches[w] = struct{}{}
 	c.mu.Unlock()
+	c.ten.readerOpened(e)
 	e.st.activeWatches.Add(1)
 	return w, w.info, nil
 }
@@ -231,9 +232,9 @@ func (w *Watch) offer(we *watchEvent) {
 		return
 	}
 	e := w.e
-	if q := w.queued.Load(); q == 0 || (q+we.cost <= e.cfg.WatchQueueBytes && e.queuedBytes.Load()+we.cost <= e.cfg.MaxQueuedBytes) {
+	if q := w.queued.Load(); q == 0 || (q+we.cost <= e.cfg.WatchQueueBytes && e.queueRoom(w.c.ten, we.cost)) {
 		w.queued.Add(we.cost)
-		we.acct.hold(e, we.cost)
+		we.acct.hold(e, w.c.ten, we.cost)
 		select {
 		case w.q <- we:
 			return
@@ -333,6 +334,7 @@ func (w *Watch) Close() {
 		delete(w.c.watches, w)
 		w.c.mu.Unlock()
 		w.e.unregisterWatch(w)
+		w.c.ten.readerClosed(w.e)
 		w.e.st.activeWatches.Add(^uint64(0))
 		// Nothing is offered once stopped: return what the queue holds.
 		for empty := false; !empty; {
