@@ -165,7 +165,12 @@ func PutState(stream, key string, value []byte) CommitOp {
 // is sent through Request (routed, retried and judged by the client).
 
 // CacheDelete removes key and returns the value it held (found == false
-// when there was none). Needs felix.FeatureCacheDelete.
+// when there was none). Needs felix.FeatureCacheDelete. A delete is safe
+// to re-send, but a re-send's answer says what the re-send found: when an
+// earlier attempt may have been applied (its answer was lost) and the
+// re-send finds nothing, Client returns its ambiguous-outcome
+// error (*AmbiguousError) rather than found == false, since the
+// first attempt may have removed a value.
 func (c *Client) CacheDelete(ctx context.Context, ref CacheRef, key string) (old []byte, found bool, err error) {
 	return c.calls.CacheDelete(ctx, ref, key)
 }
