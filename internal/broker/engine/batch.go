@@ -31,9 +31,8 @@ type Batch struct {
 	// so it is 0 except in tests.
 	Skipped uint64
 
-	fmu     sync.Mutex  // guards frames and pins
-	frames  [16]encoded // by modIndex
-	pins    int32       // queues holding the batch and deliveries not released
+	frames  [16]encoded  // by modIndex
+	pins    atomic.Int32 // queues holding the batch, deliveries not released
 	encodes *atomic.Uint64
 	eng     *Engine // for queued-bytes accounting (nil: none)
 	size    int64   // cost(), computed once
@@ -42,9 +41,10 @@ type Batch struct {
 
 // encoded is one cached frame of a Batch.
 type encoded struct {
+	once  sync.Once
 	frame []byte
-	buf   *[]byte // the pooled buffer frame lives in; nil: not pooled
-	kept  bool    // handed out by Frame: never recycled
+	buf   *[]byte     // the pooled buffer frame lives in; nil: not pooled
+	kept  atomic.Bool // handed out by Frame: never recycled
 }
 
 // Mods returns the subset of the offered modifier flags that applies to
@@ -93,10 +93,8 @@ func modIndex(m felix.Flags) int {
 // long as the caller keeps it (it is never recycled); subscriptions get
 // theirs through Delivery, which recycles it once released.
 func (b *Batch) Frame(offered felix.Flags) []byte {
-	b.fmu.Lock()
-	defer b.fmu.Unlock()
-	slot := b.encodeLocked(b.Mods(offered))
-	slot.kept = true
+	slot := b.encode(b.Mods(offered))
+	slot.kept.Store(true)
 	return slot.frame
 }
 
@@ -104,90 +102,84 @@ func (b *Batch) Frame(offered felix.Flags) []byte {
 // valid until unpin. A subscription's delivery holds this pin until the
 // delivery is released.
 func (b *Batch) pinnedFrame(offered felix.Flags) []byte {
-	b.fmu.Lock()
-	defer b.fmu.Unlock()
-	b.pins++
-	return b.encodeLocked(b.Mods(offered)).frame
+	b.pins.Add(1)
+	return b.encode(b.Mods(offered)).frame
 }
 
-// encodeLocked returns the slot of modifier set m, encoded into a pooled
-// buffer on first use. The caller holds b.fmu.
-func (b *Batch) encodeLocked(m felix.Flags) *encoded {
+// encode returns the slot of modifier set m, encoded into a pooled buffer
+// on first use.
+func (b *Batch) encode(m felix.Flags) *encoded {
 	slot := &b.frames[modIndex(m)]
-	if slot.frame != nil {
-		return slot
-	}
-	eb := felix.EventBatch{
-		HasBaseOffset: m.Has(felix.FlagEventBatchOffsets), BaseOffset: b.BaseOffset,
-		SkippedBefore: b.Skipped,
-		HasPublisher:  m.Has(felix.FlagEventBatchPublisher), Publisher: []byte(b.Publisher),
-		HasTimestamps: m.Has(felix.FlagEventBatchTimestamps), Timestamps: b.Timestamps,
-		Payloads: b.Payloads,
-	}
-	if !eb.HasBaseOffset {
-		eb.SkippedBefore = 0
-	}
-	n := eb.FrameLen(m)
-	var dst []byte
-	if slot.buf = getFrameBuf(n); slot.buf != nil {
-		dst = (*slot.buf)[:0]
-	} else {
-		dst = make([]byte, 0, n)
-	}
-	// Mods only selects sections the batch really has (publisher at
-	// most 255 bytes, one timestamp per payload), and payloads come
-	// from frames far below 4 GiB, so encoding cannot fail.
-	slot.frame, _ = felix.AppendEventBatch(dst, &eb, m)
-	if b.encodes != nil {
-		b.encodes.Add(1)
-	}
-	b.acct.framed(b.eng, len(slot.frame))
+	slot.once.Do(func() {
+		eb := felix.EventBatch{
+			HasBaseOffset: m.Has(felix.FlagEventBatchOffsets), BaseOffset: b.BaseOffset,
+			SkippedBefore: b.Skipped,
+			HasPublisher:  m.Has(felix.FlagEventBatchPublisher), Publisher: []byte(b.Publisher),
+			HasTimestamps: m.Has(felix.FlagEventBatchTimestamps), Timestamps: b.Timestamps,
+			Payloads: b.Payloads,
+		}
+		if !eb.HasBaseOffset {
+			eb.SkippedBefore = 0
+		}
+		n := eb.FrameLen(m)
+		var dst []byte
+		if slot.buf = getFrameBuf(n); slot.buf != nil {
+			dst = (*slot.buf)[:0]
+		} else {
+			dst = make([]byte, 0, n)
+		}
+		// Mods only selects sections the batch really has (publisher at
+		// most 255 bytes, one timestamp per payload), and payloads come
+		// from frames far below 4 GiB, so encoding cannot fail.
+		slot.frame, _ = felix.AppendEventBatch(dst, &eb, m)
+		if b.encodes != nil {
+			b.encodes.Add(1)
+		}
+		b.acct.framed(b.eng, len(slot.frame))
+	})
 	return slot
 }
 
 // reusable returns b when nothing holds it any more (every delivery of it
 // released, no frame handed out by Frame), so that it may be refilled;
-// nil otherwise. b may be nil.
+// nil otherwise. b may be nil. Only the goroutine that delivered b may
+// call it (a subscription's own history page).
 func (b *Batch) reusable() *Batch {
-	if b == nil {
-		return nil
-	}
-	b.fmu.Lock()
-	defer b.fmu.Unlock()
-	if b.pins > 0 {
+	if b == nil || b.pins.Load() > 0 {
 		return nil
 	}
 	for i := range b.frames {
-		if b.frames[i].frame != nil { // kept by Frame
+		if b.frames[i].kept.Load() {
 			return nil
 		}
 	}
 	return b
 }
 
+// Pins: a live batch is pinned by its publisher while it is offered
+// (offerAll), by each queue holding it and by each delivery not released;
+// a history page by its one delivery. Every pin is taken while another is
+// held, or by the only goroutine that knows the batch, so once the count
+// drops to zero no one holds the batch: its frames go back to their pools.
+
 // pin keeps b's frames from being recycled (a queue took b).
-func (b *Batch) pin() {
-	b.fmu.Lock()
-	b.pins++
-	b.fmu.Unlock()
-}
+func (b *Batch) pin() { b.pins.Add(1) }
 
 // unpin drops a pin; the last one gives b's pooled frames back (those
 // Frame did not hand out), to be encoded again if b is delivered later.
 func (b *Batch) unpin() {
-	b.fmu.Lock()
-	defer b.fmu.Unlock()
-	if b.pins--; b.pins > 0 {
+	if b.pins.Add(-1) > 0 {
 		return
 	}
 	for i := range b.frames {
 		slot := &b.frames[i]
-		if slot.buf == nil || slot.kept {
+		if slot.buf == nil || slot.kept.Load() {
 			continue
 		}
 		b.acct.framed(b.eng, -len(slot.frame))
 		putFrameBuf(slot.buf, slot.frame)
 		slot.frame, slot.buf = nil, nil
+		slot.once = sync.Once{}
 	}
 }
 
