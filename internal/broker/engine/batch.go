@@ -98,14 +98,6 @@ func (b *Batch) Frame(offered felix.Flags) []byte {
 	return slot.frame
 }
 
-// pinnedFrame pins b and returns its frame for the given offered flags,
-// valid until unpin. A subscription's delivery holds this pin until the
-// delivery is released.
-func (b *Batch) pinnedFrame(offered felix.Flags) []byte {
-	b.pins.Add(1)
-	return b.encode(b.Mods(offered)).frame
-}
-
 // encode returns the slot of modifier set m, encoded into a pooled buffer
 // on first use.
 func (b *Batch) encode(m felix.Flags) *encoded {
@@ -158,7 +150,8 @@ func (b *Batch) reusable() *Batch {
 
 // Pins: a live batch is pinned by its publisher while it is offered
 // (offerAll), by each queue holding it and by each delivery not released;
-// a history page by its one delivery. Every pin is taken while another is
+// a history page by its one delivery (a queue's pin becomes its
+// delivery's when the batch is dequeued). Every pin is taken while another is
 // held, or by the only goroutine that knows the batch, so once the count
 // drops to zero no one holds the batch: its frames go back to their pools.
 

@@ -309,6 +309,7 @@ func (s *Subscription) nextHistory() (Delivery, bool) {
 	}
 	s.hist = b.EndOffset()
 	s.histPage = b
+	b.pin()
 	return s.deliver(b), true
 }
 
@@ -322,18 +323,21 @@ func (s *Subscription) lagReportDelivery() Delivery {
 	return Delivery{Lagged: true, ResumeFrom: resume}
 }
 
+// deliver delivers b, pinned by the caller: the pin is the Delivery's,
+// dropped by Release.
 func (s *Subscription) deliver(b *Batch) Delivery {
 	s.e.st.deliveredBatches.Add(1)
 	s.e.st.deliveredRecords.Add(uint64(len(b.Payloads)))
-	return Delivery{Batch: b, Frame: b.pinnedFrame(s.mods), pinned: b}
+	return Delivery{Batch: b, Frame: b.encode(b.Mods(s.mods)).frame, pinned: b}
 }
 
-// dequeued delivers a batch taken from the queue and returns its bytes.
+// dequeued delivers a batch taken from the queue and returns its bytes;
+// the queue's pin becomes the delivery's.
 func (s *Subscription) dequeued(b *Batch) Delivery {
 	s.liveNext = b.EndOffset()
 	d := s.deliver(b) // encode first: a frame is charged while queues hold b
 	s.queued.Add(-b.cost())
-	b.release(s.e)
+	b.acct.release(s.e)
 	return d
 }
 
