@@ -40,6 +40,10 @@ const (
 	// maxTrackedPublishers bounds the publishers one subscriber keeps
 	// sequence bookkeeping for (its own run's and other runs' in bench sub).
 	maxTrackedPublishers = 1024
+	// unackedGrace is how long subscribers wait without a record once
+	// every record whose publish did not fail arrived: the rest may
+	// arrive (an ambiguous outcome) or never.
+	unackedGrace = 200 * time.Millisecond
 	// defaultMaxSubsPerConn is the reference broker's subscriptions per
 	// connection (examples/broker -max-subs-per-conn, 4096).
 	defaultMaxSubsPerConn = 4096
@@ -97,7 +101,7 @@ func parseBench(args []string, stderr io.Writer) (*benchConfig, error) {
 	fs.Int64Var(&c.count, "n", 0, "records per publisher to measure (bench sub: per subscriber), after the warm-up; 0 = run for -duration")
 	fs.DurationVar(&c.duration, "duration", 0, "measured run time after the warm-up (default 10s when -n is not given)")
 	fs.DurationVar(&c.warmup, "warmup", 0, "warm-up before measuring: its records are verified but left out of rates and latencies")
-	fs.DurationVar(&c.drain, "drain", 5*time.Second, "how long subscribers may go without a record, once publishing ended, before they stop waiting for the rest")
+	fs.DurationVar(&c.drain, "drain", 5*time.Second, fmt.Sprintf("how long subscribers may go without a record, once publishing ended, before they stop waiting for the rest (once only records whose publish failed are missing: at most %s)", unackedGrace))
 	fs.DurationVar(&c.progress, "progress", time.Second, "interval of the progress line on stderr (0 = none)")
 	fs.IntVar(&c.maxSubsPerConn, "max-subs-per-conn", defaultMaxSubsPerConn, "subscriptions the broker allows per connection (the reference broker's -max-subs-per-conn)")
 	if len(args) == 0 {
@@ -269,6 +273,7 @@ type bench struct {
 
 	pubsDone atomic.Bool
 	sentAll  atomic.Uint64 // records sent by every publisher, final once pubsDone
+	expected atomic.Uint64 // of those, the ones whose publish did not fail
 }
 
 // errorCount is one error class of the report.
@@ -564,18 +569,22 @@ func (b *bench) runLoad(ctx context.Context, stderr io.Writer) {
 	stopProgress := b.startProgress(stderr)
 	defer stopProgress()
 	pubWG.Wait()
-	var sent uint64
+	var sent, expected uint64
 	for _, p := range b.pubs {
-		sent += p.sent.Load()
+		n := p.sent.Load()
+		sent += n
+		expected += n - p.unacked.count() // publishes not refused nor cut
 	}
 	b.sentAll.Store(sent)
+	b.expected.Store(expected)
 	b.pubsDone.Store(true)
 	if !cfg.publishes() {
 		subWG.Wait()
 		return
 	}
 	// Wait for the subscribers to get every record, or to go -drain
-	// without one.
+	// without one; once only records whose publish failed are missing
+	// (they may never come), wait at most unackedGrace without one.
 	subsDone := make(chan struct{})
 	go func() { subWG.Wait(); close(subsDone) }()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -590,22 +599,40 @@ func (b *bench) runLoad(ctx context.Context, stderr io.Writer) {
 			<-subsDone
 			return
 		case now := <-tick.C:
-			all := true
+			all, acked := true, true
 			for _, s := range b.subs {
-				if s.ownSeen.Load() < sent {
-					all = false
-				}
+				seen := s.ownSeen.Load()
+				all = all && seen >= sent
+				acked = acked && seen >= expected
 			}
 			if n := b.delivered(); n != lastSeen {
 				lastSeen, lastChange = n, now
 			}
-			if all || now.Sub(lastChange) >= cfg.drain {
+			wait := cfg.drain
+			if acked {
+				wait = min(wait, unackedGrace)
+			}
+			if all || now.Sub(lastChange) >= wait {
 				stopSubs()
 				<-subsDone
 				return
 			}
 		}
 	}
+}
+
+// drainNote says, once publishing ended, what the subscribers still wait
+// for: the records the slowest one has not received yet.
+func (b *bench) drainNote() string {
+	sent, expected := b.sentAll.Load(), b.expected.Load()
+	least := sent
+	for _, s := range b.subs {
+		least = min(least, s.ownSeen.Load())
+	}
+	if least >= expected {
+		return fmt.Sprintf("  (draining: %d records whose publish failed, at most %s more)", sent-least, unackedGrace)
+	}
+	return fmt.Sprintf("  (draining: %d records to come, at most -drain %s without one)", expected-least, b.cfg.drain)
 }
 
 // delivered is the number of records every subscriber received so far.
@@ -813,6 +840,9 @@ func (b *bench) startProgress(w io.Writer) (stop func()) {
 				b.errMu.Unlock()
 				line += fmt.Sprintf("  errors %d  redirects %d  retries %d  resumes %d", errs,
 					b.notices[client.NoticeRedirect].Load(), b.notices[client.NoticeRetry].Load(), b.notices[client.NoticeResumed].Load())
+				if b.cfg.publishes() && b.cfg.subscribes() && b.pubsDone.Load() {
+					line += b.drainNote()
+				}
 				fmt.Fprintln(w, line)
 				lastPub, lastSub, last = pub, sub, now
 			}

@@ -162,7 +162,7 @@ func TestBenchKeyedTextReport(t *testing.T) {
 	code, out, errb := felixRun(t, "", append(append([]string{"bench", "pubsub"}, b...), "-keys", "5", "-n", "100", "-batch", "2", "-progress", "20ms", "-warmup", "30ms", "jobs")...)
 	require.Equal(t, 0, code, errb)
 	for _, line := range strings.Split(strings.TrimSpace(errb), "\n") {
-		require.Regexp(t, `^bench +[0-9.]+s( \(warm-up\))?  pub [0-9.kM]+ rec/s \(\d+\)  sub [0-9.kM]+ rec/s \(\d+\)  errors 0  redirects \d+  retries \d+  resumes \d+$`, line)
+		require.Regexp(t, `^bench +[0-9.]+s( \(warm-up\))?  pub [0-9.kM]+ rec/s \(\d+\)  sub [0-9.kM]+ rec/s \(\d+\)  errors 0  redirects \d+  retries \d+  resumes \d+(  \(draining: \d+ records [^)]*\))?$`, line)
 	}
 	for _, want := range []string{
 		"felix bench pubsub: stream jobs on ",
@@ -244,4 +244,17 @@ func TestBenchLimitsDocumented(t *testing.T) {
 		line = line[:strings.Index(line, "\n")]
 		require.Contains(t, line, c.value, "docs/limits.md states %s without its value", c.name)
 	}
+}
+
+// Once publishing ended, the progress line says what the subscribers
+// still wait for, and how long at most.
+func TestBenchDrainNote(t *testing.T) {
+	s := &benchSub{}
+	b := &bench{cfg: &benchConfig{drain: 5 * time.Second}, subs: []*benchSub{s}}
+	b.sentAll.Store(100)
+	b.expected.Store(90) // 10 records' publish failed
+	s.ownSeen.Store(40)
+	require.Equal(t, "  (draining: 50 records to come, at most -drain 5s without one)", b.drainNote())
+	s.ownSeen.Store(92)
+	require.Equal(t, "  (draining: 8 records whose publish failed, at most 200ms more)", b.drainNote())
 }

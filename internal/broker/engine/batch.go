@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -30,16 +31,20 @@ type Batch struct {
 	// so it is 0 except in tests.
 	Skipped uint64
 
-	frames  [16]encoded
+	frames  [16]encoded  // by modIndex
+	pins    atomic.Int32 // queues holding the batch, deliveries not released
 	encodes *atomic.Uint64
 	eng     *Engine // for queued-bytes accounting (nil: none)
 	size    int64   // cost(), computed once
 	acct    batchAcct
 }
 
+// encoded is one cached frame of a Batch.
 type encoded struct {
 	once  sync.Once
 	frame []byte
+	buf   *[]byte     // the pooled buffer frame lives in; nil: not pooled
+	kept  atomic.Bool // handed out by Frame: never recycled
 }
 
 // Mods returns the subset of the offered modifier flags that applies to
@@ -84,9 +89,18 @@ func modIndex(m felix.Flags) int {
 // Frame returns the whole shared event frame (0x0004 plus the modifiers of
 // Mods(offered)) for a subscriber that offered the given flags. The frame is
 // encoded on first use for each distinct modifier set and then shared: the
-// caller must not modify it.
+// caller must not modify it. A frame returned by Frame stays valid for as
+// long as the caller keeps it (it is never recycled); subscriptions get
+// theirs through Delivery, which recycles it once released.
 func (b *Batch) Frame(offered felix.Flags) []byte {
-	m := b.Mods(offered)
+	slot := b.encode(b.Mods(offered))
+	slot.kept.Store(true)
+	return slot.frame
+}
+
+// encode returns the slot of modifier set m, encoded into a pooled buffer
+// on first use.
+func (b *Batch) encode(m felix.Flags) *encoded {
 	slot := &b.frames[modIndex(m)]
 	slot.once.Do(func() {
 		eb := felix.EventBatch{
@@ -99,16 +113,112 @@ func (b *Batch) Frame(offered felix.Flags) []byte {
 		if !eb.HasBaseOffset {
 			eb.SkippedBefore = 0
 		}
+		n := eb.FrameLen(m)
+		var dst []byte
+		if slot.buf = getFrameBuf(n); slot.buf != nil {
+			dst = (*slot.buf)[:0]
+		} else {
+			dst = make([]byte, 0, n)
+		}
 		// Mods only selects sections the batch really has (publisher at
 		// most 255 bytes, one timestamp per payload), and payloads come
 		// from frames far below 4 GiB, so encoding cannot fail.
-		slot.frame, _ = felix.AppendEventBatch(make([]byte, 0, eb.FrameLen(m)), &eb, m)
+		slot.frame, _ = felix.AppendEventBatch(dst, &eb, m)
 		if b.encodes != nil {
 			b.encodes.Add(1)
 		}
 		b.acct.framed(b.eng, len(slot.frame))
 	})
-	return slot.frame
+	return slot
+}
+
+// reusable returns b when nothing holds it any more (every delivery of it
+// released, no frame handed out by Frame), so that it may be refilled;
+// nil otherwise. b may be nil. Only the goroutine that delivered b may
+// call it (a subscription's own history page).
+func (b *Batch) reusable() *Batch {
+	if b == nil || b.pins.Load() > 0 {
+		return nil
+	}
+	for i := range b.frames {
+		if b.frames[i].kept.Load() {
+			return nil
+		}
+	}
+	return b
+}
+
+// Pins: a live batch is pinned by its publisher while it is offered
+// (offerAll), by each queue holding it and by each delivery not released;
+// a history page by its one delivery (a queue's pin becomes its
+// delivery's when the batch is dequeued). Every pin is taken while another is
+// held, or by the only goroutine that knows the batch, so once the count
+// drops to zero no one holds the batch: its frames go back to their pools.
+
+// pin keeps b's frames from being recycled (a queue took b).
+func (b *Batch) pin() { b.pins.Add(1) }
+
+// unpin drops a pin; the last one gives b's pooled frames back (those
+// Frame did not hand out), to be encoded again if b is delivered later.
+func (b *Batch) unpin() {
+	if b.pins.Add(-1) > 0 {
+		return
+	}
+	for i := range b.frames {
+		slot := &b.frames[i]
+		if slot.buf == nil || slot.kept.Load() {
+			continue
+		}
+		b.acct.framed(b.eng, -len(slot.frame))
+		putFrameBuf(slot.buf, slot.frame)
+		slot.frame, slot.buf = nil, nil
+		slot.once = sync.Once{}
+	}
+}
+
+// Event frames are encoded into buffers pooled by size class: powers of
+// two from 512 bytes (smaller frames share that class) to 16 MiB (the default
+// frame limit; larger frames are allocated and left to the collector). A
+// frame's buffer goes back to its pool when the last queue and the last
+// delivery holding the batch let go (Batch.unpin), so a steady fan-out
+// encodes without allocating or zeroing.
+const (
+	minFrameClass = 9
+	maxFrameClass = 24
+)
+
+var framePools [maxFrameClass - minFrameClass + 1]sync.Pool
+
+// frameClass returns the class whose buffers hold n bytes, and false when
+// n is over the largest class.
+func frameClass(n int) (int, bool) {
+	c := max(bits.Len(uint(n-1)), minFrameClass)
+	return c, c <= maxFrameClass
+}
+
+// getFrameBuf returns an empty pooled buffer of at least n bytes, or nil
+// when n is over the largest class.
+func getFrameBuf(n int) *[]byte {
+	c, ok := frameClass(n)
+	if !ok {
+		return nil
+	}
+	if p, _ := framePools[c-minFrameClass].Get().(*[]byte); p != nil {
+		return p
+	}
+	buf := make([]byte, 0, 1<<c)
+	return &buf
+}
+
+// putFrameBuf gives frame, encoded into p, back to p's pool (unless the
+// encoding outgrew the pooled buffer).
+func putFrameBuf(p *[]byte, frame []byte) {
+	c, _ := frameClass(cap(frame))
+	if cap(frame) != 1<<c {
+		return
+	}
+	*p = frame[:0]
+	framePools[c-minFrameClass].Put(p)
 }
 
 // Len returns the number of records in the batch.

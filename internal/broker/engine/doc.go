@@ -36,7 +36,10 @@
 // a set of modifier flags at most once per distinct set (offsets,
 // publisher, timestamps, skipped) and hands the same bytes to every
 // subscriber that uses that set, so the encoding cost of a published batch
-// does not grow with the number of subscribers.
+// does not grow with the number of subscribers. A subscription's
+// Delivery carries that frame until Delivery.Release; once every queue
+// and delivery holding the batch let go, its frame buffers are reused for
+// later batches, so a steady fan-out allocates nothing per batch.
 //
 // Each subscription has a bounded queue (its queue capacity, counted in
 // published batches). Publishing never blocks on a subscriber: when a queue

@@ -129,7 +129,12 @@ func (sh *shard) offerSplit(b *Batch) {
 	flush(len(b.Payloads))
 }
 
+// offerAll hands b to every subscriber of the shard, pinned meanwhile so
+// that a subscriber done with it before the last one took it does not
+// recycle its frame (which would be encoded again). The caller holds sh.mu.
 func (sh *shard) offerAll(b *Batch) {
+	b.pin()
+	defer b.unpin()
 	for s := range sh.subs {
 		s.offer(b)
 	}

@@ -84,11 +84,18 @@ func (a *batchAcct) framed(e *Engine, n int) {
 }
 
 // hold charges b to the engine and the stream's tenant when the first
-// queue takes it.
-func (b *Batch) hold(e *Engine, ten *tenantUse) { b.acct.hold(e, ten, b.cost()) }
+// queue takes it, and pins its frames (Batch.pin).
+func (b *Batch) hold(e *Engine, ten *tenantUse) {
+	b.acct.hold(e, ten, b.cost())
+	b.pin()
+}
 
-// release returns b's charge when the last queue has let it go.
-func (b *Batch) release(e *Engine) { b.acct.release(e) }
+// release returns b's charge when the last queue has let it go, and
+// unpins its frames.
+func (b *Batch) release(e *Engine) {
+	b.acct.release(e)
+	b.unpin()
+}
 
 // admit reports whether a live batch may join s's queue: its bytes must
 // fit the subscription's bound and the engine-wide one, which a tenant

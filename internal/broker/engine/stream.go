@@ -261,16 +261,26 @@ func (sh *shard) bounds() (oldest, tail uint64) { return sh.base, sh.next }
 // history returns up to DefaultHistoryBatch records (with offsets: ring
 // sequence numbers on an ephemeral shard) from offset from
 // (at least one record unless the range is empty), stopping before end, at
-// a publisher change, or near DefaultHistoryBatchBytes. The caller holds
+// a publisher change, or near DefaultHistoryBatchBytes, filled into reuse
+// when it is not nil (a batch nobody holds any more). The caller holds
 // sh.mu. from must be ≥ sh.base.
-func (sh *shard) history(from, end uint64) *Batch {
+func (sh *shard) history(from, end uint64, reuse *Batch) *Batch {
 	if from >= end || from >= sh.next {
 		return nil
 	}
 	i := sh.head + int(from-sh.base)
 	first := sh.recs[i]
-	b := &Batch{Shard: sh.index, BaseOffset: from, HasOffsets: true, Publisher: first.publisher,
-		encodes: &sh.st.e.st.eventEncodes}
+	b := reuse
+	if b == nil {
+		b = &Batch{}
+	}
+	b.Shard, b.BaseOffset, b.HasOffsets, b.Publisher = sh.index, from, true, first.publisher
+	clear(b.Payloads) // the records of its last page are not kept alive
+	b.Payloads, b.Timestamps, b.Skipped, b.size = b.Payloads[:0], b.Timestamps[:0], 0, 0
+	b.encodes = &sh.st.e.st.eventEncodes
+	if !sh.st.cfg.Durable {
+		b.Timestamps = nil
+	}
 	size := 0
 	for off := from; off < end && off < sh.next && len(b.Payloads) < DefaultHistoryBatch; off++ {
 		r := sh.recs[i]

@@ -80,6 +80,20 @@ type Delivery struct {
 	// first undelivered offset when HasResume (durable streams).
 	Drained   bool
 	HasResume bool
+
+	pinned *Batch // Batch, pinned until Release (nil: nothing to release)
+}
+
+// Release says the caller is done with d.Frame (written, or abandoned):
+// once every subscriber holding the batch released it, the frame's buffer
+// is reused for a later batch, so d.Frame and d.Batch must not be used
+// after Release. It is idempotent. A delivery never released only keeps
+// its frame from being reused (the collector frees it).
+func (d *Delivery) Release() {
+	if b := d.pinned; b != nil {
+		d.pinned, d.Frame = nil, nil
+		b.unpin()
+	}
 }
 
 // Subscription is one subscriber of one shard. Next must be called from a
@@ -105,6 +119,7 @@ type Subscription struct {
 
 	// consumer side (Next's goroutine only)
 	hist, histEnd uint64
+	histPage      *Batch // the last history page, refilled once released
 	terminal      bool
 	liveNext      uint64 // offset after the last live batch delivered
 
@@ -286,7 +301,7 @@ func (s *Subscription) nextHistory() (Delivery, bool) {
 		}
 		s.hist = sh.base // retention overtook the reader: a gap
 	}
-	b := sh.history(s.hist, s.histEnd)
+	b := sh.history(s.hist, s.histEnd, s.histPage.reusable())
 	sh.mu.Unlock()
 	if b == nil {
 		s.hist = s.histEnd
@@ -294,6 +309,8 @@ func (s *Subscription) nextHistory() (Delivery, bool) {
 		return Delivery{}, false
 	}
 	s.hist = b.EndOffset()
+	s.histPage = b
+	b.pin()
 	return s.deliver(b), true
 }
 
@@ -307,18 +324,21 @@ func (s *Subscription) lagReportDelivery() Delivery {
 	return Delivery{Lagged: true, ResumeFrom: resume}
 }
 
+// deliver delivers b, pinned by the caller: the pin is the Delivery's,
+// dropped by Release.
 func (s *Subscription) deliver(b *Batch) Delivery {
 	s.e.st.deliveredBatches.Add(1)
 	s.e.st.deliveredRecords.Add(uint64(len(b.Payloads)))
-	return Delivery{Batch: b, Frame: b.Frame(s.mods)}
+	return Delivery{Batch: b, Frame: b.encode(b.Mods(s.mods)).frame, pinned: b}
 }
 
-// dequeued delivers a batch taken from the queue and returns its bytes.
+// dequeued delivers a batch taken from the queue and returns its bytes;
+// the queue's pin becomes the delivery's.
 func (s *Subscription) dequeued(b *Batch) Delivery {
 	s.liveNext = b.EndOffset()
 	d := s.deliver(b) // encode first: a frame is charged while queues hold b
 	s.queued.Add(-b.cost())
-	b.release(s.e)
+	b.acct.release(s.e)
 	return d
 }
 

@@ -180,6 +180,7 @@ func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream
 		wd.arm()
 		err = es.WriteEncoded(es.Context(), d.Frame)
 		wd.disarm()
+		d.Release() // quic-go copied the frame: its buffer may serve a later batch
 		if err != nil {
 			es.Abort()
 			return
