@@ -648,6 +648,7 @@ func (b *bench) delivered() int64 {
 func (b *bench) publisher(ctx context.Context, p *benchPub) {
 	cfg := b.cfg
 	end := b.measureStart.Add(cfg.duration)
+	measureNano := b.measureStart.UnixNano()
 	buf := make([]byte, cfg.batch*cfg.size)
 	for i := range buf {
 		buf[i] = byte(i)
@@ -673,8 +674,15 @@ func (b *bench) publisher(ctx context.Context, p *benchPub) {
 		if cfg.count > 0 && p.mRecords >= cfg.count || cfg.count == 0 && !t0.Before(end) {
 			return
 		}
+		// Measured or warm-up is decided once, by the wall-clock time the
+		// records carry: a subscriber decides by that stamp too, so a batch
+		// at the boundary is never warm-up to one side and measured to the
+		// other (t0.Before would compare monotonic readings, which differ
+		// from the wall clock when it is slewed or stepped).
+		sent := t0.UnixNano()
+		measured := sent >= measureNano
 		for i, pl := range payloads {
-			putBenchHeader(pl, benchHeader{run: b.run, pub: uint32(p.idx), seq: seq + uint64(i), sentNano: t0.UnixNano()})
+			putBenchHeader(pl, benchHeader{run: b.run, pub: uint32(p.idx), seq: seq + uint64(i), sentNano: sent})
 		}
 		var key []byte
 		if cfg.keys > 0 {
@@ -704,11 +712,11 @@ func (b *bench) publisher(ctx context.Context, p *benchPub) {
 				}
 			}
 		} else if ack != felix.AckNone {
-			if !t0.Before(b.measureStart) {
+			if measured {
 				lat.add(b, b.ackHist, t1.Sub(t0))
 			}
 		}
-		if !t0.Before(b.measureStart) {
+		if measured {
 			p.measured(int64(n), int64(n)*int64(cfg.size), t0, t1)
 		}
 		seq += n
