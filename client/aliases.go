@@ -139,7 +139,7 @@ type StreamDeletedError = felix.StreamDeletedError
 type FrameLimitError = felix.FrameLimitError
 
 // DialError is a failed dial: errors.Is matches its Kind (ErrBadAddress,
-// ErrNoAnswer, ErrCertUntrusted or ErrAuthRejected), and its message says
+// ErrNoAnswer, ErrCertUntrusted or ErrAuthRefused), and its message says
 // which address failed and what to check.
 type DialError = conn.DialError
 

@@ -126,7 +126,7 @@
 // ErrTenantMismatch, ErrEmptyName, ErrBadName), a request above the frame
 // limit (*FrameLimitError, errors.Is ErrFrameTooLarge). A failed dial is
 // a *DialError naming the address and what to check (ErrBadAddress,
-// ErrNoAnswer, ErrCertUntrusted, ErrAuthRejected); several failed dials a
+// ErrNoAnswer, ErrCertUntrusted, ErrAuthRefused); several failed dials a
 // *DialsError naming each. A ctx whose deadline ends a call during a dial
 // gives those errors too, and they match context.DeadlineExceeded;
 // cancelling ctx ends a call with ctx's error alone (errors.Is(err,

@@ -61,10 +61,10 @@ var (
 	// ErrCertUntrusted matches a *DialError: the broker's certificate was
 	// refused (see Config.CAFile, Config.TLS).
 	ErrCertUntrusted = conn.ErrCertUntrusted
-	// ErrAuthRejected: the broker refused the credentials (Config.TenantID,
+	// ErrAuthRefused: the broker refused the credentials (Config.TenantID,
 	// Config.Token). The error is also a *BrokerError (errors.As) with the
-	// broker's answer. It is the codec's felix.ErrAuthRefused too.
-	ErrAuthRejected = conn.ErrAuthRejected
+	// broker's answer. It is the codec's own sentinel (one name across the module).
+	ErrAuthRefused = felix.ErrAuthRefused
 	// ErrBrokerShutdown matches a *TransportError: the broker closed the
 	// connection because it is shutting down or draining.
 	ErrBrokerShutdown = conn.ErrBrokerShutdown

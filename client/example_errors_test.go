@@ -30,7 +30,7 @@ func Example_errors() {
 	wrong.Token = "not-the-token"
 	_, err := client.Dial(ctx, wrong)
 	var de *client.DialError
-	fmt.Println("wrong token:", errors.Is(err, client.ErrAuthRejected), errors.As(err, &de))
+	fmt.Println("wrong token:", errors.Is(err, client.ErrAuthRefused), errors.As(err, &de))
 	untrusting := cfg
 	untrusting.CAFile, untrusting.TLS = "", &tls.Config{RootCAs: x509.NewCertPool()}
 	_, err = client.Dial(ctx, untrusting)

@@ -78,7 +78,7 @@ func TestMistakesSayWhatToDo(t *testing.T) {
 			want: []string{"cache_put: empty cache name", "set Namespace, Cache;"}},
 		{name: "payload above the frame limit", call: publish(topic, make([]byte, 20<<20)), kind: felix.ErrFrameTooLarge, dials: 1,
 			want: []string{"exceeds the frame limit of 16777216 bytes", "nothing was sent"}},
-		{name: "wrong token", cfg: func(c *client.Config) { c.Token = "nope" }, call: connect, kind: conn.ErrAuthRejected, dials: 1,
+		{name: "wrong token", cfg: func(c *client.Config) { c.Token = "nope" }, call: connect, kind: felix.ErrAuthRefused, dials: 1,
 			want: []string{`refused the credentials offered for tenant "t1"`, "check the tenant id and the token"}},
 		{name: "CA file of another broker", cfg: func(c *client.Config) { c.Conn.TLS = nil; c.CAFile = otherPEM(t) }, call: connect,
 			kind: conn.ErrCertUntrusted, dials: -1, want: []string{"presented a certificate signed by an authority this client does not trust"}},

@@ -118,8 +118,8 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 		c.wg.Wait()
 		c.tr.Close()
 		udp.Close()
-		if errors.Is(err, ErrAuthRejected) {
-			return nil, &DialError{Addr: addr, Kind: ErrAuthRejected, Tenant: c.offer.TenantID, Err: err}
+		if errors.Is(err, felix.ErrAuthRefused) {
+			return nil, &DialError{Addr: addr, Kind: felix.ErrAuthRefused, Tenant: c.offer.TenantID, Err: err}
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, ctx.Err()) {
 			return nil, &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: err}
@@ -276,7 +276,7 @@ type clientStream struct {
 // with a fresh token (covering a token that expired early).
 func (c *Client) openStream(ctx context.Context) (*clientStream, error) {
 	cs, err := c.openStreamOnce(ctx)
-	if err != nil && c.cfg.TokenFunc != nil && errors.Is(err, ErrAuthRejected) {
+	if err != nil && c.cfg.TokenFunc != nil && errors.Is(err, felix.ErrAuthRefused) {
 		c.log.Debug("auth refused; retrying with a fresh token", "err", err)
 		cs, err = c.openStreamOnce(ctx)
 	}

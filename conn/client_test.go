@@ -525,8 +525,8 @@ func TestErrorStrings(t *testing.T) {
 		}
 	}
 	require.ErrorIs(t, &TransportError{Op: "x", Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF)
-	require.ErrorIs(t, &felix.BrokerError{Auth: true}, ErrAuthRejected)
-	require.NotErrorIs(t, &felix.BrokerError{}, ErrAuthRejected)
+	require.ErrorIs(t, &felix.BrokerError{Auth: true}, felix.ErrAuthRefused)
+	require.NotErrorIs(t, &felix.BrokerError{}, felix.ErrAuthRefused)
 	require.Equal(t, felix.RetryRetry, (&felix.BrokerError{Code: felix.CodeDraining}).RetryClass())
 }
 

@@ -39,7 +39,7 @@ var (
 // DialError is a failed Dial: Addr could not be connected to or
 // authenticated with. Nothing but the handshake and the auth frame was
 // sent. errors.Is matches its Kind (ErrBadAddress, ErrNoAnswer,
-// ErrCertUntrusted or ErrAuthRejected) and everything its cause matches:
+// ErrCertUntrusted or felix.ErrAuthRefused) and everything its cause matches:
 // a refused auth is also a *felix.BrokerError (errors.As), a timeout also
 // context.DeadlineExceeded when the caller's context expired.
 type DialError struct {
@@ -68,7 +68,7 @@ func (e *DialError) Error() string {
 		return "conn: no answer from " + e.Addr + within + ": is a broker listening on that UDP address? (check the host, the port and that the broker is running)"
 	case ErrCertUntrusted:
 		return "conn: the broker at " + e.Addr + " " + certAdvice(e.Err)
-	case ErrAuthRejected:
+	case felix.ErrAuthRefused:
 		var be *felix.BrokerError
 		if errors.As(e.Err, &be) && be.RetryClass() != felix.RetryFatal {
 			// Not a verdict on the credentials: the broker takes no new

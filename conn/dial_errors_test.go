@@ -56,13 +56,13 @@ func TestFirstHourMistakes(t *testing.T) {
 		{name: "server name", addr: b.addr(), kind: ErrCertUntrusted,
 			cfg:  func() *Config { c := good(); c.ServerName = "broker.example"; return c },
 			want: []string{`not valid for the server name "broker.example"`, "localhost"}},
-		{name: "wrong token", addr: b.addr(), kind: ErrAuthRejected,
+		{name: "wrong token", addr: b.addr(), kind: felix.ErrAuthRefused,
 			cfg:  func() *Config { c := good(); c.Token = "nope"; return c },
 			want: []string{"the broker at " + b.addr() + ` refused the credentials offered for tenant "t1"`, "check the tenant id and the token", "[unauthenticated]"}},
-		{name: "empty token", addr: b.addr(), kind: ErrAuthRejected,
+		{name: "empty token", addr: b.addr(), kind: felix.ErrAuthRefused,
 			cfg:  func() *Config { c := good(); c.Token = ""; return c },
 			want: []string{`refused the credentials offered for tenant "t1"`, "check the tenant id and the token"}},
-		{name: "wrong tenant", addr: b.addr(), kind: ErrAuthRejected,
+		{name: "wrong tenant", addr: b.addr(), kind: felix.ErrAuthRefused,
 			cfg:  func() *Config { c := good(); c.TenantID = "t2"; return c },
 			want: []string{`refused the credentials offered for tenant "t2"`, "check the tenant id and the token"}},
 	} {
@@ -92,7 +92,7 @@ func TestFirstHourMistakes(t *testing.T) {
 			} else {
 				require.Less(t, took, budget/2, "one attempt, not a retry loop over the budget")
 			}
-			if tc.kind == ErrAuthRejected {
+			if tc.kind == felix.ErrAuthRefused {
 				var be *felix.BrokerError
 				require.ErrorAs(t, err, &be, "the broker's answer stays reachable")
 				require.Equal(t, felix.CodeUnauthenticated, be.Code)
@@ -163,7 +163,7 @@ func TestPublishAckedByDefault(t *testing.T) {
 // credentials problem at every re-dial of a stopping broker).
 func TestDialErrorDrainingIsNotCredentials(t *testing.T) {
 	be := &felix.BrokerError{Type: "error", Message: "broker draining", Code: felix.CodeDraining, Auth: true}
-	e := &DialError{Addr: "127.0.0.1:7447", Kind: ErrAuthRejected, Tenant: "t1", Err: be}
+	e := &DialError{Addr: "127.0.0.1:7447", Kind: felix.ErrAuthRefused, Tenant: "t1", Err: be}
 	require.Contains(t, e.Error(), "the broker at 127.0.0.1:7447 is draining")
 	require.Contains(t, e.Error(), "connect to another broker")
 	require.NotContains(t, e.Error(), "credentials")

@@ -79,7 +79,7 @@
 // every goroutine the client started.
 //
 // Errors are typed: *felix.BrokerError (code, retry class, detail) for error
-// answers, ErrAuthRejected for a refused auth, *felix.CursorError,
+// answers, felix.ErrAuthRefused for a refused auth, *felix.CursorError,
 // *felix.NotLeaderError, *felix.PublishRefusedError, the terminal *felix.ShardMovedError,
 // *felix.LaggedError and *felix.StreamDeletedError, felix.ErrNotAdvertised when the broker
 // did not advertise what a call needs (the request is not sent), felix.ErrProtocol for a
@@ -94,7 +94,7 @@
 // ErrBadAddress (no port, an unknown port or host), ErrNoAnswer (nothing
 // answered the handshake in time), ErrCertUntrusted (the broker's
 // certificate was refused; CertPoolFromFile loads the PEM a reference
-// broker writes with -cert-out) or ErrAuthRejected (the tenant or the
+// broker writes with -cert-out) or felix.ErrAuthRefused (the tenant or the
 // token was refused). A request whose frame would exceed
 // Config.MaxFrameBytes is refused before sending with a *felix.FrameLimitError.
 // A cancelled context ends a call with the context's error.

@@ -32,12 +32,6 @@ var (
 	// answers): the answer was cut or never begun, and the stream was
 	// reset. Forget the stream: its client is not reading.
 	ErrAnswerTimeout = errors.New("conn: answer write timed out (the client does not read)")
-	// ErrAuthRejected: the broker refused the auth of a stream. The error
-	// that wraps it is a *felix.BrokerError carrying the broker's answer. It is
-	// the same sentinel as felix.ErrAuthRefused (the codec's name, matched
-	// by felix.AuthError), so errors.Is accepts either name for a refusal
-	// from either package.
-	ErrAuthRejected = felix.ErrAuthRefused
 	// ErrBrokerShutdown: the broker closed the connection with
 	// CloseShuttingDown (it is shutting down or draining); reconnect, to
 	// another broker if need be. A client call that failed because of it

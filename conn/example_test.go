@@ -130,7 +130,7 @@ func Example() {
 	// A refused token.
 	_, err = conn.Dial(ctx, ln.Addr().String(), &conn.Config{TLS: &tls.Config{RootCAs: roots}, TenantID: "t1", Token: "wrong"})
 	var be *felix.BrokerError
-	fmt.Println("rejected:", errors.Is(err, conn.ErrAuthRejected), errors.As(err, &be) && be.Code == felix.CodeUnauthenticated)
+	fmt.Println("rejected:", errors.Is(err, felix.ErrAuthRefused), errors.As(err, &be) && be.Code == felix.CodeUnauthenticated)
 	// Output:
 	// broker flags: 0x7fff, legacy: false
 	// event: a

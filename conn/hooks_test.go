@@ -154,11 +154,11 @@ func TestHooksRefusedAndLagged(t *testing.T) {
 	}
 	b := startBroker(t, brokerOpts{offer: fullOffer(), auth: auth, server: func(c *ServerConfig) { c.Hooks = srv.hooks() }})
 	_, err := Dial(testCtx(t), b.addr(), &Config{TLS: b.clientConfig().TLS, TenantID: "t1", Token: "wrong", Hooks: cli.hooks()})
-	require.ErrorIs(t, err, ErrAuthRejected)
+	require.ErrorIs(t, err, felix.ErrAuthRefused)
 	recv(t, cli.closedCh, "the client's closed hook after a refused auth")
 	cli.mu.Lock()
 	require.Len(t, cli.refused, 1)
-	require.ErrorIs(t, cli.refused[0].Err, ErrAuthRejected)
+	require.ErrorIs(t, cli.refused[0].Err, felix.ErrAuthRefused)
 	cli.mu.Unlock()
 	waitFor(t, func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return len(srv.refused) == 1 })
 	srv.mu.Lock()

@@ -120,7 +120,7 @@ func TestMutualTLSBindsCertificateToToken(t *testing.T) {
 
 	// Alice's certificate with Bob's token: refused with forbidden.
 	_, err = dial(&alice, "token-for-bob")
-	require.ErrorIs(t, err, ErrAuthRejected)
+	require.ErrorIs(t, err, felix.ErrAuthRefused)
 	var be *felix.BrokerError
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, felix.CodeForbidden, be.Code)

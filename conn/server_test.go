@@ -122,7 +122,7 @@ func TestAuthRejected(t *testing.T) {
 		cfg := b.clientConfig()
 		cfg.Token, cfg.NoFeatures = tc.token, tc.noFeatures
 		_, err := Dial(ctx, b.addr(), cfg)
-		require.ErrorIs(t, err, ErrAuthRejected)
+		require.ErrorIs(t, err, felix.ErrAuthRefused)
 		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Equal(t, tc.msg, be.Message)
@@ -534,7 +534,7 @@ func TestTokenFuncRetriesOnce(t *testing.T) {
 	cfg = b.clientConfig()
 	cfg.Token = "expired"
 	_, err = Dial(ctx, b.addr(), cfg)
-	require.ErrorIs(t, err, ErrAuthRejected)
+	require.ErrorIs(t, err, felix.ErrAuthRefused)
 }
 
 // ReadRequest honours its context: a cancelled wait returns the context's

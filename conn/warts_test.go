@@ -11,13 +11,13 @@ import (
 
 func TestAuthSentinelsMatchBothNames(t *testing.T) {
 	be := &felix.BrokerError{Type: "error", Message: "bad token", Auth: true}
-	require.ErrorIs(t, be, ErrAuthRejected)
+	require.ErrorIs(t, be, felix.ErrAuthRefused)
 	require.ErrorIs(t, be, felix.ErrAuthRefused)
 	ae := &felix.AuthError{Answer: &felix.ErrorMessage{Message: "bad token"}}
-	require.ErrorIs(t, ae, ErrAuthRejected)
 	require.ErrorIs(t, ae, felix.ErrAuthRefused)
-	require.NotErrorIs(t, &felix.BrokerError{Message: "x"}, ErrAuthRejected)
-	require.False(t, errors.Is(errors.New("x"), ErrAuthRejected))
+	require.ErrorIs(t, ae, felix.ErrAuthRefused)
+	require.NotErrorIs(t, &felix.BrokerError{Message: "x"}, felix.ErrAuthRefused)
+	require.False(t, errors.Is(errors.New("x"), felix.ErrAuthRefused))
 }
 
 func TestBrokerErrorEmptyType(t *testing.T) {

@@ -65,7 +65,7 @@ func (c *clientFlags) explain(op string, err error) error {
 				return fmt.Errorf("%s; set -server-name", msg)
 			}
 			return errors.New(msg)
-		case conn.ErrAuthRejected:
+		case felix.ErrAuthRefused:
 			return fmt.Errorf("%s; set -tenant and -token (or FELIX_TENANT and FELIX_TOKEN)", msg)
 		}
 		return errors.New(msg)

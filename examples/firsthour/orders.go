@@ -190,7 +190,7 @@ func classify(ctx context.Context, fx fixture, c *client.Client, orders client.T
 	bad.Token = "not-" + fx.Token
 	_, err = client.Dial(ctx, bad)
 	var de *client.DialError
-	if err := check(errors.Is(err, client.ErrAuthRejected) && errors.As(err, &de), "a wrong token: client.ErrAuthRejected in a *client.DialError"); err != nil {
+	if err := check(errors.Is(err, client.ErrAuthRefused) && errors.As(err, &de), "a wrong token: client.ErrAuthRefused in a *client.DialError"); err != nil {
 		return err
 	}
 	// A broker certificate the client does not trust (a custom TLS

@@ -64,7 +64,7 @@ func TestCollectorOverQUIC(t *testing.T) {
 	bad := *cfg
 	bad.Token, bad.Hooks = "wrong", cliCol.Hooks()
 	_, err = conn.Dial(ctx, srv.Addr().String(), &bad)
-	require.ErrorIs(t, err, conn.ErrAuthRejected)
+	require.ErrorIs(t, err, felix.ErrAuthRefused)
 	require.NoError(t, c.Close())
 
 	// Client side: every publish and answer counted.

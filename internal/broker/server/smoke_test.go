@@ -37,7 +37,7 @@ func TestAuthRefused(t *testing.T) {
 		if c != nil {
 			c.Close()
 		}
-		require.ErrorIs(t, err, conn.ErrAuthRejected, "%v", cred)
+		require.ErrorIs(t, err, felix.ErrAuthRefused, "%v", cred)
 		var be *felix.BrokerError
 		require.ErrorAs(t, err, &be)
 		require.Contains(t, []felix.ErrorCode{felix.CodeUnauthenticated, felix.CodeForbidden}, be.Code)
