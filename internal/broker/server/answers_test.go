@@ -85,7 +85,10 @@ func unreadAnswers(t *testing.T, feats felix.Features, fill func(*testing.T, *co
 	// encoded first, each of the 32 answers was (≈ 45 MiB allocated).
 	allocated := totalAlloc() - allocBefore
 	t.Logf("allocated %d KiB while %d answers of ≈ 1.4 MiB were answered or waited", allocated>>10, streams)
-	require.Less(t, allocated, uint64(budget+8<<20), "answers encoded beyond the connection's budget")
+	// The slack is for what else the process allocates meanwhile (the
+	// race detector's bookkeeping took 12.2 MiB in one CI run, 8.2 MiB
+	// without it); 20 MiB is still under half the encoded-first 45 MiB.
+	require.Less(t, allocated, uint64(budget+16<<20), "answers encoded beyond the connection's budget")
 	during := heapAfterGC()
 	grown := int64(during) - int64(before)
 	t.Logf("heap grew %d KiB with %d unread 1.4 MiB answers (budget %d MiB); conn stats %+v", grown>>10, streams, budget>>20, srv.ConnStats())
