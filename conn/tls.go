@@ -42,6 +42,13 @@ var (
 // a leaf that is itself in the root pool, and webpki builds a trust anchor
 // from it (subject and key), under which the self-signature verifies.
 func SelfSigned(hosts ...string) (*tls.Config, *x509.CertPool, error) {
+	return SelfSignedFor(365*24*time.Hour, hosts...)
+}
+
+// SelfSignedFor is SelfSigned with a certificate valid for the given
+// duration from now (SelfSigned's is valid one year), as a broker that
+// keeps its certificate across restarts wants.
+func SelfSignedFor(validity time.Duration, hosts ...string) (*tls.Config, *x509.CertPool, error) {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
@@ -57,7 +64,7 @@ func SelfSigned(hosts ...string) (*tls.Config, *x509.CertPool, error) {
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: hosts[0]},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
+		NotAfter:              time.Now().Add(validity),
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
