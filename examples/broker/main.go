@@ -322,6 +322,11 @@ func run(args []string) error {
 		}
 		log.Info("certificate written", "path", *certOut)
 	}
+	// SIGINT and SIGTERM stop the broker gracefully from here on: before the
+	// address file says it is ready (as the cluster mode does), so a signal
+	// sent as soon as it appears is never taken by the default handler.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if *addrOut != "" {
 		// Written last: once it exists the certificate file is complete too.
 		if err := server.WriteFileAtomic(*addrOut, []byte(srv.Addr().String()+"\n")); err != nil {
@@ -329,8 +334,6 @@ func run(args []string) error {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if err := startStats(ctx, srv, log, *statsAddr, *statsLog); err != nil {
 		srv.Close()
 		return err
