@@ -25,7 +25,7 @@ import (
 	"github.com/flxproto/felix/internal/broker/server"
 )
 
-// felix bench raw [-transport felix|raw] [-owned] [-gro] [-size N]
+// felix bench raw [-transport felix|raw|broker] [-owned] [-gro=false] [-size N]
 // [-records N] [-mb N]: the transport baseline (dispatched by runBench). One sender process writes the
 // same encoded event batch again and again to one receiver process over
 // loopback, either through Felix (a conn server's event stream to a
@@ -34,7 +34,9 @@ import (
 // configuration, read frame by frame into one buffer: package
 // conn/quicbench). Each side reports its own CPU time (getrusage, from the
 // first byte to the last) per GB of record payload; the driver prints
-// both beside records/s.
+// both beside records/s. -gro=false reads both processes' UDP sockets
+// without UDP GRO (conn.Config.NoGRO, conn.ServerConfig.NoGRO; the
+// reference broker's listener of -transport broker keeps its default).
 
 // rawResult is one side's report, a JSON line on stdout.
 type rawResult struct {
@@ -55,7 +57,7 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	role := fs.String("role", "", "internal: send or recv (the driver runs one process of each)")
 	addr := fs.String("addr", "127.0.0.1:0", "send: listen address; recv: sender address")
 	cert := fs.String("cert", "", "internal: recv: the sender's certificate, base64 DER")
-	gro := fs.Bool("gro", false, "raw: the receiver reads with UDP GRO (Linux; the transport experiment)")
+	gro := fs.Bool("gro", true, "both sides read their UDP sockets with UDP GRO (Linux), as conn does by default; false: conn's NoGRO (the broker's listener of -transport broker keeps its default)")
 	owned := fs.Bool("owned", false, "felix: subscribe with conn.PayloadsOwned (a fresh buffer per frame) instead of the default recycled buffer")
 	prof := fs.String("sendprofile", "", "write a CPU profile of the sender's send phase to this file")
 	if err := fs.Parse(args); err != nil {
@@ -72,7 +74,7 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	frames := max(1, (*mb<<20)/batch)
 	switch *role {
 	case "send":
-		return rawSend(ctx, stdout, *transport, *addr, *size, *records, frames)
+		return rawSend(ctx, stdout, *transport, *addr, *size, *records, frames, *gro)
 	case "recv":
 		pm := conn.PayloadsUntilNext
 		if *owned {
@@ -139,8 +141,8 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if owned {
 		transport += "(owned)"
 	}
-	if gro {
-		transport += "(gro)"
+	if !gro {
+		transport += "(nogro)"
 	}
 	fmt.Fprintf(stdout, "transport=%s size=%d records/batch=%d  records/s=%.0f MB/s=%.1f  recv-cpu-s/GB=%.3f send-cpu-s/GB=%.3f  (records=%d bytes=%d recv-wall=%.2fs)\n",
 		transport, size, records, float64(rr.Records)/rr.Wall, float64(rr.Bytes)/1e6/rr.Wall, rr.CPU/gb, sres.CPU/gb, rr.Records, rr.Bytes, rr.Wall)
@@ -172,7 +174,7 @@ func report(w io.Writer, role string, records, bytes int64, cpu0 time.Duration, 
 // rawSend listens, prints "ADDR CERT" and writes frames batches of
 // records x size to the first subscriber (felix) or peer (raw), then
 // prints its report.
-func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size, records, frames int) error {
+func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size, records, frames int, gro bool) error {
 	payloads := make([][]byte, records)
 	for i := range payloads {
 		payloads[i] = make([]byte, size)
@@ -186,7 +188,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 		return brokerSend(ctx, stdout, addr, payloads, frames, size)
 	}
 	if transport == "raw" {
-		s, err := quicbench.Listen(addr)
+		s, err := quicbench.Listen(addr, gro)
 		if err != nil {
 			return err
 		}
@@ -203,7 +205,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 	if err != nil {
 		return err
 	}
-	ln, err := conn.Listen(addr, &conn.ServerConfig{TLS: tc, Offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.AllFeatures}})
+	ln, err := conn.Listen(addr, &conn.ServerConfig{TLS: tc, Offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.AllFeatures}, NoGRO: !gro})
 	if err != nil {
 		return err
 	}
@@ -273,7 +275,7 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 		return err
 	}
 	if transport == "broker" {
-		return brokerRecv(ctx, stdout, addr, der)
+		return brokerRecv(ctx, stdout, addr, der, gro)
 	}
 	if transport == "raw" {
 		cpu0, t0 := cpuNow(), time.Now()
@@ -292,7 +294,7 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(c0)
-	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool, ServerName: "localhost"}, TenantID: "bench", Token: "bench"})
+	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool, ServerName: "localhost"}, TenantID: "bench", Token: "bench", NoGRO: !gro})
 	if err != nil {
 		return err
 	}
@@ -361,14 +363,14 @@ func brokerSend(ctx context.Context, stdout io.Writer, addr string, payloads [][
 
 // brokerRecv subscribes from the earliest record with the default
 // subscription and reads every record brokerSend published.
-func brokerRecv(ctx context.Context, stdout io.Writer, addr string, der []byte) error {
+func brokerRecv(ctx context.Context, stdout io.Writer, addr string, der []byte, gro bool) error {
 	c0, err := x509.ParseCertificate(der)
 	if err != nil {
 		return err
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(c0)
-	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: server.DemoTenant, Token: server.DemoToken})
+	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: server.DemoTenant, Token: server.DemoToken, NoGRO: !gro})
 	if err != nil {
 		return err
 	}
