@@ -60,10 +60,11 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	gro := fs.Bool("gro", true, "both sides read their UDP sockets with UDP GRO (Linux), as conn does by default; false: conn's NoGRO (the broker's listener of -transport broker keeps its default)")
 	owned := fs.Bool("owned", false, "felix: subscribe with conn.PayloadsOwned (a fresh buffer per frame) instead of the default recycled buffer")
 	prof := fs.String("sendprofile", "", "write a CPU profile of the sender's send phase to this file")
+	rprof := fs.String("recvprofile", "", "write a CPU profile of the receiver's receive phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	sendProfile = *prof
+	profiles["send"], profiles["recv"] = *prof, *rprof
 	if *transport != "felix" && *transport != "raw" && *transport != "broker" {
 		return fmt.Errorf("bench raw: -transport %q: felix, broker or raw", *transport)
 	}
@@ -95,7 +96,7 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if err != nil {
 		return err
 	}
-	common := []string{"bench", "raw", "-sendprofile", sendProfile, "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
+	common := []string{"bench", "raw", "-sendprofile", profiles["send"], "-recvprofile", profiles["recv"], "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
 		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro)}
 	send := exec.CommandContext(ctx, self, append(common, "-role", "send")...)
 	send.Stderr = stderr
@@ -149,22 +150,22 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	return nil
 }
 
-// sendProfile is -sendprofile: the sender's CPU profile, from its first
-// byte to its report.
-var sendProfile string
+// profiles are -sendprofile and -recvprofile by role: the file of each
+// side's CPU profile, from its first byte to its report.
+var profiles = map[string]string{}
 
-// startProfile starts the sender's CPU profile when asked; report stops it.
-func startProfile() {
-	if sendProfile == "" {
+// startProfile starts role's CPU profile when asked; report stops it.
+func startProfile(role string) {
+	if profiles[role] == "" {
 		return
 	}
-	if f, err := os.Create(sendProfile); err == nil {
+	if f, err := os.Create(profiles[role]); err == nil {
 		_ = pprof.StartCPUProfile(f)
 	}
 }
 
 func report(w io.Writer, role string, records, bytes int64, cpu0 time.Duration, t0 time.Time) error {
-	if role == "send" && sendProfile != "" {
+	if profiles[role] != "" {
 		pprof.StopCPUProfile()
 	}
 	return json.NewEncoder(w).Encode(rawResult{Role: role, Records: records, Bytes: bytes,
@@ -194,7 +195,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 		}
 		defer s.Close()
 		fmt.Fprintln(stdout, s.Addr(), base64.StdEncoding.EncodeToString(s.Cert()))
-		startProfile()
+		startProfile("send")
 		cpu0, t0 := cpuNow(), time.Now()
 		if err := s.Send(ctx, frame, frames); err != nil {
 			return err
@@ -248,7 +249,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 					return
 				}
 				st.Close()
-				startProfile()
+				startProfile("send")
 				cpu0, t0 := cpuNow(), time.Now()
 				for range frames {
 					if err := es.WriteEncoded(ctx, frame); err != nil {
@@ -278,6 +279,7 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 		return brokerRecv(ctx, stdout, addr, der, gro)
 	}
 	if transport == "raw" {
+		startProfile("recv")
 		cpu0, t0 := cpuNow(), time.Now()
 		// The raw receiver reads whole frames: records and record bytes
 		// follow from the batch shape.
@@ -299,6 +301,7 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 		return err
 	}
 	defer c.Close()
+	startProfile("recv")
 	cpu0, t0 := cpuNow(), time.Now()
 	sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "bench", Namespace: "bench", Stream: "raw"}, conn.SubscribeOptions{Payloads: pm})
 	if err != nil {
@@ -354,7 +357,7 @@ func brokerSend(ctx context.Context, stdout io.Writer, addr string, payloads [][
 		return errors.New("bench raw: the broker's certificate is not PEM")
 	}
 	fmt.Fprintln(stdout, srv.Addr(), base64.StdEncoding.EncodeToString(blk.Bytes))
-	startProfile()
+	startProfile("send")
 	cpu0, t0 := cpuNow(), time.Now()
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	total := int64(frames) * int64(len(payloads))
@@ -376,6 +379,7 @@ func brokerRecv(ctx context.Context, stdout io.Writer, addr string, der []byte, 
 	}
 	defer c.Close()
 	want := int64(0)
+	startProfile("recv")
 	cpu0, t0 := cpuNow(), time.Now()
 	sub, err := c.Subscribe(ctx, brokerStream, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 	if err != nil {

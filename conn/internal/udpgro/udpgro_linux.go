@@ -28,6 +28,9 @@ import (
 // datagram comes from another address than the one before (a value handed
 // out is never changed), so reading allocates nothing.
 //
+// WriteMsgUDP, quic-go's only write, sends as the embedded conn does but
+// allocates nothing either.
+//
 // Only ReadBatch reads: quic-go reads nothing else from a connection with a
 // ReadBatch method. ReadFrom and ReadMsgUDP are the embedded *net.UDPConn's
 // and would return coalesced datagrams whole.
@@ -122,6 +125,17 @@ func (g *Conn) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
 		return 0, nil
 	}
 	return 0, &net.OpError{Op: "read", Net: g.laddr.Network(), Source: g.laddr, Err: err}
+}
+
+// WriteMsgUDP is the embedded *net.UDPConn's, given the address as a
+// netip.AddrPort: the same system call and control messages (quic-go's
+// UDP_SEGMENT and ECN), without the socket address *net.UDPConn.WriteMsgUDP
+// allocates per packet.
+func (g *Conn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err error) {
+	if addr == nil {
+		return g.UDPConn.WriteMsgUDP(b, oob, nil)
+	}
+	return g.UDPConn.WriteMsgUDPAddrPort(b, oob, addr.AddrPort())
 }
 
 // read is the rc.Read callback: it receives without blocking until the

@@ -562,3 +562,51 @@ func TestDeadlineAndClose(t *testing.T) {
 		}
 	})
 }
+
+// WriteMsgUDP sends what the embedded conn sends, to the same address
+// whatever its form (IPv4 as 4 or 16 bytes, IPv6), with its control
+// messages, and allocates nothing.
+func TestWriteMsgUDP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		network string
+		ip      net.IP
+	}{
+		{"ipv4", "udp4", net.IP{127, 0, 0, 1}},
+		{"ipv4 as 16 bytes", "udp4", net.IPv4(127, 0, 0, 1)},
+		{"ipv6", "udp6", net.IPv6loopback},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := newRig(t, tc.network, Size, false)
+			src := newRig(t, tc.network, Size, false)
+			to := &net.UDPAddr{IP: tc.ip, Port: dst.to.Port}
+			p := pattern(2000, 1000)
+			var oob []byte
+			oob = appendCmsg(oob, unix.IPPROTO_UDP, unix.UDP_SEGMENT, 2)
+			binary.NativeEndian.PutUint16(oob[unix.CmsgSpace(0):], 1000)
+			n, oobn, err := src.g.WriteMsgUDP(p, oob, to)
+			if err != nil || n != len(p) || oobn != len(oob) {
+				t.Fatalf("WriteMsgUDP = %d, %d, %v", n, oobn, err)
+			}
+			ms := msgs(8, 1452)
+			got := dst.read(ms)
+			if !equalInts(sizes(got), []int{1000, 1000}) || !bytes.Equal(bytes.Join(got, nil), p) {
+				t.Fatalf("received sizes %v, want the two segments sent", sizes(got))
+			}
+			if a := ms[0].Addr.(*net.UDPAddr); a.Port != src.to.Port {
+				t.Fatalf("from %v, want port %d", a, src.to.Port)
+			}
+			allocs := testing.AllocsPerRun(50, func() {
+				if _, _, err := src.g.WriteMsgUDP(p, oob, to); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := dst.g.ReadBatch(ms, 0); err != nil || n != 2 {
+					t.Fatalf("ReadBatch = %d, %v", n, err)
+				}
+			})
+			if allocs != 0 {
+				t.Fatalf("%v allocations per write and read, want 0", allocs)
+			}
+		})
+	}
+}
