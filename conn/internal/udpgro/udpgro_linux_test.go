@@ -510,6 +510,16 @@ func TestDeadlineAndClose(t *testing.T) {
 			t.Fatalf("blocked ReadBatch returned %v, want one 5-byte datagram", got)
 		}
 	})
+	t.Run("empty socket waits", func(t *testing.T) {
+		// Nothing queued: ReadBatch waits for the deadline (never 0
+		// messages and no error, which quic-go would take for a packet).
+		r := newRig(t, "udp4", Size, false)
+		r.g.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		n, err := r.g.ReadBatch(msgs(8, 1452), 0)
+		if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("ReadBatch on an empty socket = %d, %v; want it to wait until the deadline", n, err)
+		}
+	})
 	t.Run("deadline", func(t *testing.T) {
 		r := newRig(t, "udp4", Size, false)
 		r.send(r.sender(), pattern(3000, 1000), 1000, 0)
