@@ -11,9 +11,9 @@ import (
 	"github.com/quic-go/quic-go/qlog"
 	"github.com/quic-go/quic-go/qlogwriter"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/ipv4"
 
 	"github.com/flxproto/felix"
-	"github.com/flxproto/felix/conn/internal/udpgro"
 )
 
 // ecnTrace is a qlog trace that reports the first verdict of quic-go's
@@ -36,7 +36,7 @@ func (e *ecnTrace) tracer(context.Context, bool, quic.ConnectionID) qlogwriter.T
 
 // Over real QUIC on loopback, with UDP GRO (the default) and without
 // (NoGRO): the client's and the listener's sockets are read through
-// udpgro.Conn exactly when GRO is on (Linux), quic-go still sends with GSO
+// udpgro's reader exactly when GRO is on (Linux), quic-go still sends with GSO
 // on both sides, each side's ECN marks reach the other's receive path
 // (quic-go's validation says capable, not failed), and large event
 // batches, sent as coalesced datagrams, arrive intact.
@@ -55,8 +55,12 @@ func TestGROKeepsGSOAndECN(t *testing.T) {
 				cfg.QUIC.Tracer = cliECN.tracer
 			})
 			wantGRO := runtime.GOOS == "linux" && !noGRO
-			_, cliGRO := c.tr.Conn.(*udpgro.Conn)
-			_, srvGRO := b.ln.tr.Conn.(*udpgro.Conn)
+			// The GRO reader is the connection with a ReadBatch of its own.
+			type batchReader interface {
+				ReadBatch([]ipv4.Message, int) (int, error)
+			}
+			_, cliGRO := c.tr.Conn.(batchReader)
+			_, srvGRO := b.ln.tr.Conn.(batchReader)
 			require.Equal(t, wantGRO, cliGRO, "client socket read with GRO")
 			require.Equal(t, wantGRO, srvGRO, "listener socket read with GRO")
 			if !wantGRO {
