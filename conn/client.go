@@ -14,6 +14,7 @@ import (
 	"github.com/flxproto/felix"
 
 	"github.com/flxproto/felix/conn/internal/tlsconf"
+	"github.com/flxproto/felix/conn/internal/udpgro"
 )
 
 // closeGrace bounds how long Close waits for the broker to finish the
@@ -89,7 +90,7 @@ func Dial(ctx context.Context, addr string, cfg *Config) (*Client, error) {
 		return nil, &TransportError{Op: "dial", Err: err}
 	}
 	// The client owns its transport so that Close stops every goroutine.
-	c.tr, c.udp = &quic.Transport{Conn: udp}, udp
+	c.tr, c.udp = &quic.Transport{Conn: udpgro.Wrap(udp, !cfg.NoGRO)}, udp
 	qconf := dialQUICConfig(ctx, cfg.QUIC)
 	if cfg.IdleTimeout > 0 {
 		qconf.MaxIdleTimeout = cfg.IdleTimeout

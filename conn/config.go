@@ -122,6 +122,16 @@ type Config struct {
 	// can be decrypted by standard tools. It defeats the connection's
 	// confidentiality: for debugging only (see docs/debugging.md).
 	KeyLogWriter io.Writer
+	// NoGRO reads the client's UDP socket without UDP GRO. By default (on
+	// Linux, when the kernel takes the UDP_GRO socket option) one recvmsg
+	// reads up to 64 KiB of datagrams the kernel coalesced, which the
+	// client hands to QUIC one packet at a time (GSO on sends and ECN are
+	// kept): it saves system calls and allocation on the receive path (a
+	// subscriber's CPU per byte -10 to -26 %, its allocation per byte
+	// about a third: BENCHMARKS.md, issue 31), at the cost of a 64 KiB
+	// read buffer per client and one extra copy of every received packet. Other systems
+	// read without it whatever this says.
+	NoGRO bool
 }
 
 // ServerConfig configures a Listener.
@@ -263,6 +273,10 @@ type ServerConfig struct {
 	// KeyLogWriter, when set, receives the TLS secrets of every accepted
 	// connection in NSS key log format, as Config.KeyLogWriter.
 	KeyLogWriter io.Writer
+	// NoGRO reads the listener's UDP socket without UDP GRO, as
+	// Config.NoGRO does for a client (one 64 KiB read buffer per
+	// listener).
+	NoGRO bool
 }
 
 // quicConfig returns the QUIC configuration for one side: a clone of base

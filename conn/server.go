@@ -12,6 +12,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/flxproto/felix"
+	"github.com/flxproto/felix/conn/internal/udpgro"
 )
 
 // Authenticator decides whether an auth frame is accepted. It returns an
@@ -103,7 +104,7 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	// The listener owns its transport so that Close can stop every
 	// goroutine at once (a quic.ListenAddr transport lingers while closed
 	// connections drain).
-	tr := &quic.Transport{Conn: udp, ConnContext: l.connContext}
+	tr := &quic.Transport{Conn: udpgro.Wrap(udp, !c.NoGRO), ConnContext: l.connContext}
 	if c.RetryHandshakes > 0 {
 		tr.VerifySourceAddress = l.verifySourceAddress
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/flxproto/felix/internal/broker/server"
 )
 
-// felix bench raw [-transport felix|raw] [-owned] [-gro] [-size N]
+// felix bench raw [-transport felix|raw|broker] [-owned] [-gro=false] [-size N]
 // [-records N] [-mb N]: the transport baseline (dispatched by runBench). One sender process writes the
 // same encoded event batch again and again to one receiver process over
 // loopback, either through Felix (a conn server's event stream to a
@@ -34,7 +34,9 @@ import (
 // configuration, read frame by frame into one buffer: package
 // conn/quicbench). Each side reports its own CPU time (getrusage, from the
 // first byte to the last) per GB of record payload; the driver prints
-// both beside records/s.
+// both beside records/s. -gro=false reads both processes' UDP sockets
+// without UDP GRO (conn.Config.NoGRO, conn.ServerConfig.NoGRO; the
+// reference broker's listener of -transport broker keeps its default).
 
 // rawResult is one side's report, a JSON line on stdout.
 type rawResult struct {
@@ -55,13 +57,14 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	role := fs.String("role", "", "internal: send or recv (the driver runs one process of each)")
 	addr := fs.String("addr", "127.0.0.1:0", "send: listen address; recv: sender address")
 	cert := fs.String("cert", "", "internal: recv: the sender's certificate, base64 DER")
-	gro := fs.Bool("gro", false, "raw: the receiver reads with UDP GRO (Linux; the transport experiment)")
+	gro := fs.Bool("gro", true, "both sides read their UDP sockets with UDP GRO (Linux), as conn does by default; false: conn's NoGRO (the broker's listener of -transport broker keeps its default)")
 	owned := fs.Bool("owned", false, "felix: subscribe with conn.PayloadsOwned (a fresh buffer per frame) instead of the default recycled buffer")
 	prof := fs.String("sendprofile", "", "write a CPU profile of the sender's send phase to this file")
+	rprof := fs.String("recvprofile", "", "write a CPU profile of the receiver's receive phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	sendProfile = *prof
+	profiles["send"], profiles["recv"] = *prof, *rprof
 	if *transport != "felix" && *transport != "raw" && *transport != "broker" {
 		return fmt.Errorf("bench raw: -transport %q: felix, broker or raw", *transport)
 	}
@@ -72,7 +75,7 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	frames := max(1, (*mb<<20)/batch)
 	switch *role {
 	case "send":
-		return rawSend(ctx, stdout, *transport, *addr, *size, *records, frames)
+		return rawSend(ctx, stdout, *transport, *addr, *size, *records, frames, *gro)
 	case "recv":
 		pm := conn.PayloadsUntilNext
 		if *owned {
@@ -93,7 +96,7 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if err != nil {
 		return err
 	}
-	common := []string{"bench", "raw", "-sendprofile", sendProfile, "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
+	common := []string{"bench", "raw", "-sendprofile", profiles["send"], "-recvprofile", profiles["recv"], "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
 		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro)}
 	send := exec.CommandContext(ctx, self, append(common, "-role", "send")...)
 	send.Stderr = stderr
@@ -139,30 +142,30 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if owned {
 		transport += "(owned)"
 	}
-	if gro {
-		transport += "(gro)"
+	if !gro {
+		transport += "(nogro)"
 	}
 	fmt.Fprintf(stdout, "transport=%s size=%d records/batch=%d  records/s=%.0f MB/s=%.1f  recv-cpu-s/GB=%.3f send-cpu-s/GB=%.3f  (records=%d bytes=%d recv-wall=%.2fs)\n",
 		transport, size, records, float64(rr.Records)/rr.Wall, float64(rr.Bytes)/1e6/rr.Wall, rr.CPU/gb, sres.CPU/gb, rr.Records, rr.Bytes, rr.Wall)
 	return nil
 }
 
-// sendProfile is -sendprofile: the sender's CPU profile, from its first
-// byte to its report.
-var sendProfile string
+// profiles are -sendprofile and -recvprofile by role: the file of each
+// side's CPU profile, from its first byte to its report.
+var profiles = map[string]string{}
 
-// startProfile starts the sender's CPU profile when asked; report stops it.
-func startProfile() {
-	if sendProfile == "" {
+// startProfile starts role's CPU profile when asked; report stops it.
+func startProfile(role string) {
+	if profiles[role] == "" {
 		return
 	}
-	if f, err := os.Create(sendProfile); err == nil {
+	if f, err := os.Create(profiles[role]); err == nil {
 		_ = pprof.StartCPUProfile(f)
 	}
 }
 
 func report(w io.Writer, role string, records, bytes int64, cpu0 time.Duration, t0 time.Time) error {
-	if role == "send" && sendProfile != "" {
+	if profiles[role] != "" {
 		pprof.StopCPUProfile()
 	}
 	return json.NewEncoder(w).Encode(rawResult{Role: role, Records: records, Bytes: bytes,
@@ -172,7 +175,7 @@ func report(w io.Writer, role string, records, bytes int64, cpu0 time.Duration, 
 // rawSend listens, prints "ADDR CERT" and writes frames batches of
 // records x size to the first subscriber (felix) or peer (raw), then
 // prints its report.
-func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size, records, frames int) error {
+func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size, records, frames int, gro bool) error {
 	payloads := make([][]byte, records)
 	for i := range payloads {
 		payloads[i] = make([]byte, size)
@@ -186,13 +189,13 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 		return brokerSend(ctx, stdout, addr, payloads, frames, size)
 	}
 	if transport == "raw" {
-		s, err := quicbench.Listen(addr)
+		s, err := quicbench.Listen(addr, gro)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
 		fmt.Fprintln(stdout, s.Addr(), base64.StdEncoding.EncodeToString(s.Cert()))
-		startProfile()
+		startProfile("send")
 		cpu0, t0 := cpuNow(), time.Now()
 		if err := s.Send(ctx, frame, frames); err != nil {
 			return err
@@ -203,7 +206,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 	if err != nil {
 		return err
 	}
-	ln, err := conn.Listen(addr, &conn.ServerConfig{TLS: tc, Offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.AllFeatures}})
+	ln, err := conn.Listen(addr, &conn.ServerConfig{TLS: tc, Offer: felix.BrokerOffer{Flags: felix.KnownFlags, Features: felix.AllFeatures}, NoGRO: !gro})
 	if err != nil {
 		return err
 	}
@@ -246,7 +249,7 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 					return
 				}
 				st.Close()
-				startProfile()
+				startProfile("send")
 				cpu0, t0 := cpuNow(), time.Now()
 				for range frames {
 					if err := es.WriteEncoded(ctx, frame); err != nil {
@@ -273,9 +276,10 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 		return err
 	}
 	if transport == "broker" {
-		return brokerRecv(ctx, stdout, addr, der)
+		return brokerRecv(ctx, stdout, addr, der, gro)
 	}
 	if transport == "raw" {
+		startProfile("recv")
 		cpu0, t0 := cpuNow(), time.Now()
 		// The raw receiver reads whole frames: records and record bytes
 		// follow from the batch shape.
@@ -292,11 +296,12 @@ func rawRecv(ctx context.Context, stdout io.Writer, transport, addr, cert string
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(c0)
-	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool, ServerName: "localhost"}, TenantID: "bench", Token: "bench"})
+	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool, ServerName: "localhost"}, TenantID: "bench", Token: "bench", NoGRO: !gro})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	startProfile("recv")
 	cpu0, t0 := cpuNow(), time.Now()
 	sub, err := c.Subscribe(ctx, felix.Topic{TenantID: "bench", Namespace: "bench", Stream: "raw"}, conn.SubscribeOptions{Payloads: pm})
 	if err != nil {
@@ -352,7 +357,7 @@ func brokerSend(ctx context.Context, stdout io.Writer, addr string, payloads [][
 		return errors.New("bench raw: the broker's certificate is not PEM")
 	}
 	fmt.Fprintln(stdout, srv.Addr(), base64.StdEncoding.EncodeToString(blk.Bytes))
-	startProfile()
+	startProfile("send")
 	cpu0, t0 := cpuNow(), time.Now()
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	total := int64(frames) * int64(len(payloads))
@@ -361,19 +366,20 @@ func brokerSend(ctx context.Context, stdout io.Writer, addr string, payloads [][
 
 // brokerRecv subscribes from the earliest record with the default
 // subscription and reads every record brokerSend published.
-func brokerRecv(ctx context.Context, stdout io.Writer, addr string, der []byte) error {
+func brokerRecv(ctx context.Context, stdout io.Writer, addr string, der []byte, gro bool) error {
 	c0, err := x509.ParseCertificate(der)
 	if err != nil {
 		return err
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(c0)
-	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: server.DemoTenant, Token: server.DemoToken})
+	c, err := conn.Dial(ctx, addr, &conn.Config{TLS: &tls.Config{RootCAs: pool}, TenantID: server.DemoTenant, Token: server.DemoToken, NoGRO: !gro})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	want := int64(0)
+	startProfile("recv")
 	cpu0, t0 := cpuNow(), time.Now()
 	sub, err := c.Subscribe(ctx, brokerStream, conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
+	"github.com/flxproto/felix/conn/internal/udpgro"
 )
 
 // alpn is the protocol the raw sender and receiver agree on (not Felix's).
@@ -27,23 +28,36 @@ const alpn = "felix-bench-raw"
 // unidirectional stream to the first peer that connects.
 type Sender struct {
 	ln   *quic.Listener
+	tr   *quic.Transport
+	udp  *net.UDPConn
 	cert []byte
 }
 
 // Listen starts a Sender on addr (host:port, port 0 for any) with a fresh
-// self-signed certificate (Cert).
-func Listen(addr string) (*Sender, error) {
+// self-signed certificate (Cert). With gro, its UDP socket is read as
+// package conn reads it by default (UDP GRO on Linux; conn.Config.NoGRO).
+func Listen(addr string, gro bool) (*Sender, error) {
 	tc, _, err := conn.SelfSigned()
 	if err != nil {
 		return nil, err
 	}
 	tc = tc.Clone()
 	tc.NextProtos = []string{alpn}
-	ln, err := quic.ListenAddr(addr, tc, conn.DefaultQUICConfig())
+	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return &Sender{ln: ln, cert: tc.Certificates[0].Certificate[0]}, nil
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, err
+	}
+	tr := &quic.Transport{Conn: udpgro.Wrap(udp, gro)}
+	ln, err := tr.Listen(tc, conn.DefaultQUICConfig())
+	if err != nil {
+		udp.Close()
+		return nil, err
+	}
+	return &Sender{ln: ln, tr: tr, udp: udp, cert: tc.Certificates[0].Certificate[0]}, nil
 }
 
 // Addr is the address the Sender listens on.
@@ -52,8 +66,13 @@ func (s *Sender) Addr() net.Addr { return s.ln.Addr() }
 // Cert is the DER certificate the Sender presents (Receive trusts it).
 func (s *Sender) Cert() []byte { return s.cert }
 
-// Close stops listening.
-func (s *Sender) Close() error { return s.ln.Close() }
+// Close stops listening and closes the socket.
+func (s *Sender) Close() error {
+	err := s.ln.Close()
+	s.tr.Close()
+	s.udp.Close()
+	return err
+}
 
 // Send accepts one connection, opens a unidirectional stream and writes
 // frame n times on it, each with one Write call (as conn writes an
@@ -89,9 +108,8 @@ func (s *Sender) Send(ctx context.Context, frame []byte, n int) error {
 // buffer (no decoding) until the stream ends, closes the connection and
 // returns the frames and payload bytes read.
 //
-// With gro, the receiver's UDP socket reads coalesced datagrams (UDP GRO,
-// Linux) through a packet connection of ours that hands quic-go one
-// datagram at a time (the transport experiment of BENCHMARKS.md).
+// With gro, the receiver's UDP socket is read as package conn reads it by
+// default (UDP GRO on Linux, GSO and ECN kept; conn.Config.NoGRO).
 func Receive(ctx context.Context, addr string, cert []byte, gro bool) (frames, bytes int64, err error) {
 	c, err := x509.ParseCertificate(cert)
 	if err != nil {
@@ -109,13 +127,7 @@ func Receive(ctx context.Context, addr string, cert []byte, gro bool) (frames, b
 		return 0, 0, err
 	}
 	defer udp.Close()
-	var pc net.PacketConn = udp
-	if gro {
-		if pc, err = newGROConn(udp); err != nil {
-			return 0, 0, err
-		}
-	}
-	tr := &quic.Transport{Conn: pc}
+	tr := &quic.Transport{Conn: udpgro.Wrap(udp, gro)}
 	defer tr.Close()
 	qc, err := tr.Dial(ctx, ua, tc, conn.DefaultQUICConfig())
 	if err != nil {

@@ -22,7 +22,7 @@ func testSendReceive(t *testing.T, gro bool) {
 	defer cancel()
 	frame, err := felix.AppendEventBatch(nil, &felix.EventBatch{Payloads: [][]byte{make([]byte, 3000), []byte("x")}}, 0)
 	require.NoError(t, err)
-	s, err := Listen("127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", gro)
 	require.NoError(t, err)
 	defer s.Close()
 	sent := make(chan error, 1)
