@@ -53,6 +53,13 @@ func attack(addr string) error {
 	if os.Getenv("FELIX_CONN_ATTACK_TINY") != "" {
 		return tinyFrameAttack(ctx, addr, n, streams)
 	}
+	if a := os.Getenv("FELIX_CONN_ATTACK_GUESS"); a != "" {
+		addrs, err := strconv.Atoi(a)
+		if err != nil {
+			return err
+		}
+		return guessAttack(ctx, addr, addrs, n)
+	}
 	if os.Getenv("FELIX_CONN_ATTACK_TENANTTINY") != "" {
 		return tenantTinyFrameAttack(ctx, addr, n, streams)
 	}

@@ -36,6 +36,8 @@ import (
 //	one answer write                 30 s          ErrAnswerTimeout, stream reset
 //	unread bytes per connection      1 MiB         QUIC flow control (the client waits):
 //	  (the receive window after auth; MaxConnReceiveWindow, at most MaxConnInFlightBytes)
+//	  per tenant, growth above 96 KiB 4 MiB        the window stays as it is (server_tenant.go)
+//	authenticated conns per tenant   32            error limit_exceeded, reason max_tenant_conns
 //	unread bytes before auth         96 KiB        QUIC flow control (the window does not grow)
 //
 // Memory of a connection that never authenticates: at most
@@ -67,7 +69,9 @@ import (
 // (MaxConnReceiveWindow, 1 MiB), which bounds its unread bytes in quic-go:
 // about 160 MiB per connection when a client sends them as 1-byte frames
 // to streams waiting for the request budget
-// (TestServerLimitsMemoryUnderTinyFramesAfterAuth; docs/limits.md §2.1).
+// (TestServerLimitsMemoryUnderTinyFramesAfterAuth; docs/limits.md §2.1),
+// and a tenant's connections together at most MaxTenantConns initial
+// windows and MaxTenantWindowGrowth (server_tenant.go).
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
 // and the request, answer and unread bytes above. Idle authenticated streams
