@@ -1,9 +1,14 @@
 package conn
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flxproto/felix"
@@ -152,4 +157,110 @@ func TestTenantConnsRefusedConnStaysUnauthenticated(t *testing.T) {
 			require.EqualValues(t, 1, b.ln.tenantConns.inUse("t2"))
 		})
 	}
+}
+
+// dialFrom completes a QUIC handshake to b from ip and authenticates one
+// stream with token; it reports whether the auth was accepted.
+func dialFrom(t *testing.T, b *testBroker, ip, token string) bool {
+	t.Helper()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
+	require.NoError(t, err)
+	tr := &quic.Transport{Conn: udp}
+	t.Cleanup(func() { tr.Close(); udp.Close() })
+	qc, err := tr.Dial(testCtx(t), b.ln.Addr(), &tls.Config{RootCAs: b.pool, ServerName: "localhost", NextProtos: []string{ALPN}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	rs := openRaw(t, qc)
+	fr, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: token, ClientFlags: felix.Some[uint16](7)})
+	require.NoError(t, err)
+	rs.s.Write(fr)
+	_, ok := rs.recv().(*felix.AuthOK)
+	return ok
+}
+
+// An address from which a connection authenticated is not asked for a
+// Retry past RetryHandshakes (server_handshake.go), unless it has
+// MaxHandshakesPerAddr in progress itself or half of MaxHandshakes are in
+// progress; a handshake that completed without authenticating (a wrong
+// token) makes no address known. One half-open handshake from 127.0.0.2
+// is in progress for each check.
+func TestKnownAddressSkipsRetry(t *testing.T) {
+	leakCheck(t)
+	for _, tc := range []struct {
+		name         string
+		maxHS        int    // MaxHandshakes
+		perAddr      int    // MaxHandshakesPerAddr
+		known        string // the address that authenticates first
+		knownRetried bool
+	}{
+		{"known address spared", 64, 8, "127.0.0.5", false},
+		{"half of MaxHandshakes in progress", 2, 8, "127.0.0.5", true},
+		{"the address's own handshakes at the limit", 64, 1, "127.0.0.2", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, brokerOpts{offer: fullOffer(),
+				auth: func(_ context.Context, a *felix.Auth) (any, error) {
+					if a.Token != "tok" {
+						return nil, errors.New("wrong token")
+					}
+					return nil, nil
+				},
+				server: func(c *ServerConfig) {
+					c.RetryHandshakes, c.MaxHandshakes, c.MaxHandshakesPerAddr = 1, tc.maxHS, tc.perAddr
+				}})
+			retries := func() uint64 { return b.ln.Stats().Retries }
+			// The known address authenticates once with no handshake in
+			// progress; 127.0.0.6 completes a handshake and fails its auth.
+			require.True(t, dialFrom(t, b, tc.known, "tok"))
+			require.False(t, dialFrom(t, b, "127.0.0.6", "guess"))
+			require.Zero(t, retries())
+			halfOpenMany(t, b.addr(), "127.0.0.2", false, 1)
+			waitFor(t, func() bool { return b.ln.Stats().Handshakes == 1 })
+
+			before := retries()
+			require.True(t, dialFrom(t, b, tc.known, "tok"))
+			require.Equal(t, tc.knownRetried, retries() > before, "the known address asked for a Retry")
+			before = retries()
+			require.True(t, dialFrom(t, b, "127.0.0.7", "tok"), "a new address")
+			require.Greater(t, retries(), before, "a new address is asked for a Retry")
+			before = retries()
+			require.False(t, dialFrom(t, b, "127.0.0.6", "guess"))
+			require.Greater(t, retries(), before, "an address that only failed its auth is asked for a Retry")
+		})
+	}
+}
+
+// A connection is marked authenticated (and taken off the unauthenticated
+// list, so it cannot be evicted) before its first auth_ok is written: the
+// server's FrameWritten hook, which runs once the answer was handed to
+// QUIC, already finds it authenticated.
+func TestConnAuthenticatedBeforeItsAuthOK(t *testing.T) {
+	leakCheck(t)
+	var (
+		ln   atomic.Pointer[Listener]
+		seen = make(chan bool, 16)
+	)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.Hooks = &Hooks{FrameWritten: func(fi FrameInfo) {
+			l := ln.Load()
+			if fi.Side != SideServer || l == nil {
+				return
+			}
+			l.byQUIC.Range(func(_, v any) bool {
+				if sc := v.(*ServerConn); sc.RemoteAddr().String() == fi.Remote.String() {
+					l.mu.Lock()
+					listed := sc.unauthEl != nil
+					l.mu.Unlock()
+					select {
+					case seen <- sc.Authenticated() && !listed:
+					default:
+					}
+				}
+				return true
+			})
+		}}
+	}})
+	ln.Store(b.ln)
+	b.dial(t, nil)
+	require.True(t, recv(t, seen, "the auth_ok written"), "the connection was still unauthenticated when its auth_ok was written")
 }

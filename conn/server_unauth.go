@@ -128,5 +128,6 @@ func (c *ServerConn) setAuthed(tenant string) (bool, *felix.BrokerError) {
 	c.tenant.Store(ch)
 	c.authed.Store(true)
 	c.l.unauthRemoveLocked(c)
+	c.l.adm.remember(addrIP(c.qc.RemoteAddr())) // adm.mu is taken under l.mu, never the reverse
 	return true, nil
 }
