@@ -116,10 +116,23 @@ func guessAttack(ctx context.Context, addr string, addrs, perAddr int) error {
 // item 3): dialers from 1,024 loopback addresses (another process, two
 // per address) complete handshakes, guess a token, and stay
 // unauthenticated until evicted, then dial again, at the listener's
-// default limits, while a legitimate client dials 30 times, each dial
+// default limits, while a legitimate client dials from the flood's start
+// until it dialled 30 times with the flood at full strength, each dial
 // publishing and reading its ack. Every legitimate dial succeeds; the
 // unauthenticated connections never exceed MaxUnauthConns (the oldest
-// evicted), and the flood is throttled by the handshake limits.
+// evicted), and the flood is throttled by the handshake limits (Retries).
+//
+// One residue is quic-go's: it refuses a connection whose handshake
+// completes while 32 completed connections wait in its accept queue
+// (CONNECTION_REFUSED after the handshake). The listener drains that queue
+// at once (Listener.pump), but on two cores loaded by the flood and by
+// other work (load average 4 to 7) the draining goroutine is sometimes
+// not scheduled for tens of milliseconds while hundreds of handshakes a
+// second complete: about one legitimate dial in 500 to 1,500 was refused
+// so, as were 50 to 600 of the flood's connections per run, with one pump,
+// four pumps, or a pump that only hands connections to a second
+// goroutine alike. Such a dial is dialled again (as a client does after a
+// refusal) and must then succeed; at most 2% may be refused.
 func TestLegitDialsUnderDistributedGuessing(t *testing.T) {
 	leakCheck(t)
 	addrs, perAddr, legit := 1024, 2, 30
@@ -184,6 +197,7 @@ func TestLegitDialsUnderDistributedGuessing(t *testing.T) {
 	ready := make(chan struct{})
 	type result struct {
 		ok, total, duringRamp int
+		refused               int // refused by quic-go's accept queue, dialled again
 		slowest               time.Duration
 		took                  []time.Duration
 		failed                []error
@@ -203,7 +217,7 @@ func TestLegitDialsUnderDistributedGuessing(t *testing.T) {
 			}
 			r.total++
 			began := time.Now()
-			err := func() error {
+			try := func() error {
 				c, err := Dial(ctx, b.addr(), b.clientConfig())
 				if err != nil {
 					return fmt.Errorf("dial: %w", err)
@@ -211,7 +225,16 @@ func TestLegitDialsUnderDistributedGuessing(t *testing.T) {
 				defer c.Close()
 				_, err = c.Publish(ctx, topic, []byte(strconv.Itoa(i)), PublishOptions{Ack: felix.AckPerBatch})
 				return err
-			}()
+			}
+			err := try()
+			var te *quic.TransportError
+			if errors.As(err, &te) && te.ErrorCode == quic.ConnectionRefused && te.Remote {
+				// Refused by quic-go: its 32-deep accept queue was full
+				// (see the test's comment), or a handshake limit. A
+				// client dials again, and that dial must succeed.
+				r.refused++
+				err = try()
+			}
 			r.slowest = max(r.slowest, time.Since(began))
 			r.took = append(r.took, time.Since(began))
 			if err != nil {
@@ -231,8 +254,8 @@ func TestLegitDialsUnderDistributedGuessing(t *testing.T) {
 	st := b.ln.Stats()
 	close(stopSample)
 	<-sampleDone
-	t.Logf("%d addresses × %d dialers: legitimate dials ok %d/%d (%d during the %v ramp; slowest dial and publish %v) in %v; %d guesses (%.0f per second), %d connections evicted unauthenticated (%.0f per second); peak heap+stacks in use %d MiB (%d MiB before); peak unauthenticated %d; stats %+v",
-		addrs, perAddr, r.ok, r.total, r.duringRamp, ramp.Round(time.Millisecond), r.slowest.Round(time.Millisecond), elapsed.Round(time.Millisecond),
+	t.Logf("%d addresses × %d dialers: legitimate dials ok %d/%d (%d during the %v ramp; %d refused once by quic-go's accept queue and dialled again; slowest dial and publish %v) in %v; %d guesses (%.0f per second), %d connections evicted unauthenticated (%.0f per second); peak heap+stacks in use %d MiB (%d MiB before); peak unauthenticated %d; stats %+v",
+		addrs, perAddr, r.ok, r.total, r.duringRamp, ramp.Round(time.Millisecond), r.refused, r.slowest.Round(time.Millisecond), elapsed.Round(time.Millisecond),
 		g, float64(g)/elapsed.Seconds(), st.UnauthEvicted, float64(st.UnauthEvicted)/elapsed.Seconds(),
 		peak.Load()>>20, base>>20, peakUnauth.Load(), st)
 	if os.Getenv("FELIX_GUESS_LATENCIES") != "" {
@@ -243,6 +266,7 @@ func TestLegitDialsUnderDistributedGuessing(t *testing.T) {
 	require.Empty(t, r.failed)
 	require.Equal(t, r.total, r.ok)
 	require.GreaterOrEqual(t, r.total-r.duringRamp, legit)
+	require.LessOrEqual(t, r.refused*50, r.total, "more than 2% of the legitimate dials refused by quic-go's accept queue")
 	require.LessOrEqual(t, peakUnauth.Load(), int64(DefaultMaxUnauthConns), "unauthenticated connections beyond MaxUnauthConns")
 	// Every guessing connection is still listed or was evicted (it never
 	// authenticated, nor timed out).
