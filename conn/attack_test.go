@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -51,6 +52,16 @@ func attack(addr string) error {
 	}
 	if os.Getenv("FELIX_CONN_ATTACK_TINY") != "" {
 		return tinyFrameAttack(ctx, addr, n, streams)
+	}
+	if a := os.Getenv("FELIX_CONN_ATTACK_GUESS"); a != "" {
+		addrs, err := strconv.Atoi(a)
+		if err != nil {
+			return err
+		}
+		return guessAttack(ctx, addr, addrs, n)
+	}
+	if os.Getenv("FELIX_CONN_ATTACK_TENANTTINY") != "" {
+		return tenantTinyFrameAttack(ctx, addr, n, streams)
 	}
 	if w := os.Getenv("FELIX_CONN_ATTACK_AUTHTINY"); w != "" {
 		window, err := strconv.Atoi(w)
@@ -266,6 +277,130 @@ func tinyFrameAfterAuthAttack(ctx context.Context, addr string, n, streams, wind
 	return nil
 }
 
+// tenantTinyFrameAttack opens n connections to addr for one tenant. On
+// each whose first auth is accepted it first grows the receive window as
+// a fast publisher would (a 4 MiB frame the server reads as it arrives:
+// quic-go's auto-tuning doubles the window while it is read fast), then
+// holds the request budget with one stream (a header announcing a frame
+// of the largest size), authenticates streams more, each announcing a
+// 1 KiB frame that waits for the budget, and sends 1-byte STREAM frames
+// on them (one per stream per packet) until flow control lets no more
+// through: whatever window the server granted is filled. A connection
+// whose auth is refused is closed. A last stream opened and finished
+// without data is the barrier: the server ends it (its FIN read here)
+// after the bytes sent before it. It prints "ready" and the number of
+// connections refused, then holds the others until stdin closes.
+func tenantTinyFrameAttack(ctx context.Context, addr string, n, streams int) error {
+	openAuthed := func(qc *quic.Conn) (*quic.Stream, bool, error) {
+		s, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		ok, err := authStreamOK(s)
+		return s, ok, err
+	}
+	warm, err := felix.AppendFrame(nil, felix.FlagBinaryPublishBatch, make([]byte, 4<<20))
+	if err != nil {
+		return err
+	}
+	big := felix.AppendHeader(nil, felix.Header{Length: felix.DefaultMaxFrameBytes})
+	small := felix.AppendHeader(nil, felix.Header{Length: 1 << 10})
+	var conns []*quic.Conn
+	refused := 0
+	for range n {
+		qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"},
+			&quic.Config{MaxIdleTimeout: time.Minute, KeepAlivePeriod: time.Second})
+		if err != nil {
+			return err
+		}
+		conns = append(conns, qc)
+		ws, ok, err := openAuthed(qc)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			refused++
+			qc.CloseWithError(0, "")
+			continue
+		}
+		if _, err := ws.Write(warm); err != nil {
+			return err
+		}
+		holder, _, err := openAuthed(qc)
+		if err != nil {
+			return err
+		}
+		if _, err := holder.Write(big); err != nil {
+			return err
+		}
+		var ss []*quic.Stream
+		for range streams {
+			s, _, err := openAuthed(qc)
+			if err != nil {
+				return err
+			}
+			if _, err := s.Write(small); err != nil {
+				return err
+			}
+			ss = append(ss, s)
+		}
+		one := []byte{0}
+		for open := len(ss); open > 0; {
+			sent := qc.ConnectionStats().PacketsSent
+			open = 0
+			for _, s := range ss {
+				if err := s.TryWriteAll(one); err == nil {
+					open++
+				} else if !errors.Is(err, quic.ErrWouldBlock) {
+					return err
+				}
+			}
+			for open > 0 && qc.ConnectionStats().PacketsSent == sent {
+				if err := qc.Context().Err(); err != nil {
+					return err
+				}
+				runtime.Gosched()
+			}
+		}
+		barrier, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			return err
+		}
+		barrier.Close()
+		if _, err := io.ReadAll(barrier); err != nil {
+			return err
+		}
+	}
+	fmt.Println("ready")
+	fmt.Println(refused)
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	for _, qc := range conns {
+		qc.CloseWithError(0, "")
+	}
+	return nil
+}
+
+// authStreamOK authenticates s and reports whether it was accepted.
+func authStreamOK(s *quic.Stream) (bool, error) {
+	auth, err := felix.AppendMessageFrame(nil, &felix.Auth{TenantID: "t1", Token: "x", ClientFlags: felix.Some[uint16](7)})
+	if err != nil {
+		return false, err
+	}
+	if _, err := s.Write(auth); err != nil {
+		return false, err
+	}
+	f, err := felix.NewReader(s).ReadFrame()
+	if err != nil {
+		return false, err
+	}
+	m, err := felix.DecodeMessage(f.Payload)
+	if err != nil {
+		return false, err
+	}
+	_, refused := m.(*felix.ErrorMessage)
+	return !refused, nil
+}
+
 // authFlood opens streams bidi streams on qc, authenticates each (waiting
 // for its auth_ok, so the unauthenticated budget is never hit) and leaves
 // them idle.
@@ -297,8 +432,9 @@ func authStream(s *quic.Stream) error {
 
 // startAttacker runs this test binary as an attacker process (TestMain)
 // against addr with the FELIX_CONN_ATTACK_* settings env, waits until it
-// is ready, and stops it when the test ends.
-func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string) {
+// is ready, and stops it when the test ends. It returns the rest of the
+// attacker's output.
+func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string) *bufio.Reader {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), "FELIX_CONN_ATTACK_ADDR="+addr), env...)
@@ -309,7 +445,8 @@ func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
 	if err != nil || line != "ready\n" {
 		// The attacker failed to start: stderr is complete (and no longer
 		// written) once it has exited.
@@ -318,6 +455,7 @@ func startAttacker(t *testing.T, ctx context.Context, addr string, env ...string
 		t.Fatalf("attacker process: read %q, %v; exit: %v; stderr:\n%s", line, err, werr, stderr.String())
 	}
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	return out
 }
 
 func heapNow() uint64 {
@@ -465,6 +603,73 @@ func TestServerLimitsMemoryUnderTinyFramesAfterAuth(t *testing.T) {
 		per/int64(window)*DefaultMaxConnInFlightBytes>>20, DefaultMaxConnInFlightBytes>>20)
 	require.EqualValues(t, conns+1, b.ln.Stats().Connections)
 	require.LessOrEqual(t, per, int64(260*window), "the receive window after auth bounds what tiny frames hold")
+}
+
+// TestServerLimitsMemoryUnderTinyFramesPerTenant: connections of one
+// tenant from another process each grow their receive window as a fast
+// publisher would, hold the request budget and fill whatever window the
+// server granted with 1-byte STREAM frames it does not read (as
+// TestServerLimitsMemoryUnderTinyFramesAfterAuth, on as many connections
+// as the tenant may open). What the tenant pins together is bounded by
+// MaxTenantConns × the initial window + MaxTenantWindowGrowth (here
+// 2 × 96 KiB + 128 KiB) however many connections it opens and however far
+// their windows could grow each (512 KiB here), and another tenant still
+// authenticates and publishes meanwhile (server_tenant.go).
+func TestServerLimitsMemoryUnderTinyFramesPerTenant(t *testing.T) {
+	leakCheck(t)
+	const (
+		tenantConns, growth, window = 2, 128 << 10, 512 << 10
+		conns, streams, legit       = 4, 32, 5
+	)
+	b := startBroker(t, brokerOpts{offer: fullOffer(), server: func(c *ServerConfig) {
+		c.MaxTenantConns, c.MaxTenantWindowGrowth, c.MaxConnReceiveWindow = tenantConns, growth, window
+	}})
+	ctx := testCtx(t)
+	// A connection of another tenant that publishes and closes.
+	other := func(payload string) error {
+		cfg := b.clientConfig()
+		cfg.TenantID = "t2"
+		c, err := Dial(deadlineCtx(t), b.addr(), cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Publish(ctx, topic, []byte(payload), PublishOptions{Ack: felix.AckPerBatch})
+		return err
+	}
+	require.NoError(t, other("warm"))
+	before := heapNow()
+	out := startAttacker(t, ctx, b.addr(), "FELIX_CONN_ATTACK_CONNS="+strconv.Itoa(conns),
+		"FELIX_CONN_ATTACK_STREAMS="+strconv.Itoa(streams), "FELIX_CONN_ATTACK_TENANTTINY=1")
+	line, err := out.ReadString('\n')
+	require.NoError(t, err)
+	refused, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	// The tenant's connections beyond its places were refused at auth;
+	// the others grew their windows until the tenant's budget refused.
+	require.Equal(t, conns-tenantConns, refused)
+	st := b.ln.Stats()
+	require.EqualValues(t, conns-tenantConns, st.RefusedTenantConns)
+	require.NotZero(t, st.RefusedWindowGrowth, "the attack asked for more window than the tenant's budget")
+	require.LessOrEqual(t, b.ln.tenantGrowth.inUse("t1"), int64(growth))
+
+	// Another tenant authenticates and publishes meanwhile.
+	served := 0
+	for i := range legit {
+		require.NoError(t, other(strconv.Itoa(i)))
+		served++
+	}
+	require.Equal(t, legit, served)
+	during := heapNow()
+	bound := int64(tenantConns*DefaultPreAuthConnWindow + growth)
+	pinned := int64(during) - int64(before)
+	t.Logf("server heap+stacks: the tenant pins %d KiB with %d connections (window growth %d KiB of %d); %d bytes per byte of the bound (%d KiB unread at most); stats %+v",
+		pinned>>10, tenantConns, b.ln.tenantGrowth.inUse("t1")>>10, growth>>10, pinned/bound, bound>>10, st)
+	// 160 bytes per unread byte measured, and the legitimate
+	// connections' own state: 200 allows no more than the bound (the
+	// connections' windows without the tenant's bounds would allow
+	// 2 × 512 KiB, or 4 connections).
+	require.LessOrEqual(t, pinned, 200*bound, "the tenant's bounds bound what its tiny frames pin")
 }
 
 // TestServerLimitsMemoryAuthenticatedIdleStreams: a client with valid

@@ -253,6 +253,23 @@ type ServerConfig struct {
 	// whose clients do not read cannot take the listener's whole answer
 	// budget from the others.
 	MaxTenantAnswerBytes int64
+	// MaxTenantConns caps the authenticated connections of one tenant:
+	// those whose first authenticated stream named it (0:
+	// DefaultMaxTenantConns, 32; negative: no cap). The first auth of a
+	// connection beyond it is answered with an error, code limit_exceeded,
+	// reason "max_tenant_conns", retry class retry_after (a connection of
+	// the tenant may close meanwhile), and the connection stays
+	// unauthenticated. With MaxTenantWindowGrowth it bounds what one
+	// tenant's connections can make the server hold unread
+	// (server_tenant.go; docs/limits.md §2.1).
+	MaxTenantConns int
+	// MaxTenantWindowGrowth bounds how much the QUIC receive windows of one
+	// tenant's authenticated connections grow above their initial size
+	// (DefaultPreAuthConnWindow), on all its connections together (0:
+	// DefaultMaxTenantWindowGrowth, 4 MiB; negative: no bound). A
+	// connection whose window may not grow keeps its current window: its
+	// client is slowed by flow control (window ÷ RTT), not refused.
+	MaxTenantWindowGrowth int64
 	// MaxHandshakesPerAddr bounds the handshakes in progress from one
 	// verified source address (0: DefaultMaxHandshakesPerAddr, 8;
 	// negative: no bound). Clients behind one NAT share an address: a

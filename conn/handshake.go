@@ -198,6 +198,20 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 		st.refuse(wctx, be)
 		return hsFailed
 	}
+	// The connection is authenticated (and charged to its tenant) before
+	// the answer is written: a client that read its auth_ok must not find
+	// its connection evicted as unauthenticated meanwhile.
+	first, refusal := c.setAuthed(a.TenantID)
+	if refusal != nil {
+		c.log.Debug("auth refused", "tenant", a.TenantID, "reason", refusal.Reason)
+		st.refuse(wctx, refusal)
+		return hsFailed
+	}
+	if first && c.timer != nil {
+		// The connection's timer stops; every other unauthenticated
+		// stream keeps its own deadline.
+		c.timer.Stop()
+	}
 	if st.w != nil {
 		if err := st.w.writeMessage(wctx, answer); err != nil {
 			st.Abort()
@@ -215,11 +229,6 @@ func (c *ServerConn) handshake(st *Stream) handshakeResult {
 	st.r.SetMaxPayload(cfg.MaxFrameBytes)
 	st.r.SetFreshPayloads(false)
 	st.r.SetGrowChunk(0)
-	if c.setAuthed() && c.timer != nil {
-		// The connection's timer stops; every other unauthenticated
-		// stream keeps its own deadline.
-		c.timer.Stop()
-	}
 	return hsOK
 }
 

@@ -60,6 +60,9 @@ type Listener struct {
 	// tenantAnswers is the answer bytes being written per tenant
 	// (MaxTenantAnswerBytes; nil: no per-tenant bound).
 	tenantAnswers *tenantBudgets
+	// tenantConns and tenantGrowth are the authenticated connections and
+	// window growth per tenant (server_tenant.go; nil: no bound).
+	tenantConns, tenantGrowth *tenantBudgets
 }
 
 // Listen listens for Felix clients on the UDP address addr (for example
@@ -92,6 +95,12 @@ func Listen(addr string, cfg *ServerConfig) (*Listener, error) {
 	}
 	if c.MaxTenantAnswerBytes > 0 {
 		l.tenantAnswers = &tenantBudgets{size: c.MaxTenantAnswerBytes}
+	}
+	if c.MaxTenantConns > 0 {
+		l.tenantConns = &tenantBudgets{size: int64(c.MaxTenantConns)}
+	}
+	if c.MaxTenantWindowGrowth > 0 {
+		l.tenantGrowth = &tenantBudgets{size: c.MaxTenantWindowGrowth}
 	}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
@@ -281,8 +290,10 @@ type ServerConn struct {
 	preBudget *byteBudget // auth frame bytes being read (handshake.go)
 	answers   answerBound // answer bytes being written (framing.go)
 
-	unauthEl  *list.Element // in l.unauth while unauthenticated; guarded by l.mu
-	pendingEl *list.Element // in l.pending until accepted; guarded by l.mu
+	unauthEl  *list.Element                // in l.unauth while unauthenticated; guarded by l.mu
+	ended     bool                         // the connection ended (dropUnauth); guarded by l.mu
+	tenant    atomic.Pointer[tenantCharge] // set once, under l.mu, at the first auth
+	pendingEl *list.Element                // in l.pending until accepted; guarded by l.mu
 }
 
 func newServerConn(l *Listener, qc *quic.Conn) *ServerConn {

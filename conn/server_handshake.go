@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"net"
@@ -27,7 +28,21 @@ import (
 //     §8.1.2): the server answers its Initial statelessly, and a peer that
 //     never reads (or spoofs its address) costs nothing more;
 //   - a handshake lasts at most twice the QUIC HandshakeIdleTimeout
-//     (DefaultHandshakeIdleTimeout on the server: 4 s).
+//     (DefaultHandshakeIdleTimeout on the server: 4 s);
+//   - an address from which a connection authenticated recently (one of
+//     the last knownAddrsMax such addresses) is not asked for a Retry
+//     while fewer than half of MaxHandshakes are in progress and it has
+//     fewer than MaxHandshakesPerAddr in progress itself: a full
+//     authenticated connection proved it more than a Retry would. Under a
+//     flood of handshakes from many addresses that follow Retries (a
+//     distributed guessing attack) quic-go answers Retries from one
+//     goroutine behind an 8-deep queue and drops the Initials that do not
+//     fit, so a client asked for a Retry may see its Initials dropped for
+//     seconds and its QUIC retransmissions back off to tens of seconds
+//     (TestLegitDialsUnderDistributedGuessing); a known client reconnecting
+//     skips that queue. A peer that spoofs a known address gets no more
+//     than MaxHandshakesPerAddr half-open handshakes from it, and at most
+//     half of MaxHandshakes from all of them.
 //
 // A connection beyond a budget is refused during the handshake with the
 // transport error CONNECTION_REFUSED; nothing is allocated for it.
@@ -49,16 +64,43 @@ const (
 	DefaultHandshakeIdleTimeout = 2 * time.Second
 )
 
+// knownAddrsMax bounds the addresses remembered as having authenticated
+// (the most recent ones; about 100 bytes each).
+const knownAddrsMax = 4096
+
 var (
 	errTooManyHandshakes = errors.New("conn: handshakes in progress at the limit")
 	errAddrHandshakes    = errors.New("conn: handshakes in progress from this address at the limit")
 )
 
-// admission counts handshakes in progress, in total and per source IP.
+// admission counts handshakes in progress, in total and per source IP,
+// and remembers the addresses that authenticated recently.
 type admission struct {
 	handshaking atomic.Int64
 	mu          sync.Mutex
 	byAddr      map[netip.Addr]*addrHandshakes // at most MaxHandshakes entries
+	known       map[netip.Addr]*list.Element   // at most knownAddrsMax entries
+	knownOrder  list.List                      // of netip.Addr, least recent first
+}
+
+// remember records that a connection from ip authenticated.
+func (a *admission) remember(ip netip.Addr) {
+	if !ip.IsValid() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.known[ip]; e != nil {
+		a.knownOrder.MoveToBack(e)
+		return
+	}
+	if a.known == nil {
+		a.known = make(map[netip.Addr]*list.Element)
+	}
+	if a.knownOrder.Len() >= knownAddrsMax {
+		delete(a.known, a.knownOrder.Remove(a.knownOrder.Front()).(netip.Addr))
+	}
+	a.known[ip] = a.knownOrder.PushBack(ip)
 }
 
 type addrHandshakes struct{ all, verified int }
@@ -91,15 +133,16 @@ func addrIP(a net.Addr) netip.Addr {
 // asked for once RetryHandshakes are in progress, or when the address
 // already has MaxHandshakesPerAddr in progress.
 func (l *Listener) verifySourceAddress(a net.Addr) bool {
-	ask := false
-	if r := l.cfg.RetryHandshakes; r > 0 && l.adm.handshaking.Load() >= int64(r) {
-		ask = true
-	} else {
-		l.adm.mu.Lock()
-		if h := l.adm.byAddr[addrIP(a)]; h != nil && l.cfg.MaxHandshakesPerAddr > 0 && h.all >= l.cfg.MaxHandshakesPerAddr {
-			ask = true
-		}
-		l.adm.mu.Unlock()
+	ip := addrIP(a)
+	l.adm.mu.Lock()
+	h, known := l.adm.byAddr[ip], l.adm.known[ip] != nil
+	ask := h != nil && l.cfg.MaxHandshakesPerAddr > 0 && h.all >= l.cfg.MaxHandshakesPerAddr
+	l.adm.mu.Unlock()
+	if r := l.cfg.RetryHandshakes; !ask && r > 0 {
+		n := l.adm.handshaking.Load()
+		// An address that authenticated recently is spared the Retry
+		// while fewer than half of MaxHandshakes are in progress.
+		ask = n >= int64(r) && (!known || l.cfg.MaxHandshakes > 0 && n >= int64(l.cfg.MaxHandshakes/2))
 	}
 	if ask {
 		l.st.retries.Add(1)

@@ -36,6 +36,8 @@ import (
 //	one answer write                 30 s          ErrAnswerTimeout, stream reset
 //	unread bytes per connection      1 MiB         QUIC flow control (the client waits):
 //	  (the receive window after auth; MaxConnReceiveWindow, at most MaxConnInFlightBytes)
+//	  per tenant, growth above 96 KiB 4 MiB        the window stays as it is (server_tenant.go)
+//	authenticated conns per tenant   32            error limit_exceeded, reason max_tenant_conns
 //	unread bytes before auth         96 KiB        QUIC flow control (the window does not grow)
 //
 // Memory of a connection that never authenticates: at most
@@ -67,7 +69,9 @@ import (
 // (MaxConnReceiveWindow, 1 MiB), which bounds its unread bytes in quic-go:
 // about 160 MiB per connection when a client sends them as 1-byte frames
 // to streams waiting for the request budget
-// (TestServerLimitsMemoryUnderTinyFramesAfterAuth; docs/limits.md §2.1).
+// (TestServerLimitsMemoryUnderTinyFramesAfterAuth; docs/limits.md §2.1),
+// and a tenant's connections together at most MaxTenantConns initial
+// windows and MaxTenantWindowGrowth (server_tenant.go).
 // An authenticated connection may also hold, per stream, a read buffer of
 // up to 16 KiB between frames (larger ones are dropped after their frame),
 // and the request, answer and unread bytes above. Idle authenticated streams
@@ -181,6 +185,12 @@ type ListenerStats struct {
 	OversizeFrames uint64
 	// AnswerTimeouts counts answers not taken within AnswerWriteTimeout.
 	AnswerTimeouts uint64
+	// RefusedTenantConns counts first auths of a connection refused at
+	// MaxTenantConns.
+	RefusedTenantConns uint64
+	// RefusedWindowGrowth counts receive window increases refused at
+	// MaxTenantWindowGrowth (the connection kept its window).
+	RefusedWindowGrowth uint64
 	// AnswersWaiting is the number of answers waiting now for room in
 	// their connection's answer budget (their clients read slowly or not
 	// at all).
@@ -195,23 +205,26 @@ type listenerCounters struct {
 	refusedConns, refusedStreams, expiredStreams atomic.Uint64
 	refusedHandshakes, retries, answerTimeouts   atomic.Uint64
 	oversize                                     atomic.Uint64
+	refusedTenantConns, refusedGrowth            atomic.Uint64
 }
 
 // Stats returns the listener's counters.
 func (l *Listener) Stats() ListenerStats {
 	return ListenerStats{
-		Connections:        l.st.live.Load(),
-		Handshakes:         l.adm.handshaking.Load(),
-		UnauthConnections:  l.st.unauthLive.Load(),
-		UnauthEvicted:      l.st.unauthEvicted.Load(),
-		RefusedConnections: l.st.refusedConns.Load(),
-		RefusedHandshakes:  l.st.refusedHandshakes.Load(),
-		Retries:            l.st.retries.Load(),
-		RefusedStreams:     l.st.refusedStreams.Load(),
-		ExpiredStreams:     l.st.expiredStreams.Load(),
-		OversizeFrames:     l.st.oversize.Load(),
-		AnswerTimeouts:     l.st.answerTimeouts.Load(),
-		AnswersWaiting:     l.st.answersWaiting.Load(),
+		Connections:         l.st.live.Load(),
+		Handshakes:          l.adm.handshaking.Load(),
+		UnauthConnections:   l.st.unauthLive.Load(),
+		UnauthEvicted:       l.st.unauthEvicted.Load(),
+		RefusedConnections:  l.st.refusedConns.Load(),
+		RefusedHandshakes:   l.st.refusedHandshakes.Load(),
+		Retries:             l.st.retries.Load(),
+		RefusedStreams:      l.st.refusedStreams.Load(),
+		ExpiredStreams:      l.st.expiredStreams.Load(),
+		OversizeFrames:      l.st.oversize.Load(),
+		AnswerTimeouts:      l.st.answerTimeouts.Load(),
+		AnswersWaiting:      l.st.answersWaiting.Load(),
+		RefusedTenantConns:  l.st.refusedTenantConns.Load(),
+		RefusedWindowGrowth: l.st.refusedGrowth.Load(),
 	}
 }
 
@@ -253,6 +266,12 @@ func (c *ServerConfig) applyLimits() {
 	if c.MaxHandshakesPerAddr == 0 {
 		c.MaxHandshakesPerAddr = DefaultMaxHandshakesPerAddr
 	}
+	if c.MaxTenantConns == 0 {
+		c.MaxTenantConns = DefaultMaxTenantConns
+	}
+	if c.MaxTenantWindowGrowth == 0 {
+		c.MaxTenantWindowGrowth = DefaultMaxTenantWindowGrowth
+	}
 }
 
 // serverQUIC returns the listener's QUIC configuration: the stream limits
@@ -291,7 +310,7 @@ func (l *Listener) serverQUIC(c *ServerConfig) *quic.Config {
 	}
 	inner := q.AllowConnectionWindowIncrease
 	q.AllowConnectionWindowIncrease = func(qc *quic.Conn, delta uint64) bool {
-		return l.windowMayGrow(qc) && (inner == nil || inner(qc, delta))
+		return (inner == nil || inner(qc, delta)) && l.windowMayGrow(qc, delta)
 	}
 	return q
 }
@@ -304,11 +323,16 @@ func receiveWindow(c *ServerConfig) uint64 {
 	return min(max(c.MaxConnReceiveWindow, preAuthWindow(c)), c.MaxConnInFlightBytes)
 }
 
-// windowMayGrow reports whether qc's receive window may grow: only once
-// one of its streams authenticated.
-func (l *Listener) windowMayGrow(qc *quic.Conn) bool {
+// windowMayGrow reports whether qc's receive window may grow by delta:
+// only once one of its streams authenticated, and within its tenant's
+// MaxTenantWindowGrowth (which it charges; server_tenant.go).
+func (l *Listener) windowMayGrow(qc *quic.Conn, delta uint64) bool {
 	v, ok := l.byQUIC.Load(qc)
-	return ok && v.(*ServerConn).authed.Load()
+	if !ok {
+		return false
+	}
+	ch := v.(*ServerConn).tenant.Load()
+	return ch != nil && ch.allowGrowth(delta)
 }
 
 // resetStream refuses a client stream that was never read.

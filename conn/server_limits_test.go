@@ -473,14 +473,14 @@ func TestWindowGrowsOnlyAfterAuth(t *testing.T) {
 	defer qc.CloseWithError(0, "")
 	sc, err := ln.Accept(ctx)
 	require.NoError(t, err)
-	require.False(t, ln.windowMayGrow(sc.qc))
+	require.False(t, ln.windowMayGrow(sc.qc, 0))
 	cs, err := qc.OpenStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = cs.Write(authFrame(t))
 	require.NoError(t, err)
 	st, err := sc.AcceptStream(ctx)
 	require.NoError(t, err)
-	require.True(t, ln.windowMayGrow(sc.qc))
+	require.True(t, ln.windowMayGrow(sc.qc, 0))
 	// An authenticated connection moves a frame far above the initial
 	// window.
 	big, err := felix.AppendFrame(nil, felix.FlagBinaryPublishBatch, make([]byte, 4<<20))

@@ -1,5 +1,7 @@
 package conn
 
+import "github.com/flxproto/felix"
+
 // This file bounds the connections that are unauthenticated at the same
 // time (ServerConfig.MaxUnauthConns).
 //
@@ -23,8 +25,12 @@ package conn
 //     cannot lock anybody out): the eviction closes the victim on a
 //     goroutine of its own, and the listener takes completed connections
 //     from quic-go at once whatever the embedder's Accept is doing
-//     (Listener.pump), so quic-go's 32-deep accept queue never fills and
-//     refuses a completed connection (TestAcceptNeverRefusesUnderGuessingFlood);
+//     (Listener.pump), so quic-go's 32-deep accept queue does not fill and
+//     refuse a completed connection while the embedder is busy
+//     (TestAcceptNeverRefusesUnderGuessingFlood); on a machine loaded by a
+//     flood from 1,024 addresses about one dial in 1,000 still meets a full
+//     queue, when the pump is not scheduled in time
+//     (TestLegitDialsUnderDistributedGuessing);
 //   - a legitimate client is evicted only if MaxUnauthConns connections
 //     completed their handshakes after its own before its first auth was
 //     answered, one round trip: each of those is a full QUIC and TLS
@@ -75,11 +81,17 @@ func (l *Listener) unauthRemoveLocked(sc *ServerConn) *ServerConn {
 	return sc
 }
 
-// dropUnauth takes sc off the unauthenticated list once it ended.
+// dropUnauth takes sc off the unauthenticated list once it ended, and
+// returns what it held of its tenant's budgets (server_tenant.go).
 func (l *Listener) dropUnauth(sc *ServerConn) {
 	l.mu.Lock()
 	l.unauthRemoveLocked(sc)
+	sc.ended = true
+	ch := sc.tenant.Load()
 	l.mu.Unlock()
+	if ch != nil {
+		ch.release()
+	}
 }
 
 // evictUnauth closes c, the oldest unauthenticated connection, to make room
@@ -90,19 +102,36 @@ func (c *ServerConn) evictUnauth() {
 	c.qc.CloseWithError(CloseAuthTimeout, "too many unauthenticated connections")
 }
 
-// setAuthed marks the connection authenticated (a stream of it
-// authenticated) and takes it off the unauthenticated list, so it can no
-// longer be evicted; it reports whether this call did it (the first
-// stream).
-func (c *ServerConn) setAuthed() bool {
+// setAuthed marks the connection authenticated for tenant (its stream
+// authenticated for it) and takes it off the unauthenticated list, so it
+// can no longer be evicted; the first such stream charges the connection
+// to its tenant's budgets (server_tenant.go). It is called before the
+// stream's auth_ok is written, so a connection whose client reads its
+// auth_ok is never evicted as unauthenticated. It reports whether this
+// call did it (the first stream), or the refusal to answer when the
+// tenant has MaxTenantConns connections (the connection stays
+// unauthenticated).
+func (c *ServerConn) setAuthed(tenant string) (bool, *felix.BrokerError) {
 	if c.authed.Load() {
-		return false
+		return false, nil
 	}
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	if c.authed.Swap(true) {
-		return false
+	if c.authed.Load() {
+		return false, nil
 	}
+	if c.ended {
+		// Ended meanwhile: its charge would never be returned. Its
+		// answer cannot be written either.
+		return false, nil
+	}
+	ch, refusal := c.l.admitTenantLocked(tenant)
+	if refusal != nil {
+		return false, refusal
+	}
+	c.tenant.Store(ch)
+	c.authed.Store(true)
 	c.l.unauthRemoveLocked(c)
-	return true
+	c.l.adm.remember(addrIP(c.qc.RemoteAddr())) // adm.mu is taken under l.mu, never the reverse
+	return true, nil
 }

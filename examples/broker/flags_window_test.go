@@ -11,15 +11,18 @@ import (
 	"github.com/flxproto/felix/internal/broker/server"
 )
 
-// -conn-recv-window reaches conn's configuration with the default unless
-// set, and a 0 (which conn would replace by the default) is refused.
+// -conn-recv-window, -max-tenant-conns and -max-tenant-window-growth reach
+// conn's configuration with their defaults unless set, and a 0 (which conn
+// would replace by the default) is refused.
 func TestWindowFlag(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want uint64
+		args   []string
+		window uint64
+		conns  int
+		growth int64
 	}{
-		{nil, conn.DefaultMaxConnReceiveWindow},
-		{[]string{"-conn-recv-window", "16777216"}, 16 << 20},
+		{nil, conn.DefaultMaxConnReceiveWindow, conn.DefaultMaxTenantConns, conn.DefaultMaxTenantWindowGrowth},
+		{[]string{"-conn-recv-window", "16777216", "-max-tenant-conns", "5", "-max-tenant-window-growth", "-1"}, 16 << 20, 5, -1},
 	} {
 		fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -31,8 +34,12 @@ func TestWindowFlag(t *testing.T) {
 		var sc conn.ServerConfig
 		cfg.ConnLimits(&sc)
 		require.Equal(t, 7, sc.MaxConnections, "the other flags' limits are kept")
-		require.Equal(t, tc.want, sc.MaxConnReceiveWindow)
+		require.Equal(t, tc.window, sc.MaxConnReceiveWindow)
+		require.Equal(t, tc.conns, sc.MaxTenantConns)
+		require.Equal(t, tc.growth, sc.MaxTenantWindowGrowth)
 	}
-	err := run([]string{"-addr", "127.0.0.1:0", "-conn-recv-window", "0"})
-	require.ErrorContains(t, err, "-conn-recv-window")
+	for _, f := range []string{"-conn-recv-window", "-max-tenant-conns", "-max-tenant-window-growth"} {
+		err := run([]string{"-addr", "127.0.0.1:0", f, "0"})
+		require.ErrorContains(t, err, f, f)
+	}
 }

@@ -75,6 +75,8 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultMaxConnReceiveWindow", size(conn.DefaultMaxConnReceiveWindow)},
 		{"DefaultMaxAnswerBytes", size(conn.DefaultMaxAnswerBytes)},
 		{"DefaultMaxTenantAnswerBytes", size(conn.DefaultMaxTenantAnswerBytes)},
+		{"DefaultMaxTenantConns", count(conn.DefaultMaxTenantConns)},
+		{"DefaultMaxTenantWindowGrowth", size(conn.DefaultMaxTenantWindowGrowth)},
 		{"DefaultIdleTimeout", dur(conn.DefaultIdleTimeout)},
 		{"DefaultKeepAlive", dur(conn.DefaultKeepAlive)},
 		{"DefaultMaxEventStreams", count(conn.DefaultMaxEventStreams)},
