@@ -357,3 +357,32 @@ func TestEvictedWatchDeliversNothingMore(t *testing.T) {
 	w.Close()
 	require.Zero(t, e.QueuedBytes())
 }
+
+// TestEvictedBeforeItsHistoryWasRead: a subscription taken back while it
+// still reads its history, which retention then overtakes, resumes where
+// its history reading stopped, not after the live batches.
+func TestEvictedBeforeItsHistoryWasRead(t *testing.T) {
+	e := New(Config{DefaultStream: StreamConfig{Durable: true, RetainRecords: 4}})
+	defer e.Close()
+	tp := Topic{Tenant: "A", Stream: "s"}
+	publish := func(n int) {
+		for i := range n { // alternate publishers: a history page holds one record
+			_, err := e.Publish(PublishRequest{Topic: tp, Payloads: [][]byte{[]byte("p")}, Publisher: strconv.Itoa(i % 2)})
+			require.NoError(t, err)
+		}
+	}
+	publish(4)
+	s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest}, LagReport: true, Mods: felix.FlagEventBatchOffsets})
+	require.NoError(t, err)
+	defer s.Close()
+	d := next(t, s)
+	require.Equal(t, uint64(0), decodeEvent(t, d.Frame).base)
+	require.Len(t, d.Batch.Payloads, 1)
+	d.Release()
+	publish(2) // queued live
+	s.evict()
+	publish(8) // retention passes offset 1
+	d = next(t, s)
+	require.True(t, d.Lagged)
+	require.Equal(t, uint64(1), d.ResumeFrom, "resumes after the live batches, past its unread history")
+}
