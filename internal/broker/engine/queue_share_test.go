@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/flxproto/felix"
 	"github.com/stretchr/testify/require"
@@ -69,7 +71,7 @@ func testQueueShareShrink(t *testing.T, overflowed bool) {
 		s := subscribe(tp)
 		for i := range read {
 			publish(tp)
-			d := next(t, s)
+			d := nextQ(t, s)
 			require.Equal(t, uint64(i), decodeEvent(t, d.Frame).base)
 			d.Release()
 		}
@@ -99,7 +101,7 @@ func testQueueShareShrink(t *testing.T, overflowed bool) {
 		}
 		require.LessOrEqual(t, ten(d).queued.Load(), e.queueShare(), "D is within its share")
 		for range burst {
-			dl := next(t, ds)
+			dl := nextQ(t, ds)
 			require.False(t, dl.Lagged, "the reader within its share was lagged (got %d, queued %d, D %d, A %d B %d C %d, share %d)", got, e.QueuedBytes(), ten(d).queued.Load(), ten(a.tp).queued.Load(), ten(b.tp).queued.Load(), ten(c.tp).queued.Load(), e.queueShare())
 			require.Equal(t, got, decodeEvent(t, dl.Frame).base)
 			dl.Release()
@@ -121,14 +123,14 @@ func testQueueShareShrink(t *testing.T, overflowed bool) {
 		if !st.s.Dropped() {
 			continue // not needed for room: untouched
 		}
-		dl := next(t, st.s)
+		dl := nextQ(t, st.s)
 		if st.tp != a.tp && st.dropped {
 			// lagged by its own refusal: its queue is delivered first
 			for !dl.Lagged {
 				require.Equal(t, st.read, decodeEvent(t, dl.Frame).base)
 				st.read++
 				dl.Release()
-				dl = next(t, st.s)
+				dl = nextQ(t, st.s)
 			}
 		}
 		require.True(t, dl.Lagged, "%s: a batch after its queue was taken back", st.tp.Tenant)
@@ -137,7 +139,7 @@ func testQueueShareShrink(t *testing.T, overflowed bool) {
 		require.NoError(t, err)
 		want := dl.ResumeFrom
 		for want < r.Info().LiveOffset {
-			h := next(t, r)
+			h := nextQ(t, r)
 			require.Equal(t, want, decodeEvent(t, h.Frame).base, "%s: a gap or a repeat on resuming", st.tp.Tenant)
 			want = h.Batch.EndOffset()
 			h.Release()
@@ -207,7 +209,7 @@ func TestQueueShareShrinkTakesBackAWatch(t *testing.T) {
 	}
 	for i := range 3 { // the watcher reads three events, then stalls
 		put()
-		d := nextW(t, w)
+		d := nextWQ(t, w)
 		require.Equal(t, offsets[i], d.Event.Offset)
 	}
 	for e.QueuedBytes() < limit-1024 { // an event costs less than 1 KiB
@@ -230,21 +232,21 @@ func TestQueueShareShrinkTakesBackAWatch(t *testing.T) {
 	fill(Topic{Tenant: "C", Stream: "s"}, 1000)
 	ds := fill(Topic{Tenant: "D", Stream: "s"}, 50) // its share is 51 batches
 	for i := range 50 {
-		d := next(t, ds)
+		d := nextQ(t, ds)
 		require.False(t, d.Lagged, "the reader within its share was lagged")
 		require.Equal(t, uint64(i), decodeEvent(t, d.Frame).base)
 		d.Release()
 	}
 	require.True(t, watchLagged(w), "A's watch, over its share, was not taken back")
 	require.Zero(t, w.queued.Load())
-	d := nextW(t, w)
+	d := nextWQ(t, w)
 	require.True(t, d.Lagged)
 	require.Equal(t, offsets[2]+1, d.ResumeFrom, "the watch resumes after the last event it received")
 	r, _, err := e.Watch(WatchRequest{CacheRef: cr, Key: "k", HasFrom: true, FromOffset: d.ResumeFrom})
 	require.NoError(t, err)
 	defer r.Close()
 	for _, off := range offsets[3:] {
-		require.Equal(t, off, nextW(t, r).Event.Offset, "a gap or a repeat on resuming")
+		require.Equal(t, off, nextWQ(t, r).Event.Offset, "a gap or a repeat on resuming")
 	}
 }
 
@@ -290,7 +292,7 @@ func TestEvictRacesTheReaderAndThePublisher(t *testing.T) {
 		}()
 		want := uint64(0)
 		for {
-			d := next(t, s)
+			d := nextQ(t, s)
 			if d.Lagged {
 				require.Equal(t, want, d.ResumeFrom, "the lag report does not resume after the last batch delivered")
 				break
@@ -322,11 +324,11 @@ func TestEvictedReaderDeliversNothingMore(t *testing.T) {
 	for range 3 {
 		pub(t, e, tp, "p")
 	}
-	d := next(t, s)
+	d := nextQ(t, s)
 	require.Equal(t, uint64(0), decodeEvent(t, d.Frame).base)
 	d.Release()
 	s.evicted.Store(true) // evict has begun
-	d = next(t, s)
+	d = nextQ(t, s)
 	require.True(t, d.Lagged, "a batch delivered from a queue being taken back")
 	require.Equal(t, uint64(1), d.ResumeFrom)
 	s.Close()
@@ -349,9 +351,9 @@ func TestEvictedWatchDeliversNothingMore(t *testing.T) {
 		require.NoError(t, err)
 		offs = append(offs, off)
 	}
-	require.Equal(t, offs[0], nextW(t, w).Event.Offset)
+	require.Equal(t, offs[0], nextWQ(t, w).Event.Offset)
 	w.evicted.Store(true) // evict has begun
-	d := nextW(t, w)
+	d := nextWQ(t, w)
 	require.True(t, d.Lagged, "an event delivered from a queue being taken back")
 	require.Equal(t, offs[0]+1, d.ResumeFrom)
 	w.Close()
@@ -375,14 +377,37 @@ func TestEvictedBeforeItsHistoryWasRead(t *testing.T) {
 	s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest}, LagReport: true, Mods: felix.FlagEventBatchOffsets})
 	require.NoError(t, err)
 	defer s.Close()
-	d := next(t, s)
+	d := nextQ(t, s)
 	require.Equal(t, uint64(0), decodeEvent(t, d.Frame).base)
 	require.Len(t, d.Batch.Payloads, 1)
 	d.Release()
 	publish(2) // queued live
 	s.evict()
 	publish(8) // retention passes offset 1
-	d = next(t, s)
+	d = nextQ(t, s)
 	require.True(t, d.Lagged)
 	require.Equal(t, uint64(1), d.ResumeFrom, "resumes after the live batches, past its unread history")
+}
+
+// queueTestDeadline bounds each Next of these tests, so that a reader a
+// bug leaves without a delivery fails the test instead of hanging it: far
+// longer than a delivery takes on a loaded machine.
+const queueTestDeadline = 30 * time.Second
+
+func nextQ(t testing.TB, s *Subscription) Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), queueTestDeadline)
+	defer cancel()
+	d, err := s.Next(ctx)
+	require.NoError(t, err, "no delivery")
+	return d
+}
+
+func nextWQ(t testing.TB, w *Watch) WatchDelivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), queueTestDeadline)
+	defer cancel()
+	d, err := w.Next(ctx)
+	require.NoError(t, err, "no event")
+	return d
 }
