@@ -84,6 +84,10 @@ func TestFlatJudgesTrends(t *testing.T) {
 				s.Mem.Objects += 2 * mib
 			}
 		}, ""},
+		// The stacks' drift measured over 30 minutes (+0.08 MiB/min), in a
+		// two-hour run: past the slack, within the per-minute allowance.
+		{"the runtime's drift over two hours", 2 * time.Hour, 5 * time.Second,
+			leak(0.08, func(s *Sample) *uint64 { return &s.Mem.Stacks }), ""},
 		{"free pages retained", long, time.Second, leak(0.6, func(s *Sample) *uint64 { return &s.Mem.Free }), ""},
 		{"live heap leak", long, time.Second, func(t time.Duration, s *Sample) {
 			d := uint64(0.6 * t.Minutes() * mib)
@@ -148,5 +152,26 @@ func TestTheilSen(t *testing.T) {
 	}
 	if got := theilSen(xs[:1], ys[:1]); got != 0 {
 		t.Fatalf("one point: slope %v, want 0", got)
+	}
+}
+
+// TestLogsFull: warm-up waits for every shard's log and the cache's write
+// log to reach their bounds.
+func TestLogsFull(t *testing.T) {
+	full := []int{retainRecords, retainRecords + 5, retainRecords * 2, retainRecords}
+	cases := []struct {
+		name string
+		acks []int
+		puts int
+		want bool
+	}{
+		{"all full", full, cacheLogRetain, true},
+		{"one shard short", []int{retainRecords, retainRecords - 1, retainRecords * 3, retainRecords}, cacheLogRetain, false},
+		{"the cache log short", full, cacheLogRetain - 1, false},
+	}
+	for _, c := range cases {
+		if got := logsFull(c.acks, c.puts); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

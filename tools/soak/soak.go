@@ -520,7 +520,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Samples = append(res.Samples, s)
 			// Warm once every log has reached its bound: only then is
 			// the memory the run holds steady.
-			full := slices.Min(shardAcks) >= retainRecords && puts >= cacheLogRetain
+			full := logsFull(shardAcks, puts)
 			if res.warm == 0 && s.At >= o.Warmup && full {
 				res.warm, res.WarmAt = len(res.Samples)-1, s.At
 				logf("warm-up over at %v", s.At.Round(time.Second))
@@ -757,6 +757,13 @@ func writeHeapProfile(prefix, suffix string) {
 	defer f.Close()
 	runtime.GC()
 	_ = pprof.WriteHeapProfile(f)
+}
+
+// logsFull reports whether every shard's log (acks per shard) and the
+// cache's write log (puts) have reached their bounds: until then they
+// grow, and so does the memory the run holds.
+func logsFull(shardAcks []int, puts int) bool {
+	return slices.Min(shardAcks) >= retainRecords && puts >= cacheLogRetain
 }
 
 // memMetrics are the runtime/metrics a sample reads, in this order.
