@@ -213,7 +213,6 @@ func (s *Subscription) offer(b *Batch) {
 		s.queued.Add(-b.cost())
 		b.release(s.e)
 	}
-
 	s.e.st.droppedBatches.Add(1)
 	s.e.st.droppedRecords.Add(uint64(len(b.Payloads)))
 	s.dropped.Add(uint64(len(b.Payloads)))
