@@ -117,6 +117,7 @@ type Result struct {
 	WatchLags  int
 	Samples    []Sample
 	WarmAt     time.Duration // when warm-up ended: the samples from there are judged
+	LogsFull   bool          // the logs reached their bounds by WarmAt (else the judged memory includes their growth)
 	Trends     []Trend       // the figures judged flat after warm-up
 	Failures   []string
 
@@ -138,7 +139,7 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, "watcher: %d acknowledged puts, %d changes seen, %d out of order, last seen %v, %d lags\n",
 		r.WatchPuts, r.WatchSeen, r.WatchBad, r.WatchLast, r.WatchLags)
 	if w := r.warmIndex(); w < len(r.Samples) {
-		fmt.Fprintf(&b, "after warm-up (from %v): RSS %s, heap in use %s, live heap %s, goroutines %s\n", r.WarmAt.Round(time.Second),
+		fmt.Fprintf(&b, "after warm-up (from %v, logs full %v): RSS %s, heap in use %s, live heap %s, goroutines %s\n", r.WarmAt.Round(time.Second), r.LogsFull,
 			span(r.Samples[w:], func(s Sample) int64 { return s.RSS >> 20 }, "MiB"),
 			span(r.Samples[w:], func(s Sample) int64 { return int64(s.HeapInuse >> 20) }, "MiB"),
 			span(r.Samples[w:], func(s Sample) int64 { return int64(s.HeapLive >> 20) }, "MiB"),
@@ -522,7 +523,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			// the memory the run holds steady.
 			full := logsFull(shardAcks, puts)
 			if res.warm == 0 && s.At >= o.Warmup && full {
-				res.warm, res.WarmAt = len(res.Samples)-1, s.At
+				res.warm, res.WarmAt, res.LogsFull = len(res.Samples)-1, s.At, true
 				logf("warm-up over at %v", s.At.Round(time.Second))
 				writeHeapProfile(o.HeapProfile, ".warm")
 			}
@@ -599,7 +600,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if res.Published == 0 {
 		failf("nothing was acknowledged")
 	}
-	if res.warm == 0 { // the logs did not fill in a short run: judge from Warmup
+	if res.warm == 0 { // the logs did not fill in a short run: judge from Warmup, their growth included
+		logf("the logs did not reach their bounds: memory judged from %v while they grew", o.Warmup)
 		res.warm = len(res.Samples)
 		for i, s := range res.Samples {
 			if s.At >= o.Warmup {
