@@ -118,7 +118,9 @@ func (s *Subscription) drain() {
 func (s *Subscription) drainDelivery() Delivery {
 	s.terminal = true
 	resume := s.hist
-	if s.hist >= s.histEnd {
+	if r, ok := s.evictedResume(); ok {
+		resume = r // what the queue holds came after batches dropped
+	} else if s.hist >= s.histEnd {
 		resume = s.liveNext
 		select {
 		case b := <-s.q:
@@ -144,6 +146,8 @@ func (w *Watch) drainDelivery() WatchDelivery {
 	resume := w.resumeFrom
 	if len(w.catchup) > 0 {
 		resume = w.catchup[0].Offset
+	} else if r, ok := w.evictedResume(); ok {
+		resume = r // what the queue holds came after events dropped
 	} else {
 		select {
 		case we := <-w.q:

@@ -108,7 +108,9 @@ type Config struct {
 	// SubscribeRequest.LagReport). At the engine-wide bound a tenant
 	// within its share (MaxQueuedBytes divided by the tenants with an open
 	// subscription or watch) is still given room, up to a hard cap of
-	// twice MaxQueuedBytes (Engine.queueRoom).
+	// twice MaxQueuedBytes (Engine.queueRoom), and at that cap the queues
+	// of the tenants over their share are taken back to make it room
+	// (Engine.makeQueueRoom).
 	SubscriberQueueBytes int64
 	MaxQueuedBytes       int64
 	// ProducerWindow is how many sequences per producer are remembered for

@@ -110,6 +110,8 @@ type Subscription struct {
 	dropped  atomic.Uint64 // records dropped from this subscription's queue
 	maxBytes int64
 	lagged   chan struct{}
+	lagOnce  sync.Once   // closes lagged (closeLagged)
+	evicted  atomic.Bool // its queue was taken back for another tenant (queue_bytes.go)
 	done     chan struct{}
 	once     sync.Once
 
@@ -197,7 +199,7 @@ func (s *Subscription) Topic() Topic { return s.sh.st.topic }
 
 // offer queues a live batch without blocking. The caller holds sh.mu.
 func (s *Subscription) offer(b *Batch) {
-	if s.stopped {
+	if s.stopped || s.evicted.Load() {
 		return
 	}
 	if s.admit(b) {
@@ -225,7 +227,7 @@ func (s *Subscription) stopLocked(resume uint64) {
 	s.stopped = true
 	s.resumeFrom = resume
 	delete(s.sh.subs, s)
-	close(s.lagged)
+	s.closeLagged()
 }
 
 // Next returns the next delivery: history first (for subscriptions that
@@ -320,6 +322,9 @@ func (s *Subscription) lagReportDelivery() Delivery {
 	s.sh.mu.Lock()
 	resume := s.resumeFrom
 	s.sh.mu.Unlock()
+	if r, ok := s.evictedResume(); ok {
+		resume = r
+	}
 	s.Close()
 	return Delivery{Lagged: true, ResumeFrom: resume}
 }
@@ -335,6 +340,9 @@ func (s *Subscription) deliver(b *Batch) Delivery {
 // dequeued delivers a batch taken from the queue and returns its bytes;
 // the queue's pin becomes the delivery's.
 func (s *Subscription) dequeued(b *Batch) Delivery {
+	if s.evicted.Load() {
+		return s.evictedDelivery(b)
+	}
 	s.liveNext = b.EndOffset()
 	d := s.deliver(b) // encode first: a frame is charged while queues hold b
 	s.queued.Add(-b.cost())

@@ -67,21 +67,34 @@ func (t *tenantUse) readerClosed(e *Engine) {
 // queueRoom reports whether c more queued bytes fit the engine-wide bound
 // for a queue of tenant t: below the bound anyone's do; at the bound only
 // a tenant within its share (MaxQueuedBytes divided by the tenants with an
-// open subscription or watch) is still given room, up to twice the bound,
-// so one whose reader keeps up is not lagged because other tenants'
-// stalled queues hold the budget. Tenants over their share fill at most
-// the bound, those within it at most their shares, which add up to the
-// bound; what a tenant took within a share that shrank since (another
-// tenant subscribed) is held until its queue drains or its stalled write
-// times out, and only then can the figure reach the hard cap of twice
-// the bound.
+// open subscription or watch) is still given room, up to a hard cap of
+// twice the bound, so one whose reader keeps up is not lagged because
+// other tenants' stalled queues hold the budget. Tenants over their share
+// fill at most the bound, those within it at most their shares, which add
+// up to the bound. When shares shrink (another tenant subscribed), what
+// tenants took within their old shares can hold the figure at the hard
+// cap: a tenant within its share is then given room at once by lagging
+// the queues of the tenants over theirs (Engine.makeQueueRoom), never by
+// waiting for them to drain or time out.
 func (e *Engine) queueRoom(t *tenantUse, c int64) bool {
 	limit := e.cfg.MaxQueuedBytes
-	total := e.queuedBytes.Load() + c
-	if total <= limit {
+	if e.queuedBytes.Load()+c <= limit {
 		return true
 	}
-	return t != nil && total <= 2*limit && t.queued.Load()+c <= limit/max(e.queueTenants.Load(), 1)
+	if t == nil || t.queued.Load()+c > e.queueShare() {
+		return false
+	}
+	if e.queuedBytes.Load()+c <= 2*limit {
+		return true
+	}
+	e.makeQueueRoom(c)
+	return e.queuedBytes.Load()+c <= 2*limit
+}
+
+// queueShare is a tenant's share of MaxQueuedBytes: the bound divided by
+// the tenants with an open subscription or watch.
+func (e *Engine) queueShare() int64 {
+	return e.cfg.MaxQueuedBytes / max(e.queueTenants.Load(), 1)
 }
 
 // enforceLogBudget trims stream logs while all of them together hold more

@@ -119,6 +119,8 @@ type Watch struct {
 	catchup []CacheEvent
 	q       chan *watchEvent
 	lagged  chan struct{}
+	lagOnce sync.Once   // closes lagged (closeLagged)
+	evicted atomic.Bool // its queue was taken back for another tenant (queue_bytes.go)
 	done    chan struct{}
 	once    sync.Once
 
@@ -127,6 +129,7 @@ type Watch struct {
 	resumeFrom uint64
 
 	terminal bool
+	liveNext uint64 // offset after the last live event delivered (Next's goroutine)
 
 	// drain state (drain.go)
 	drained   chan struct{}
@@ -212,6 +215,7 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 	}
 	w.info.ID = id
 	w.info.ResumeOffset = c.next
+	w.liveNext = c.next
 	w.catchupN.Store(int64(len(w.catchup)))
 	c.watches[w] = struct{}{}
 	c.mu.Unlock()
@@ -228,7 +232,7 @@ func (w *Watch) Info() WatchInfo { return w.info }
 // share) ends the watch with a lag report. An empty queue always takes
 // the event, as a subscriber's does. The caller holds c.mu.
 func (w *Watch) offer(we *watchEvent) {
-	if w.stopped {
+	if w.stopped || w.evicted.Load() {
 		return
 	}
 	e := w.e
@@ -246,7 +250,7 @@ func (w *Watch) offer(we *watchEvent) {
 	w.stopped = true
 	w.resumeFrom = we.ev.Offset
 	delete(w.c.watches, w)
-	close(w.lagged)
+	w.closeLagged()
 }
 
 // Next returns the next event: catch-up (replay or retained values) first,
@@ -295,13 +299,7 @@ func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
 			return w.dequeued(ev), nil
 		default:
 		}
-		w.terminal = true
-		w.e.st.laggedWatches.Add(1)
-		w.c.mu.Lock()
-		resume := w.resumeFrom
-		w.c.mu.Unlock()
-		w.Close()
-		return WatchDelivery{Lagged: true, ResumeFrom: resume}, nil
+		return w.lagDelivery(), nil
 	case <-w.drained:
 		return w.drainDelivery(), nil
 	case <-w.done:
@@ -313,11 +311,31 @@ func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
 
 // dequeued delivers an event taken from the queue and returns its bytes.
 func (w *Watch) dequeued(we *watchEvent) WatchDelivery {
+	if w.evicted.Load() {
+		w.dropQueued(we) // taken back with the rest: none after a dropped one is delivered
+		return w.lagDelivery()
+	}
+	w.liveNext = we.ev.Offset + 1
 	w.queued.Add(-we.cost)
 	we.acct.release(w.e)
 	d := w.deliver(we.ev)
 	d.shared = we
 	return d
+}
+
+// lagDelivery is the terminal lag report (cache_watch_lagged), resuming
+// at the first event w did not receive.
+func (w *Watch) lagDelivery() WatchDelivery {
+	w.terminal = true
+	w.e.st.laggedWatches.Add(1)
+	w.c.mu.Lock()
+	resume := w.resumeFrom
+	w.c.mu.Unlock()
+	if r, ok := w.evictedResume(); ok {
+		resume = r
+	}
+	w.Close()
+	return WatchDelivery{Lagged: true, ResumeFrom: resume}
 }
 
 func (w *Watch) deliver(ev CacheEvent) WatchDelivery {

@@ -1,0 +1,6 @@
+//go:build !race
+
+package main
+
+// raceEnabled: built with -race (see race.go).
+const raceEnabled = false
