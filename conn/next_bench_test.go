@@ -42,8 +42,9 @@ func BenchmarkNextDecoded(b *testing.B) {
 			var n int
 			b.ReportAllocs()
 			for b.Loop() {
-				if es.cur.Remaining() == 0 {
+				if !es.pending {
 					es.cur = es.view.Cursor()
+					es.pending = es.nextEvent(&es.pend)
 				}
 				ev, err := s.Next(ctx)
 				if err != nil {
