@@ -321,9 +321,11 @@ func (st *stream[E, C]) next(ctx context.Context) (E, error) {
 		if st.closed.Load() {
 			return zero, ErrClosed
 		}
-		st.mu.Lock()
+		// cur and addr are written only by this goroutine (open, ended;
+		// begin's open happens before the first Next), under mu for the
+		// readers on other goroutines (close, where): this one reads
+		// them without the lock, which was one Lock/Unlock per event.
 		cur, addr := st.cur, st.addr
-		st.mu.Unlock()
 		if cur == *new(C) {
 			// The last resume did not open one (the caller's context ended).
 			if err := st.resume(ctx, nil); err != nil {
