@@ -261,8 +261,8 @@ type eventSub struct {
 	// pend is the batch's next event, taken from cur one call ahead
 	// (pending): Next returns a copy of an Event written during the
 	// previous call rather than one it has just written field by field,
-	// which the caller's copy of the result then reads back at once (a
-	// store-to-load stall per 16 bytes; BenchmarkNextDecoded 20 -> 16 ns).
+	// which the caller's copy of the result would read back at once with
+	// wider loads than the stores (BenchmarkNextDecoded 20 -> 16 ns).
 	pend    Event
 	pending bool
 
