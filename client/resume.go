@@ -238,6 +238,9 @@ type stream[E any, C cursor[E]] struct {
 	// below it; ok is false for an event without an offset.
 	offset func(ev E) (off, skipped uint64, ok bool)
 
+	// mu guards cur and addr for the goroutines other than the one
+	// calling next, which is the only one that writes them (under mu)
+	// and so reads them without it.
 	mu     sync.Mutex
 	cur    C
 	addr   string
