@@ -265,7 +265,41 @@ func TestBatchIteratorsEveryLayout(t *testing.T) {
 					}
 				}
 			})
+			checkCursor(t, f, n, &v)
 		}
+	}
+}
+
+// checkCursor walks v (n events, of flag word f) with an EventCursor, in
+// step with Events: the same payloads (capacity capped), offsets and
+// timestamps, Remaining counting down, and false once past the end,
+// leaving the event alone.
+func checkCursor(t *testing.T, f Flags, n int, v *EventBatchView) {
+	t.Helper()
+	c := v.Cursor()
+	i := 0
+	for want := range v.Events() {
+		if c.Remaining() != n-i {
+			t.Fatalf("cursor %#04x n=%d: remaining %d before event %d", uint16(f), n, c.Remaining(), i)
+		}
+		e := Event{Offset: 99, TimestampMicros: 99} // stale values must not survive
+		if !c.Next(&e) {
+			t.Fatalf("cursor %#04x n=%d: ended at %d", uint16(f), n, i)
+		}
+		if e.Offset != want.Offset || e.TimestampMicros != want.TimestampMicros || !bytes.Equal(e.Payload, want.Payload) ||
+			len(e.Payload) != cap(e.Payload) || (len(e.Payload) > 0 && &e.Payload[0] != &want.Payload[0]) {
+			t.Fatalf("cursor %#04x n=%d: event %d = %d %d %x (cap %d), want %d %d %x", uint16(f), n, i,
+				e.Offset, e.TimestampMicros, e.Payload, cap(e.Payload), want.Offset, want.TimestampMicros, want.Payload)
+		}
+		i++
+	}
+	end := Event{Offset: 7}
+	if c.Remaining() != 0 || c.Next(&end) || c.Next(&end) || end.Offset != 7 || end.Payload != nil {
+		t.Fatalf("cursor %#04x n=%d: past the end: remaining %d, event %+v", uint16(f), n, c.Remaining(), end)
+	}
+	var zero EventCursor
+	if zero.Remaining() != 0 || zero.Next(&end) {
+		t.Fatal("the zero cursor has events")
 	}
 }
 

@@ -294,6 +294,55 @@ func (v *EventBatchView) Events() iter.Seq[Event] {
 	}
 }
 
+// EventCursor hands out the events of an EventBatchView one call at a time,
+// for a consumer that returns one event per call (conn's Subscription.Next)
+// rather than ranging over Events: the same walk over the validated run
+// (the recorded end offsets, then the length fields), without checks or
+// allocation. The zero value has no events. A cursor reads the view it was
+// made from, which must stay valid and unchanged while it is used.
+type EventCursor struct {
+	run       *payloadRun
+	i, n      int    // the next event and the count
+	start     int    // body offset of the next entry
+	off, step uint64 // the next event's offset and the increment
+}
+
+// Cursor returns a cursor at the first event of v.
+func (v *EventBatchView) Cursor() EventCursor {
+	return EventCursor{run: &v.run, n: v.run.count, off: v.BaseOffset, step: v.step}
+}
+
+// Remaining returns how many events Next has still to return.
+func (c *EventCursor) Remaining() int { return c.n - c.i }
+
+// Next writes the next event into e (its payload aliases the view's input
+// with its capacity capped) and returns true, or returns false after the
+// last one, leaving e alone. e is written field by field rather than
+// returned, so that a caller building a larger value from it copies no
+// Event-sized temporary.
+func (c *EventCursor) Next(e *Event) bool {
+	if c.i >= c.n {
+		return false
+	}
+	r := c.run
+	b, start, hdr := r.body, c.start, r.hdr
+	var end int
+	if c.i < indexLen {
+		end = int(r.ends[c.i])
+	} else {
+		end = start + hdr + be32(b, start+hdr-4)
+	}
+	e.TimestampMicros = 0
+	if hdr == 12 {
+		e.TimestampMicros = be64(b, start)
+	}
+	e.Offset, e.Payload = c.off, b[start+hdr:end:end]
+	c.i++
+	c.start = end
+	c.off += c.step
+	return true
+}
+
 // Batch returns an owned deep copy: the publisher and payloads share one
 // new backing array, and timestamps are copied into a new slice.
 func (v *EventBatchView) Batch() EventBatch {

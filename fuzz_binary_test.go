@@ -183,6 +183,18 @@ func FuzzEventBatch(f *testing.F) {
 		if i != len(owned.Payloads) {
 			t.Fatalf("iterated %d events, decoded %d", i, len(owned.Payloads))
 		}
+		c := v.Cursor()
+		for i := range owned.Payloads {
+			var e felix.Event
+			if !c.Next(&e) || len(e.Payload) != cap(e.Payload) || !bytes.Equal(e.Payload, owned.Payloads[i]) ||
+				(owned.HasTimestamps && e.TimestampMicros != owned.Timestamps[i]) ||
+				(owned.HasBaseOffset && e.Offset != owned.BaseOffset+uint64(i)) {
+				t.Fatalf("cursor event %d differs", i)
+			}
+		}
+		if c.Next(new(felix.Event)) {
+			t.Fatal("cursor has more events than the batch")
+		}
 		re, err := felix.AppendEventBatch(nil, &owned, felix.EventModifierMask)
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)

@@ -238,6 +238,9 @@ type stream[E any, C cursor[E]] struct {
 	// below it; ok is false for an event without an offset.
 	offset func(ev E) (off, skipped uint64, ok bool)
 
+	// mu guards cur and addr for the goroutines other than the one
+	// calling next, which is the only one that writes them (under mu)
+	// and so reads them without it.
 	mu     sync.Mutex
 	cur    C
 	addr   string
@@ -321,9 +324,11 @@ func (st *stream[E, C]) next(ctx context.Context) (E, error) {
 		if st.closed.Load() {
 			return zero, ErrClosed
 		}
-		st.mu.Lock()
+		// cur and addr are written only by this goroutine (open, ended;
+		// begin's open happens before the first Next), under mu for the
+		// readers on other goroutines (close, where): this one reads
+		// them without the lock, which was one Lock/Unlock per event.
 		cur, addr := st.cur, st.addr
-		st.mu.Unlock()
 		if cur == *new(C) {
 			// The last resume did not open one (the caller's context ended).
 			if err := st.resume(ctx, nil); err != nil {

@@ -87,6 +87,9 @@ func (c *Client) PublishViewAsync(ctx context.Context, t felix.Topic, v *felix.P
 // are not safe for concurrent use.
 func (s *Subscription) NextFrame(ctx context.Context) (felix.Frame, error) {
 	es := s.es
+	if es.pending {
+		es.events = es.rest()
+	}
 	if len(es.events) == 0 {
 		f, batch, err := es.read(ctx)
 		if err != nil {

@@ -3,6 +3,8 @@ package conn
 import (
 	"context"
 	"crypto/tls"
+	"io"
+	"slices"
 	"sync"
 	"testing"
 
@@ -115,4 +117,92 @@ func TestEventLayouts(t *testing.T) {
 	}
 	_, err = sub.Next(ctx)
 	require.ErrorIs(t, err, felix.ErrProtocol)
+}
+
+// TestNextLongBatches: Next takes binary batches apart past the decoder's
+// recorded index (150 and 70 events), with every field of every event
+// (SkippedBefore on the first of a batch only), a frame's events after a
+// new frame was read, NextFrame with the rest of a partly read batch, and
+// in PayloadsUntilRelease one release sequence number per event across
+// batches.
+func TestNextLongBatches(t *testing.T) {
+	leakCheck(t)
+	mk := func(n int, tag string) [][]byte {
+		ps := make([][]byte, n)
+		for i := range ps {
+			ps[i] = []byte(tag + string(rune('a'+i%26)) + string(make([]byte, i%5)))
+		}
+		return ps
+	}
+	ts := make([]uint64, 150)
+	for i := range ts {
+		ts[i] = 1000 + uint64(i)
+	}
+	frames := []*felix.EventBatch{
+		{HasBaseOffset: true, BaseOffset: 100, SkippedBefore: 2, HasPublisher: true, Publisher: []byte("pub"),
+			HasTimestamps: true, Timestamps: ts, Payloads: mk(150, "A")},
+		{Payloads: mk(70, "B")},
+		{HasBaseOffset: true, BaseOffset: 300, SkippedBefore: 5, Payloads: mk(2, "C")},
+	}
+	for _, mode := range []PayloadMode{PayloadsUntilNext, PayloadsOwned, PayloadsUntilRelease} {
+		addr, cfg := eventServer(t, func(es *EventStream) error {
+			for _, f := range frames {
+				fr, err := felix.AppendEventBatch(nil, f, es.Peer().EventFlags())
+				if err != nil {
+					return err
+				}
+				if err := es.WriteEncoded(es.Context(), fr); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		ctx := testCtx(t)
+		c, err := Dial(ctx, addr, cfg)
+		require.NoError(t, err)
+		sub, err := c.Subscribe(ctx, topic, SubscribeOptions{Payloads: mode})
+		require.NoError(t, err)
+		var seq uint64
+		next := func(b *felix.EventBatch, i int) {
+			t.Helper()
+			ev, err := sub.Next(ctx)
+			require.NoError(t, err)
+			seq++
+			want := Event{Payload: b.Payloads[i], HasOffset: b.HasBaseOffset, Publisher: b.Publisher, HasTimestamp: b.HasTimestamps}
+			if b.HasBaseOffset {
+				want.Offset = b.BaseOffset + uint64(i)
+			}
+			if i == 0 {
+				want.SkippedBefore = b.SkippedBefore
+			}
+			if b.HasTimestamps {
+				want.TimestampMicros = b.Timestamps[i]
+			}
+			if mode == PayloadsUntilRelease {
+				require.NotNil(t, ev.rel, "mode %d event %d", mode, i)
+				require.Equal(t, seq, ev.seq, "mode %d event %d", mode, i)
+				ev.Release()
+			}
+			ev.rel, ev.seq = nil, 0
+			require.Equal(t, want, ev, "mode %d event %d", mode, i)
+		}
+		for i := range frames[0].Payloads {
+			next(frames[0], i)
+		}
+		for i := range 3 {
+			next(frames[1], i)
+		}
+		f, err := sub.NextFrame(ctx) // the other 67, encoded anew
+		require.NoError(t, err)
+		seq += 67
+		v, err := felix.ParseEventBatch(f.Flags, f.Payload)
+		require.NoError(t, err)
+		require.Equal(t, frames[1].Payloads[3:], slices.Collect(v.Payloads()), "mode %d", mode)
+		next(frames[2], 0)
+		next(frames[2], 1)
+		_, err = sub.Next(ctx)
+		require.ErrorIs(t, err, io.EOF)
+		require.NoError(t, sub.Close())
+		require.NoError(t, c.Close())
+	}
 }
