@@ -110,6 +110,7 @@ func (s *Subscription) drain() {
 	delete(sh.subs, s)
 	sh.mu.Unlock()
 	close(s.drained)
+	s.wake()
 }
 
 // drainDelivery is the terminal delivery of a subscription ended by Drain
@@ -172,4 +173,5 @@ func (w *Watch) drain() {
 	delete(c.watches, w)
 	c.mu.Unlock()
 	close(w.drained)
+	w.wake()
 }
