@@ -180,6 +180,7 @@ type tenantRun struct {
 	name string
 	// guarded by d.mu
 	feeds int
+	queued atomic.Int64 // feeds on the run queue (DeliveryStats)
 	// guarded by mu
 	mu         sync.Mutex
 	head, tail *feed
@@ -193,9 +194,10 @@ type DeliveryStats struct {
 	// a write now (a client that does not read keeps its worker writing
 	// until EventWriteTimeout).
 	Workers, Writing int
-	// WaitingTenants counts tenants with ready feeds waiting for a worker
-	// because DeliveryWorkers are all running.
-	WaitingTenants int
+	// Queued counts the subscriptions and watches ready and waiting for
+	// a worker; WaitingTenants the tenants among theirs that have no
+	// worker because DeliveryWorkers are all running.
+	Queued, WaitingTenants int
 }
 
 // DeliveryStats returns the delivery workers' figures now.
@@ -204,6 +206,9 @@ func (s *Server) DeliveryStats() DeliveryStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := DeliveryStats{Workers: d.total, WaitingTenants: len(d.waitq)}
+	for _, t := range d.tenants {
+		st.Queued += int(t.queued.Load())
+	}
 	for w := range d.dogs {
 		if w.writing.Load() != 0 {
 			st.Writing++
@@ -251,6 +256,7 @@ func (t *tenantRun) push(f *feed) {
 		t.tail.next = f
 	}
 	t.tail = f
+	t.queued.Add(1)
 	if t.waiting || t.workers >= t.d.tenantMax {
 		return
 	}
@@ -345,6 +351,7 @@ func (t *tenantRun) work() {
 			t.tail = nil
 		}
 		f.next = nil
+		t.queued.Add(-1)
 		t.mu.Unlock()
 		f.state.Store(feedRunning)
 		f.run(wd)
