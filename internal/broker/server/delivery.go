@@ -179,7 +179,7 @@ type tenantRun struct {
 	d    *deliverySched
 	name string
 	// guarded by d.mu
-	feeds int
+	feeds  int
 	queued atomic.Int64 // feeds on the run queue (DeliveryStats)
 	// guarded by mu
 	mu         sync.Mutex
