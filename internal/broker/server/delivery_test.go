@@ -19,9 +19,32 @@ import (
 // deliveryDeadline bounds one delivery test: a lost wake-up or a starved
 // subscription fails an assertion instead of hanging the test binary.
 func deliveryDeadline(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(ctxT(t), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitUntil polls cond until it holds, failing the test when ctx ends
+// first.
+func waitUntil(t *testing.T, ctx context.Context, cond func() bool, msg string) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			require.Fail(t, "condition not met before the test deadline", msg)
+		case <-tick.C:
+		}
+	}
+}
+
+// stalledCfg is a broker whose watchdog never cuts a write within a test:
+// a blocked worker stays blocked until its client goes.
+func stalledCfg() server.Config {
+	cfg := durableCfg()
+	cfg.EventWriteTimeout = time.Hour
+	return cfg
 }
 
 // smallWindows makes a client whose event streams the broker can get at
@@ -71,7 +94,7 @@ func TestIdleSubscriptionsHoldNoGoroutine(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.EqualValues(t, conns*per, srv.Engine().Stats().ActiveSubscriptions)
-	waitFor(t, func() bool { return srv.DeliveryStats().Workers == 0 }, "every feed idle")
+	waitUntil(t, ctx, func() bool { return srv.DeliveryStats().Workers == 0 }, "every feed idle")
 	added := runtime.NumGoroutine() - before
 	t.Logf("%d idle subscriptions: %d goroutines added", conns*per, added)
 	require.Less(t, added, conns*per/20, "goroutines added by %d idle subscriptions", conns*per)
@@ -96,7 +119,7 @@ func TestIdleSubscriptionsHoldNoGoroutine(t *testing.T) {
 func TestTenantStalledDeliveryDoesNotStallAnother(t *testing.T) {
 	toks, err := server.ParseTokens("t1:demo-token,t2:b")
 	require.NoError(t, err)
-	cfg := durableCfg()
+	cfg := stalledCfg()
 	cfg.Tokens = toks
 	cfg.TenantDeliveryWorkers, cfg.DeliveryWorkers = 2, 3
 	srv := startBroker(t, cfg)
@@ -109,7 +132,7 @@ func TestTenantStalledDeliveryDoesNotStallAnother(t *testing.T) {
 	}
 	_, err = a.Publish(ctx, topic, bytes.Repeat([]byte("a"), 256<<10), conn.PublishOptions{Ack: felix.AckPerMessage})
 	require.NoError(t, err)
-	waitFor(t, func() bool { st := srv.DeliveryStats(); return st.Writing == 2 && st.Queued == 4 },
+	waitUntil(t, ctx, func() bool { st := srv.DeliveryStats(); return st.Writing == 2 && st.Queued == 4 },
 		"t1's two workers blocked on unread subscriptions, four more queued")
 
 	b := dial(t, srv, func(c *conn.Config) { c.TenantID, c.Token = "t2", "b" })
@@ -128,7 +151,7 @@ func TestTenantStalledDeliveryDoesNotStallAnother(t *testing.T) {
 		require.Equal(t, fmt.Sprint(i), string(ev.Payload))
 	}
 	// t1's workers were blocked all along: they still are, t2's is gone.
-	waitFor(t, func() bool { st := srv.DeliveryStats(); return st.Workers == 2 && st.Writing == 2 && st.Queued == 4 },
+	waitUntil(t, ctx, func() bool { st := srv.DeliveryStats(); return st.Workers == 2 && st.Writing == 2 && st.Queued == 4 },
 		"t1's workers still blocked")
 }
 
@@ -142,7 +165,7 @@ func TestTenantStalledDeliveryDoesNotStallAnother(t *testing.T) {
 // the broker write before x reads more.
 func TestBusySubscriptionDoesNotStarveItsTenant(t *testing.T) {
 	const history, size, reads = 200, 16 << 10, 50
-	cfg := durableCfg()
+	cfg := stalledCfg()
 	cfg.TenantDeliveryWorkers = 1
 	srv := startBroker(t, cfg)
 	ctx := deliveryDeadline(t)
@@ -160,10 +183,10 @@ func TestBusySubscriptionDoesNotStarveItsTenant(t *testing.T) {
 	earliest := conn.SubscribeOptions{Start: felix.StartPosition{Kind: felix.StartEarliest}}
 	x, err := dial(t, srv, smallWindows(256<<10, "", "")).Subscribe(ctx, xt, earliest)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return srv.DeliveryStats().Writing == 1 }, "the worker blocked on x")
+	waitUntil(t, ctx, func() bool { return srv.DeliveryStats().Writing == 1 }, "the worker blocked on x")
 	y, err := dial(t, srv, nil).Subscribe(ctx, yt, earliest)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return srv.DeliveryStats().Queued == 1 }, "y ready behind x")
+	waitUntil(t, ctx, func() bool { return srv.DeliveryStats().Queued == 1 }, "y ready behind x")
 
 	got := make(chan error, 1)
 	go func() {
