@@ -17,7 +17,7 @@ import (
 // placement (context.AfterFunc), puts it on its tenant's run queue; a
 // bounded pool of delivery workers per tenant, under a broker-wide cap,
 // takes ready feeds in turn and writes at most deliveryQuantum deliveries
-// per turn before the feed goes back to the queue's tail. A client that
+// (or deliveryQuantumBytes) per turn before the feed goes back to the queue's tail. A client that
 // stops reading blocks the worker writing to it, for at most
 // EventWriteTimeout (the worker's watchdog then resets that stream): it
 // can hold its own tenant's workers, never another tenant's.
@@ -28,8 +28,11 @@ const (
 	// DefaultDeliveryWorkers is Config.DeliveryWorkers: 32 tenants at
 	// their cap.
 	DefaultDeliveryWorkers = 256
-	// deliveryQuantum bounds the deliveries one turn of a feed writes.
-	deliveryQuantum = 8
+	// deliveryQuantum and deliveryQuantumBytes bound what one turn of a
+	// feed writes: this many deliveries, or the delivery that reaches
+	// this many bytes.
+	deliveryQuantum      = 8
+	deliveryQuantumBytes = 256 << 10
 )
 
 // Feed states. A feed is on a run queue only when queued, and run by one

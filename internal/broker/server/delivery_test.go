@@ -158,13 +158,13 @@ func TestTenantStalledDeliveryDoesNotStallAnother(t *testing.T) {
 // A subscription with a long backlog does not starve another of its
 // tenant: a turn writes at most a quantum of deliveries, then the
 // subscription goes behind the others ready. With one worker for the
-// tenant, x (200 history records of 16 KiB, read by a client through a
+// tenant, x (400 history records of 16 KiB, read by a client through a
 // 256 KiB window) holds the worker when y (one history record) becomes
-// ready; x's client then reads 50 records and waits for y's: without the
-// quantum, y would only come after x's 200, which the window does not let
+// ready; x's client then reads 120 records and waits for y's: without the
+// quantum, y would only come after x's 400, which the window does not let
 // the broker write before x reads more.
 func TestBusySubscriptionDoesNotStarveItsTenant(t *testing.T) {
-	const history, size, reads = 200, 16 << 10, 50
+	const history, size, reads = 400, 16 << 10, 120
 	cfg := stalledCfg()
 	cfg.TenantDeliveryWorkers = 1
 	srv := startBroker(t, cfg)

@@ -139,6 +139,7 @@ type subFeed struct {
 
 func (k *subFeed) turn(f *feed, wd *writeWatchdog) turnResult {
 	s, es, sub := k.s, f.es, k.sub
+	written := 0
 	for range deliveryQuantum {
 		d, ok, err := sub.TryNext()
 		if err != nil { // engine.ErrClosed
@@ -190,10 +191,14 @@ func (k *subFeed) turn(f *feed, wd *writeWatchdog) turnResult {
 		wd.arm(f)
 		err = es.WriteEncoded(es.Context(), d.Frame)
 		wd.disarm()
+		written += len(d.Frame)
 		d.Release() // quic-go copied the frame: its buffer may serve a later batch
 		if err != nil {
 			es.Abort()
 			return turnDone
+		}
+		if written >= deliveryQuantumBytes {
+			break
 		}
 	}
 	return turnMore
@@ -271,7 +276,7 @@ type watchFeed struct {
 }
 
 func (k *watchFeed) turn(f *feed, wd *writeWatchdog) turnResult {
-	es := f.es
+	es, written := f.es, 0
 	for range deliveryQuantum {
 		d, ok, err := k.w.TryNext()
 		if err != nil { // engine.ErrClosed
@@ -295,12 +300,16 @@ func (k *watchFeed) turn(f *feed, wd *writeWatchdog) turnResult {
 			_ = es.Close()
 			return turnDone
 		}
+		frame := d.Frame()
 		wd.arm(f)
-		err = es.WriteEncoded(es.Context(), d.Frame()) // shared by the event's watches; cut by the watchdog's reset
+		err = es.WriteEncoded(es.Context(), frame) // shared by the event's watches; cut by the watchdog's reset
 		wd.disarm()
 		if err != nil {
 			es.Abort()
 			return turnDone
+		}
+		if written += len(frame); written >= deliveryQuantumBytes {
+			break
 		}
 	}
 	return turnMore
