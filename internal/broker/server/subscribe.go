@@ -9,8 +9,8 @@ import (
 // subscribe handles subscribe, which is terminal for its control stream:
 // the event stream is opened (hello first), subscribed is answered, the
 // control stream is finished, and the subscription's feed (delivery.go)
-// writes history and live batches. Errors (subscribe_cursor_error, error) come back on the control
-// stream and no event stream is opened.
+// writes history and live batches. Errors (subscribe_cursor_error, error)
+// come back on the control stream and no event stream is opened.
 func (h *handler) subscribe(m *felix.Subscribe) {
 	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
 		h.refuse(felix.CodeForbidden, why)
