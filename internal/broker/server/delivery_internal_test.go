@@ -102,11 +102,11 @@ func TestFeedsNeverRunTwiceNorLoseAWakeup(t *testing.T) {
 				overlaps.Add(1)
 			}
 			defer inside[j].Add(-1)
-			seen[j].Add(pending[j].Swap(0))
 			if turn++; turn%7 == 0 {
 				runtime.Gosched()
-				return turnMore // back to the queue's tail
+				return turnMore // quantum used before what is pending: back to the queue's tail
 			}
+			seen[j].Add(pending[j].Swap(0))
 			return turnIdle
 		}})
 	}
