@@ -18,7 +18,7 @@ type fakeKind struct {
 }
 
 func (k *fakeKind) turn(f *feed, _ *writeWatchdog) turnResult { return k.turnFn(f) }
-func (k *fakeKind) close()                                     {}
+func (k *fakeKind) close()                                    {}
 
 // schedServer is a Server with only what the delivery scheduler uses.
 func schedServer(tenantMax, totalMax int) *Server {
