@@ -174,7 +174,9 @@ type deliverySched struct {
 	total   int                   // workers running (at most totalMax)
 	waitq   []*tenantRun          // tenants with ready feeds and no worker, total at its cap
 	nwait   atomic.Int32          // len(waitq), read by workers after each turn
-	dogs    map[*writeWatchdog]struct{}
+	// dogs are the workers' watchdogs, at most totalMax, reused: free
+	// are those of no running worker.
+	dogs, free []*writeWatchdog
 }
 
 // tenantRun is one tenant's run queue and workers.
@@ -212,7 +214,7 @@ func (s *Server) DeliveryStats() DeliveryStats {
 	for _, t := range d.tenants {
 		st.Queued += int(t.queued.Load())
 	}
-	for w := range d.dogs {
+	for _, w := range d.dogs {
 		if w.writing.Load() != 0 {
 			st.Writing++
 		}
@@ -323,19 +325,8 @@ func (d *deliverySched) release(t *tenantRun, wait bool) {
 func (t *tenantRun) work() {
 	d := t.d
 	defer d.s.wg.Done()
-	wd := d.s.watchdog()
-	d.mu.Lock()
-	if d.dogs == nil {
-		d.dogs = make(map[*writeWatchdog]struct{})
-	}
-	d.dogs[wd] = struct{}{}
-	d.mu.Unlock()
-	defer func() {
-		wd.stop()
-		d.mu.Lock()
-		delete(d.dogs, wd)
-		d.mu.Unlock()
-	}()
+	wd := d.watchdog()
+	defer d.putWatchdog(wd)
 	for {
 		t.mu.Lock()
 		f := t.head
@@ -359,4 +350,30 @@ func (t *tenantRun) work() {
 		f.state.Store(feedRunning)
 		f.run(wd)
 	}
+}
+
+// watchdog returns a started watchdog for a worker, reusing one a worker
+// left (a worker costs no timer allocation once the pool has grown).
+func (d *deliverySched) watchdog() *writeWatchdog {
+	d.mu.Lock()
+	var wd *writeWatchdog
+	if n := len(d.free); n > 0 {
+		wd = d.free[n-1]
+		d.free[n-1] = nil
+		d.free = d.free[:n-1]
+	} else {
+		wd = d.s.watchdog()
+		d.dogs = append(d.dogs, wd)
+	}
+	d.mu.Unlock()
+	wd.start()
+	return wd
+}
+
+// putWatchdog stops a worker's watchdog and keeps it for the next worker.
+func (d *deliverySched) putWatchdog(wd *writeWatchdog) {
+	wd.stop()
+	d.mu.Lock()
+	d.free = append(d.free, wd)
+	d.mu.Unlock()
 }

@@ -35,15 +35,26 @@ type writeWatchdog struct {
 	// write's own feed.
 	target  atomic.Pointer[feed]
 	writing atomic.Int64
-	mu      sync.Mutex // serialises check with stop
+	mu      sync.Mutex // serialises check with start and stop
 	stopped bool
 }
 
-// watchdog returns a worker's watchdog, disarmed.
+// watchdog returns a watchdog, stopped: start it for a worker.
 func (s *Server) watchdog() *writeWatchdog {
-	w := &writeWatchdog{s: s, d: s.cfg.EventWriteTimeout, base: time.Now()}
-	w.t = time.AfterFunc(w.d, w.check)
-	return w
+	return &writeWatchdog{s: s, d: s.cfg.EventWriteTimeout, base: time.Now(), stopped: true}
+}
+
+// start runs the watchdog's timer, disarmed, for a worker.
+func (w *writeWatchdog) start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = false
+	w.writing.Store(0)
+	if w.t == nil {
+		w.t = time.AfterFunc(w.d, w.check)
+		return
+	}
+	w.t.Reset(w.d)
 }
 
 func (w *writeWatchdog) now() int64 { return int64(time.Since(w.base)) + 1 }
@@ -85,4 +96,5 @@ func (w *writeWatchdog) stop() {
 	w.stopped = true
 	w.mu.Unlock()
 	w.t.Stop()
+	w.target.Store(nil) // the feed may end: do not keep it
 }
