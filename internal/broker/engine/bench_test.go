@@ -43,7 +43,7 @@ func benchFanout(b *testing.B, nsubs, sets int, notify bool) {
 	defer cancel()
 	drain := func(i int, s *Subscription, d Delivery) {
 		_ = len(d.Frame)
-		d.Release() // as the broker's pump does once the frame is written
+		d.Release() // as the broker does once the frame is written
 		consumed[i].Add(1)
 	}
 	if notify {

@@ -36,8 +36,8 @@ func (e *Engine) StopPublishes() {
 
 // Undelivered returns how many subscriptions and watches still have
 // something to deliver: queued batches or events, history not yet read,
-// or a delivery handed out by Next whose next call has not come yet (the
-// transport is still writing it).
+// or a delivery handed out by Next or TryNext whose next call has not
+// come yet (the transport is still writing it).
 func (e *Engine) Undelivered() int {
 	e.mu.Lock()
 	subs := make([]*Subscription, 0, len(e.subs))
