@@ -86,6 +86,8 @@ func TestLimitsDocMatchesTheCode(t *testing.T) {
 		{"DefaultMaxTenantSubscriptionBytes", size(server.DefaultMaxTenantSubscriptionBytes)},
 		{"DefaultMaxSubscriptionBytes", size(server.DefaultMaxSubscriptionBytes)},
 		{"DefaultEventWriteTimeout", dur(server.DefaultEventWriteTimeout)},
+		{"DefaultTenantDeliveryWorkers", count(server.DefaultTenantDeliveryWorkers)},
+		{"DefaultDeliveryWorkers", count(server.DefaultDeliveryWorkers)},
 		{"DefaultDrainTimeout", dur(server.DefaultDrainTimeout)},
 		{"DefaultAuthAddrBurst", count(server.DefaultAuthAddrBurst)},
 		{"DefaultAuthAddrRate", rate(server.DefaultAuthAddrRate)},

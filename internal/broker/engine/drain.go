@@ -36,8 +36,8 @@ func (e *Engine) StopPublishes() {
 
 // Undelivered returns how many subscriptions and watches still have
 // something to deliver: queued batches or events, history not yet read,
-// or a delivery handed out by Next whose next call has not come yet (the
-// transport is still writing it).
+// or a delivery handed out by Next or TryNext whose next call has not
+// come yet (the transport is still writing it).
 func (e *Engine) Undelivered() int {
 	e.mu.Lock()
 	subs := make([]*Subscription, 0, len(e.subs))
@@ -110,6 +110,7 @@ func (s *Subscription) drain() {
 	delete(sh.subs, s)
 	sh.mu.Unlock()
 	close(s.drained)
+	s.wake()
 }
 
 // drainDelivery is the terminal delivery of a subscription ended by Drain
@@ -176,4 +177,5 @@ func (w *Watch) drain() {
 	delete(c.watches, w)
 	c.mu.Unlock()
 	close(w.drained)
+	w.wake()
 }

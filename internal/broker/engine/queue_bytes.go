@@ -216,8 +216,12 @@ func (s *Subscription) dropQueued(b *Batch) {
 }
 
 // closeLagged closes s.lagged once (a queue overflow under the shard's
-// lock and an eviction without it may both end live delivery).
-func (s *Subscription) closeLagged() { s.lagOnce.Do(func() { close(s.lagged) }) }
+// lock and an eviction without it may both end live delivery) and wakes
+// the consumer, which has a lag report to deliver.
+func (s *Subscription) closeLagged() {
+	s.lagOnce.Do(func() { close(s.lagged) })
+	s.wake()
+}
 
 // evictedDelivery is what Next returns for a batch it took from the queue
 // of an evicted subscription: b is dropped like the rest, and delivery
@@ -266,8 +270,11 @@ func (w *Watch) dropQueued(we *watchEvent) {
 	we.acct.release(w.e)
 }
 
-// closeLagged closes w.lagged once.
-func (w *Watch) closeLagged() { w.lagOnce.Do(func() { close(w.lagged) }) }
+// closeLagged closes w.lagged once and wakes the consumer.
+func (w *Watch) closeLagged() {
+	w.lagOnce.Do(func() { close(w.lagged) })
+	w.wake()
+}
 
 // evictedResume is where an evicted watch resumes: after the last live
 // event it received (a replay from there skips what its filter does not

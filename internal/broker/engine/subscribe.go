@@ -44,6 +44,13 @@ type SubscribeRequest struct {
 	LagReport bool
 	// ID is a client-chosen subscription id; 0 lets the engine assign one.
 	ID uint64
+	// Notify, when set, is called each time the subscription may have
+	// become ready (a batch queued, a lag report, a drain, Close), from
+	// the goroutine that made it so, possibly under an engine lock: it must
+	// not block nor call back into the engine. A consumer driven by it
+	// calls TryNext until that says nothing is ready, instead of holding a
+	// goroutine in Next.
+	Notify func()
 }
 
 // SubscribeInfo describes an opened subscription (the subscribed answer).
@@ -96,14 +103,15 @@ func (d *Delivery) Release() {
 	}
 }
 
-// Subscription is one subscriber of one shard. Next must be called from a
-// single goroutine; Close may be called from any.
+// Subscription is one subscriber of one shard. Next and TryNext must be
+// called by one goroutine at a time; Close may be called from any.
 type Subscription struct {
 	e         *Engine
 	sh        *shard
 	info      SubscribeInfo
 	mods      felix.Flags
 	lagReport bool
+	notify    func() // SubscribeRequest.Notify, or nil
 
 	q        chan *Batch
 	queued   atomic.Int64  // bytes of the batches in q (queue_bytes.go)
@@ -152,7 +160,7 @@ func (e *Engine) Subscribe(req SubscribeRequest) (*Subscription, SubscribeInfo, 
 	s := &Subscription{
 		e: e, sh: sh, mods: req.Mods & felix.EventModifierMask, lagReport: req.LagReport && durable,
 		q: make(chan *Batch, capacity), lagged: make(chan struct{}), done: make(chan struct{}),
-		maxBytes: e.cfg.SubscriberQueueBytes, drained: make(chan struct{}),
+		maxBytes: e.cfg.SubscriberQueueBytes, drained: make(chan struct{}), notify: req.Notify,
 	}
 	sh.mu.Lock()
 	oldest, tail := sh.bounds()
@@ -207,6 +215,7 @@ func (s *Subscription) offer(b *Batch) {
 		s.queued.Add(b.cost())
 		select {
 		case s.q <- b:
+			s.wake()
 			return
 		default:
 		}
@@ -230,64 +239,100 @@ func (s *Subscription) stopLocked(resume uint64) {
 	s.closeLagged()
 }
 
+// wake calls the consumer's Notify, if any, once s may have become ready.
+func (s *Subscription) wake() {
+	if s.notify != nil {
+		s.notify()
+	}
+}
+
 // Next returns the next delivery: history first (for subscriptions that
 // started before the tail), then live batches in order. After a lag report
 // or Close it returns ErrClosed; it returns ctx.Err() if ctx ends first.
 func (s *Subscription) Next(ctx context.Context) (Delivery, error) {
 	s.handedOut.Store(false)
 	d, err := s.next(ctx)
+	s.handed(d, err)
+	return d, err
+}
+
+// TryNext is Next without waiting: ok is false when nothing is ready now
+// (err is then nil, or ErrClosed once the subscription ended). A consumer
+// that set SubscribeRequest.Notify calls it after each notification until
+// ok is false, and holds no goroutine in between.
+func (s *Subscription) TryNext() (d Delivery, ok bool, err error) {
+	s.handedOut.Store(false)
+	d, ok, err = s.poll()
+	s.handed(d, err)
+	return d, ok, err
+}
+
+// handed records that Next or TryNext handed out d (drain.go).
+func (s *Subscription) handed(d Delivery, err error) {
 	if err == nil && d.Batch != nil {
 		s.handedOut.Store(true)
 		if s.hist >= s.histEnd {
 			s.histPending.Store(false)
 		}
 	}
-	return d, err
 }
 
 func (s *Subscription) next(ctx context.Context) (Delivery, error) {
-	if s.terminal {
-		return Delivery{}, ErrClosed
-	}
-	select {
-	case <-s.done:
-		return Delivery{}, ErrClosed
-	default:
-	}
-	select {
-	case <-s.drained:
-		return s.drainDelivery(), nil
-	default:
-	}
-	if s.hist < s.histEnd {
-		if d, ok := s.nextHistory(); ok {
-			return d, nil
-		}
-	}
 	for {
-		select {
-		case b := <-s.q:
-			return s.dequeued(b), nil
-		default:
+		if d, ok, err := s.poll(); ok || err != nil {
+			return d, err
 		}
 		select {
 		case b := <-s.q:
 			return s.dequeued(b), nil
-		case <-s.lagged:
-			select {
-			case b := <-s.q:
-				return s.dequeued(b), nil
-			default:
-			}
-			return s.lagReportDelivery(), nil
+		case <-s.lagged: // poll gives the lag report (after the queue)
 		case <-s.drained:
-			return s.drainDelivery(), nil
 		case <-s.done:
-			return Delivery{}, ErrClosed
 		case <-ctx.Done():
 			return Delivery{}, ctx.Err()
 		}
 	}
+}
+
+// poll returns what is ready now, in Next's order: the end, a drain,
+// history, the queue, then a lag report once the queue is empty.
+func (s *Subscription) poll() (Delivery, bool, error) {
+	if s.terminal {
+		return Delivery{}, false, ErrClosed
+	}
+	select {
+	case <-s.done:
+		return Delivery{}, false, ErrClosed
+	default:
+	}
+	select {
+	case <-s.drained:
+		return s.drainDelivery(), true, nil
+	default:
+	}
+	if s.hist < s.histEnd {
+		if d, ok := s.nextHistory(); ok {
+			return d, true, nil
+		}
+	}
+	select {
+	case b := <-s.q:
+		return s.dequeued(b), true, nil
+	default:
+	}
+	select {
+	case <-s.lagged:
+		// Batches queued before the lag go first (one may have joined
+		// since the queue was looked at above; none joins after).
+		select {
+		case b := <-s.q:
+			return s.dequeued(b), true, nil
+		default:
+		}
+		return s.lagReportDelivery(), true, nil
+	default:
+	}
+	return Delivery{}, false, nil
 }
 
 func (s *Subscription) nextHistory() (Delivery, bool) {
@@ -369,6 +414,7 @@ func (s *Subscription) Close() {
 				s.queued.Add(-b.cost())
 				b.release(s.e)
 			default:
+				s.wake() // the consumer sees the end
 				return
 			}
 		}

@@ -30,6 +30,10 @@ type WatchRequest struct {
 	Retained bool
 	// ID is a client-chosen subscription id; 0 lets the engine assign one.
 	ID uint64
+	// Notify, when set, is called each time the watch may have become
+	// ready, as SubscribeRequest.Notify is (same rules): the consumer then
+	// calls TryNext.
+	Notify func()
 }
 
 // WatchInfo describes an opened watch (cache_watch_started).
@@ -108,13 +112,15 @@ func encodeCacheEvent(ev *CacheEvent, n *atomic.Uint64) []byte {
 	return b
 }
 
-// Watch is one cache watch. Next must be called from a single goroutine.
+// Watch is one cache watch. Next and TryNext must be called by one
+// goroutine at a time; Close may be called from any.
 type Watch struct {
-	e    *Engine
-	c    *cacheScope
-	info WatchInfo
-	key  string
-	pfx  bool
+	e      *Engine
+	c      *cacheScope
+	info   WatchInfo
+	key    string
+	pfx    bool
+	notify func() // WatchRequest.Notify, or nil
 
 	catchup []CacheEvent
 	q       chan *watchEvent
@@ -164,7 +170,7 @@ func (e *Engine) Watch(req WatchRequest) (*Watch, WatchInfo, error) {
 	}
 	w := &Watch{e: e, c: c, key: req.Key, pfx: req.IsPrefix,
 		q: make(chan *watchEvent, e.cfg.WatchQueueCapacity), lagged: make(chan struct{}), done: make(chan struct{}),
-		drained: make(chan struct{})}
+		drained: make(chan struct{}), notify: req.Notify}
 	if req.IsPrefix {
 		w.key = req.Prefix
 	}
@@ -241,6 +247,7 @@ func (w *Watch) offer(we *watchEvent) {
 		we.acct.hold(e, w.c.ten, we.cost)
 		select {
 		case w.q <- we:
+			w.wake()
 			return
 		default:
 		}
@@ -253,60 +260,96 @@ func (w *Watch) offer(we *watchEvent) {
 	w.closeLagged()
 }
 
+// wake calls the consumer's Notify, if any, once w may have become ready.
+func (w *Watch) wake() {
+	if w.notify != nil {
+		w.notify()
+	}
+}
+
 // Next returns the next event: catch-up (replay or retained values) first,
 // then live events in log order, then, for a watcher that fell behind, the
 // lag report. After that or Close it returns ErrClosed.
 func (w *Watch) Next(ctx context.Context) (WatchDelivery, error) {
 	w.handedOut.Store(false)
 	d, err := w.next(ctx)
-	if err == nil && !d.Lagged {
-		w.handedOut.Store(true)
-	}
-	w.catchupN.Store(int64(len(w.catchup)))
+	w.handed(d, err == nil)
 	return d, err
 }
 
+// TryNext is Next without waiting: ok is false when nothing is ready now
+// (err is then nil, or ErrClosed once the watch ended). See
+// WatchRequest.Notify.
+func (w *Watch) TryNext() (d WatchDelivery, ok bool, err error) {
+	w.handedOut.Store(false)
+	d, ok, err = w.poll()
+	w.handed(d, ok)
+	return d, ok, err
+}
+
+// handed records what Next or TryNext handed out (drain.go).
+func (w *Watch) handed(d WatchDelivery, ok bool) {
+	if ok && !d.Lagged {
+		w.handedOut.Store(true)
+	}
+	w.catchupN.Store(int64(len(w.catchup)))
+}
+
 func (w *Watch) next(ctx context.Context) (WatchDelivery, error) {
+	for {
+		if d, ok, err := w.poll(); ok || err != nil {
+			return d, err
+		}
+		select {
+		case ev := <-w.q:
+			return w.dequeued(ev), nil
+		case <-w.lagged: // poll gives the lag report (after the queue)
+		case <-w.drained:
+		case <-w.done:
+		case <-ctx.Done():
+			return WatchDelivery{}, ctx.Err()
+		}
+	}
+}
+
+// poll returns what is ready now, in Next's order: the end, a drain,
+// catch-up, the queue, then a lag report once the queue is empty.
+func (w *Watch) poll() (WatchDelivery, bool, error) {
 	if w.terminal {
-		return WatchDelivery{}, ErrClosed
+		return WatchDelivery{}, false, ErrClosed
 	}
 	select {
 	case <-w.done:
-		return WatchDelivery{}, ErrClosed
+		return WatchDelivery{}, false, ErrClosed
 	default:
 	}
 	select {
 	case <-w.drained:
-		return w.drainDelivery(), nil
+		return w.drainDelivery(), true, nil
 	default:
 	}
 	if len(w.catchup) > 0 {
 		ev := w.catchup[0]
 		w.catchup = w.catchup[1:]
-		return w.deliver(ev), nil
+		return w.deliver(ev), true, nil
 	}
 	select {
 	case ev := <-w.q:
-		return w.dequeued(ev), nil
+		return w.dequeued(ev), true, nil
 	default:
 	}
 	select {
-	case ev := <-w.q:
-		return w.dequeued(ev), nil
 	case <-w.lagged:
+		// Events queued before the lag go first (none joins after).
 		select {
 		case ev := <-w.q:
-			return w.dequeued(ev), nil
+			return w.dequeued(ev), true, nil
 		default:
 		}
-		return w.lagDelivery(), nil
-	case <-w.drained:
-		return w.drainDelivery(), nil
-	case <-w.done:
-		return WatchDelivery{}, ErrClosed
-	case <-ctx.Done():
-		return WatchDelivery{}, ctx.Err()
+		return w.lagDelivery(), true, nil
+	default:
 	}
+	return WatchDelivery{}, false, nil
 }
 
 // dequeued delivers an event taken from the queue and returns its bytes.
@@ -364,6 +407,7 @@ func (w *Watch) Close() {
 				empty = true
 			}
 		}
+		w.wake() // the consumer sees the end
 	})
 }
 

@@ -142,23 +142,6 @@ func (h *handler) clusterRequest(m felix.Message) (more, ok bool) {
 	return false, false
 }
 
-// pumpContext returns a context for a pump that is cancelled when the
-// event stream's context ends, the server stops serving subscriptions, or
-// the placement's shard moves away; stop releases it.
-func (s *Server) pumpContext(parent context.Context, moved context.Context) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(parent)
-	stops := []func() bool{context.AfterFunc(s.ending, cancel)}
-	if moved != nil {
-		stops = append(stops, context.AfterFunc(moved, cancel))
-	}
-	return ctx, func() {
-		for _, f := range stops {
-			f()
-		}
-		cancel()
-	}
-}
-
 // placeCache asks the router (if any) about a cache watch.
 func (h *handler) placeCache(r engine.CacheRef) Placement {
 	if h.s.cfg.Router == nil {

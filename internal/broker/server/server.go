@@ -91,6 +91,17 @@ type Config struct {
 	// MaxSubscriptionBytes bounds the same on the whole broker (0 =
 	// DefaultMaxSubscriptionBytes; negative: no bound).
 	MaxSubscriptionBytes int64
+	// TenantDeliveryWorkers bounds the goroutines that write one tenant's
+	// subscriptions and watches to their event streams (0 =
+	// DefaultTenantDeliveryWorkers): a subscription with nothing to
+	// deliver holds none, and a client that stops reading holds at most
+	// its tenant's workers, each until EventWriteTimeout.
+	TenantDeliveryWorkers int
+	// DeliveryWorkers bounds the same broker-wide (0 =
+	// DefaultDeliveryWorkers; at least TenantDeliveryWorkers). A tenant
+	// with deliveries ready and no worker while all run gets the next
+	// worker that finishes a turn.
+	DeliveryWorkers int
 	// MaxFrameBytes bounds frames after authentication (0 = 16 MiB).
 	MaxFrameBytes uint32
 	// AuthLimits throttles failed authentications per source address,
@@ -154,11 +165,13 @@ type Server struct {
 	endSubs  context.CancelFunc
 	draining atomic.Bool
 	inflight atomic.Int64 // requests being answered
-	pumps    atomic.Int64 // event-stream pumps running
+	pumps    atomic.Int64 // subscriptions and watches delivering (feeds)
+	// deliv runs the feeds on bounded workers (delivery.go).
+	deliv deliverySched
 	// subBudget is what subscriptions and watches hold per tenant and in
 	// all (sub_budget.go).
 	subBudget subBudget
-	wg        sync.WaitGroup // connection, stream and pump goroutines
+	wg        sync.WaitGroup // connection, stream and delivery goroutines, and live feeds
 	served    chan struct{}
 	stopOnce  sync.Once
 
@@ -195,6 +208,13 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.MaxSubscriptionBytes == 0 {
 		cfg.MaxSubscriptionBytes = DefaultMaxSubscriptionBytes
 	}
+	if cfg.TenantDeliveryWorkers <= 0 {
+		cfg.TenantDeliveryWorkers = DefaultTenantDeliveryWorkers
+	}
+	if cfg.DeliveryWorkers <= 0 {
+		cfg.DeliveryWorkers = DefaultDeliveryWorkers
+	}
+	cfg.DeliveryWorkers = max(cfg.DeliveryWorkers, cfg.TenantDeliveryWorkers)
 	if cfg.EventWriteTimeout <= 0 {
 		cfg.EventWriteTimeout = DefaultEventWriteTimeout
 	}
@@ -211,6 +231,7 @@ func Listen(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, served: make(chan struct{}), auth: newThrottle(cfg.AuthLimits),
 		tokens: indexTokens(cfg.Tokens)}
 	s.subBudget.tenantMax, s.subBudget.totalMax = cfg.MaxTenantSubscriptionBytes, cfg.MaxSubscriptionBytes
+	s.deliv = deliverySched{s: s, tenantMax: cfg.TenantDeliveryWorkers, totalMax: cfg.DeliveryWorkers}
 	tc := cfg.TLS
 	if tc == nil {
 		var err error

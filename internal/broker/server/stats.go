@@ -32,6 +32,8 @@ type Snapshot struct {
 	// ThrottledConns the open connections holding throttle state (every
 	// connection that sent an auth).
 	ThrottledAddrs, ThrottledConns int
+	// Delivery is what the delivery workers are doing (DeliveryStats).
+	Delivery DeliveryStats
 	// Goroutines and the Go heap figures (runtime.MemStats).
 	Goroutines                         int
 	HeapAlloc, HeapInuse, HeapSys, Sys uint64
@@ -51,6 +53,7 @@ func (s *Server) Snapshot() Snapshot {
 	snap.Streams, snap.Caches = s.eng.Counts()
 	snap.CacheLogBytes, snap.CacheLiveBytes = s.eng.CacheBytes()
 	snap.ThrottledAddrs, snap.ThrottledConns = s.auth.tracked()
+	snap.Delivery = s.DeliveryStats()
 	return snap
 }
 

@@ -12,7 +12,7 @@ import (
 // token held 64,000 subscriptions and their goroutines, 931 MiB, or 64,000
 // watches with 64 KiB prefixes, 5,104 MiB). Each subscription or watch is
 // charged SubscriptionCost, what one costs whatever it asks for (its pump
-// goroutine, queue and event stream), plus the bytes of its key or prefix,
+// queue, event stream and delivery state), plus the bytes of its key or prefix,
 // which the engine keeps for the watch's life.
 
 const (

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"errors"
-
 	"github.com/flxproto/felix"
 	"github.com/flxproto/felix/conn"
 	"github.com/flxproto/felix/internal/broker/engine"
@@ -10,9 +8,9 @@ import (
 
 // subscribe handles subscribe, which is terminal for its control stream:
 // the event stream is opened (hello first), subscribed is answered, the
-// control stream is finished, and a pump goroutine writes history and live
-// batches. Errors (subscribe_cursor_error, error) come back on the control
-// stream and no event stream is opened.
+// control stream is finished, and the subscription's feed (delivery.go)
+// writes history and live batches. Errors (subscribe_cursor_error, error)
+// come back on the control stream and no event stream is opened.
 func (h *handler) subscribe(m *felix.Subscribe) {
 	if why := h.deny(m.TenantID, PermSubscribe); why != "" {
 		h.refuse(felix.CodeForbidden, why)
@@ -45,6 +43,8 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	if slot == nil {
 		return
 	}
+	f := h.s.newFeed()
+	req.Notify = f.notify
 	sub, info, err := h.s.eng.Subscribe(req)
 	if err != nil {
 		slot.release()
@@ -59,7 +59,7 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 		h.refuse(felix.CodeInternal, "cannot open the event stream")
 		return
 	}
-	// Listed (subscriptions_list) from here until the pump ends; the pump
+	// Listed (subscriptions_list) from here until the feed ends; the feed
 	// is the only path that does not end the subscription below.
 	topic := sub.Topic() // the stream's own names, not the request's copies
 	unlist := h.registerSub(topic, req.Shard, sub)
@@ -80,13 +80,16 @@ func (h *handler) subscribe(m *felix.Subscribe) {
 	}
 	h.st.Close()
 	h.s.log.Debug("subscribed", "id", info.ID, "stream", m.Stream, "start", info.StartOffset, "queue", info.QueueCapacity)
-	h.s.wg.Add(1)
-	h.s.pumps.Add(1)
-	go h.s.pumpSubscription(sub, es, slot, subMove{place: place, topic: topic, shard: req.Shard, unlist: unlist,
-		notify: h.peer.Features.Has(felix.FeatureShardMoved)})
+	k := &subFeed{s: h.s, sub: sub, info: info, next: info.StartOffset, mv: subMove{place: place, topic: topic,
+		shard: req.Shard, unlist: unlist, notify: h.peer.Features.Has(felix.FeatureShardMoved)}}
+	if place.Moved != nil {
+		f.start(m.TenantID, k, es, slot, place.Moved)
+	} else {
+		f.start(m.TenantID, k, es, slot)
+	}
 }
 
-// subMove is what a pump needs to end a subscription whose shard moved.
+// subMove is what a feed needs to end a subscription whose shard moved.
 type subMove struct {
 	place  Placement
 	topic  engine.Topic
@@ -122,70 +125,88 @@ func (s *Server) moved(es *conn.EventStream, id uint64, mv subMove, resume uint6
 	_ = es.Close()
 }
 
-// pumpSubscription writes a subscription's deliveries to its event
-// stream. It ends with a clean FIN when the engine ends the subscription
-// (shutdown), after subscription_lagged when the subscriber lagged, and
-// with a reset when the client stopped reading or the connection died.
-func (s *Server) pumpSubscription(sub *engine.Subscription, es *conn.EventStream, slot *subSlot, mv subMove) {
-	defer s.wg.Done()
-	defer s.pumps.Add(-1)
-	defer slot.release()
-	defer sub.Close()
-	defer mv.unlist()
-	// Writes run under wctx: the watchdog bounds each one. Next runs under
-	// ctx, which also ends when the shard moves away or the server stops
-	// serving subscriptions.
-	wctx, wd := s.watchdog(es.Context(), es.Abort)
-	defer wd.stop()
-	ctx, stop := s.pumpContext(wctx, mv.place.Moved)
-	defer stop()
-	info := sub.Info()
-	next := info.StartOffset // first offset not yet delivered (durable)
-	for {
-		d, err := sub.Next(ctx)
-		if err != nil {
+// subFeed writes a subscription's deliveries to its event stream. It ends
+// with a clean FIN when the engine ends the subscription (shutdown), after
+// subscription_lagged when the subscriber lagged, and with a reset when
+// the client stopped reading or the connection died.
+type subFeed struct {
+	s    *Server
+	sub  *engine.Subscription
+	info engine.SubscribeInfo
+	mv   subMove
+	next uint64 // first offset not yet delivered (durable)
+}
+
+func (k *subFeed) turn(f *feed, wd *writeWatchdog) turnResult {
+	s, es, sub := k.s, f.es, k.sub
+	written := 0
+	for range deliveryQuantum {
+		d, ok, err := sub.TryNext()
+		if err != nil { // engine.ErrClosed
+			_ = es.Close()
+			return turnDone
+		}
+		if !ok {
+			moved := k.mv.place.Moved != nil && k.mv.place.Moved.Err() != nil
+			if !moved && !f.ended() {
+				return turnIdle
+			}
 			switch {
-			case errors.Is(err, engine.ErrClosed):
-				_ = es.Close()
+			case f.cut.Load():
+				es.Abort()
 			case s.ending.Err() != nil && es.Context().Err() == nil:
 				// This node stops while the (shared) engine goes on: say
 				// where to resume, never end cleanly.
-				s.endDrained(wctx, es, sub.ID(), engine.Delivery{Drained: true, HasResume: info.Durable, ResumeFrom: next})
-			case mv.place.Moved != nil && mv.place.Moved.Err() != nil && es.Context().Err() == nil:
-				s.moved(es, sub.ID(), mv, next, info.Durable)
+				wd.arm(f)
+				s.endDrained(es.Context(), es, sub.ID(), engine.Delivery{Drained: true, HasResume: k.info.Durable, ResumeFrom: k.next})
+				wd.disarm()
+			case moved && es.Context().Err() == nil:
+				wd.arm(f)
+				s.moved(es, sub.ID(), k.mv, k.next, k.info.Durable)
+				wd.disarm()
 			default:
 				es.Abort()
 			}
-			return
+			return turnDone
 		}
 		if d.Batch != nil && d.Batch.HasOffsets {
-			next = d.Batch.EndOffset()
+			k.next = d.Batch.EndOffset()
 		}
 		if d.Drained {
-			wd.arm()
-			s.endDrained(wctx, es, sub.ID(), d)
+			wd.arm(f)
+			s.endDrained(es.Context(), es, sub.ID(), d)
 			wd.disarm()
-			return
+			return turnDone
 		}
 		if d.Lagged {
 			s.log.Info("subscriber lagged", "id", sub.ID(), "resume_from", d.ResumeFrom)
-			wd.arm()
-			_ = es.WriteMessage(wctx, &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
+			wd.arm(f)
+			_ = es.WriteMessage(es.Context(), &felix.SubscriptionLagged{SubscriptionID: sub.ID(), ResumeFrom: d.ResumeFrom})
 			wd.disarm()
 			_ = es.Close()
-			return
+			return turnDone
 		}
 		// Under the stream's own context: the write costs no
 		// context.AfterFunc; the watchdog resets the stream to cut it.
-		wd.arm()
+		wd.arm(f)
 		err = es.WriteEncoded(es.Context(), d.Frame)
 		wd.disarm()
+		written += len(d.Frame)
 		d.Release() // quic-go copied the frame: its buffer may serve a later batch
 		if err != nil {
 			es.Abort()
-			return
+			return turnDone
+		}
+		if written >= deliveryQuantumBytes {
+			break
 		}
 	}
+	return turnMore
+}
+
+func (k *subFeed) close() {
+	k.mv.unlist()
+	k.sub.Close()
 }
 
 // watch handles cache_watch, terminal like subscribe.
@@ -216,6 +237,8 @@ func (h *handler) watch(m *felix.CacheWatch) {
 	if slot == nil {
 		return
 	}
+	f := h.s.newFeed()
+	req.Notify = f.notify
 	w, info, err := h.s.eng.Watch(req)
 	if err != nil {
 		slot.release()
@@ -242,48 +265,54 @@ func (h *handler) watch(m *felix.CacheWatch) {
 		return
 	}
 	h.st.Close()
-	h.s.wg.Add(1)
-	h.s.pumps.Add(1)
-	go h.s.pumpWatch(w, es, slot)
+	f.start(m.TenantID, &watchFeed{s: h.s, w: w}, es, slot)
 }
 
-// pumpWatch writes a watch's cache_event frames, then cache_watch_lagged
+// watchFeed writes a watch's cache_event frames, then cache_watch_lagged
 // for a watcher that fell behind.
-func (s *Server) pumpWatch(w *engine.Watch, es *conn.EventStream, slot *subSlot) {
-	defer s.wg.Done()
-	defer s.pumps.Add(-1)
-	defer slot.release()
-	defer w.Close()
-	wctx, wd := s.watchdog(es.Context(), es.Abort)
-	defer wd.stop()
-	ctx, stop := s.pumpContext(wctx, nil)
-	defer stop()
-	for {
-		d, err := w.Next(ctx)
-		if err != nil {
+type watchFeed struct {
+	s *Server
+	w *engine.Watch
+}
+
+func (k *watchFeed) turn(f *feed, wd *writeWatchdog) turnResult {
+	es, written := f.es, 0
+	for range deliveryQuantum {
+		d, ok, err := k.w.TryNext()
+		if err != nil { // engine.ErrClosed
+			_ = es.Close()
+			return turnDone
+		}
+		if !ok {
+			if !f.ended() {
+				return turnIdle
+			}
 			// A node that stops while a shared engine goes on resets the
 			// watch: the watcher resumes from its last offset elsewhere.
-			if errors.Is(err, engine.ErrClosed) {
-				_ = es.Close()
-			} else {
-				es.Abort()
-			}
-			return
+			es.Abort()
+			return turnDone
 		}
 		if d.Lagged {
-			s.log.Info("cache watcher lagged", "id", w.Info().ID, "resume_from", d.ResumeFrom)
-			wd.arm()
-			_ = es.WriteMessage(wctx, &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
+			k.s.log.Info("cache watcher lagged", "id", k.w.Info().ID, "resume_from", d.ResumeFrom)
+			wd.arm(f)
+			_ = es.WriteMessage(es.Context(), &felix.CacheWatchLagged{ResumeFrom: d.ResumeFrom})
 			wd.disarm()
 			_ = es.Close()
-			return
+			return turnDone
 		}
-		wd.arm()
-		err = es.WriteEncoded(es.Context(), d.Frame()) // shared by the event's watches; cut by the watchdog's reset
+		frame := d.Frame()
+		wd.arm(f)
+		err = es.WriteEncoded(es.Context(), frame) // shared by the event's watches; cut by the watchdog's reset
 		wd.disarm()
 		if err != nil {
 			es.Abort()
-			return
+			return turnDone
+		}
+		if written += len(frame); written >= deliveryQuantumBytes {
+			break
 		}
 	}
+	return turnMore
 }
+
+func (k *watchFeed) close() { k.w.Close() }
