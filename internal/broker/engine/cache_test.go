@@ -265,3 +265,41 @@ func TestWatchLagged(t *testing.T) {
 	require.Equal(t, uint64(1), st.LaggedWatches)
 	require.Equal(t, uint64(1), st.ActiveWatches)
 }
+
+// A watch that lagged but has not read its lag report when the engine
+// drains ends with a lag report at its first undelivered event, never
+// cleanly; Undelivered counts it until then.
+func TestDrainKeepsAWatchsPendingLagReport(t *testing.T) {
+	for _, read := range []int{0, 1, 3} {
+		t.Run(strconv.Itoa(read), func(t *testing.T) {
+			e := New(Config{WatchQueueCapacity: 3})
+			defer e.Close()
+			w, _, err := e.Watch(WatchRequest{CacheRef: cr, Key: "k"})
+			require.NoError(t, err)
+			defer w.Close()
+			for i := range 10 {
+				_, err := e.CachePut(cr, "k", []byte{byte(i)}, nil)
+				require.NoError(t, err)
+			}
+			for i := range read {
+				require.Equal(t, uint64(i), nextW(t, w).Event.Offset)
+			}
+			e.StopPublishes()
+			require.Equal(t, 1, e.Undelivered(), "a pending lag report is something to deliver")
+			e.Drain()
+			got := uint64(read)
+			for {
+				d := nextW(t, w)
+				if !d.Lagged {
+					require.Equal(t, got, d.Event.Offset)
+					got++
+					continue
+				}
+				require.Equal(t, got, d.ResumeFrom, "resume at the first undelivered event")
+				break
+			}
+			_, err = w.Next(ctxT(t))
+			require.ErrorIs(t, err, ErrClosed)
+		})
+	}
+}

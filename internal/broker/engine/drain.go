@@ -94,19 +94,36 @@ func (e *Engine) Drain() {
 func (e *Engine) Draining() bool { return e.drainedFlag.Load() }
 
 func (s *Subscription) backlogged() bool {
-	return len(s.q) > 0 || s.handedOut.Load() || s.histPending.Load()
+	return len(s.q) > 0 || s.handedOut.Load() || s.histPending.Load() || s.lagPending()
+}
+
+// lagPending reports whether s lagged (or was evicted) and its consumer
+// has not taken the lag report yet: it lost records, so its end must not
+// be a clean one.
+func (s *Subscription) lagPending() bool {
+	select {
+	case <-s.lagged:
+	default:
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // drain ends s for a shutdown (see Engine.Drain).
 func (s *Subscription) drain() {
 	sh := s.sh
 	sh.mu.Lock()
-	if s.stopped || !s.backlogged() {
+	if (s.stopped && !s.lagPending()) || !s.backlogged() {
 		sh.mu.Unlock()
 		s.Close()
 		return
 	}
-	s.stopped = true
+	s.stopped = true // a lagged one ends drained: it resumes where it stopped
 	delete(sh.subs, s)
 	sh.mu.Unlock()
 	close(s.drained)
@@ -136,7 +153,23 @@ func (s *Subscription) drainDelivery() Delivery {
 }
 
 func (w *Watch) backlogged() bool {
-	return len(w.q) > 0 || w.catchupN.Load() > 0 || w.handedOut.Load()
+	return len(w.q) > 0 || w.catchupN.Load() > 0 || w.handedOut.Load() || w.lagPending()
+}
+
+// lagPending reports whether w lagged (or was evicted) and its consumer
+// has not taken the lag report yet.
+func (w *Watch) lagPending() bool {
+	select {
+	case <-w.lagged:
+	default:
+		return false
+	}
+	select {
+	case <-w.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // drainDelivery is the terminal delivery of a watch ended by Drain with
@@ -167,13 +200,16 @@ func (w *Watch) drainDelivery() WatchDelivery {
 func (w *Watch) drain() {
 	c := w.c
 	c.mu.Lock()
-	if w.stopped || !w.backlogged() {
+	lagged := w.lagPending()
+	if (w.stopped && !lagged) || !w.backlogged() {
 		c.mu.Unlock()
 		w.Close()
 		return
 	}
 	w.stopped = true
-	w.resumeFrom = c.next // nothing queued: the first write not delivered
+	if !lagged { // a lagged one keeps its first dropped event
+		w.resumeFrom = c.next // nothing queued: the first write not delivered
+	}
 	delete(c.watches, w)
 	c.mu.Unlock()
 	close(w.drained)

@@ -568,3 +568,46 @@ func TestEmptyBatch(t *testing.T) {
 	require.Equal(t, uint64(0), r.Offset)
 	noDelivery(t, s)
 }
+
+// A subscriber that lagged but has not read its lag report yet when the
+// engine drains never ends cleanly: it gets its queued batches, then a
+// terminal delivery resuming exactly at its first undelivered offset (no
+// gap, no repeat), and Undelivered counts it until then.
+func TestDrainKeepsAPendingLagReport(t *testing.T) {
+	for _, read := range []int{0, 2, 4} {
+		t.Run(strconv.Itoa(read), func(t *testing.T) {
+			e := New(Config{DefaultStream: durable})
+			defer e.Close()
+			s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, QueueCapacity: 4, LagReport: true, Mods: felix.FlagEventBatchOffsets})
+			require.NoError(t, err)
+			defer s.Close()
+			for i := range 10 {
+				pub(t, e, tp, strconv.Itoa(i))
+			}
+			require.True(t, s.Dropped())
+			for i := range read {
+				d := next(t, s)
+				require.Equal(t, uint64(i), decodeEvent(t, d.Frame).base)
+				d.Release()
+			}
+			e.StopPublishes()
+			require.Equal(t, 1, e.Undelivered(), "a pending lag report is something to deliver")
+			e.Drain()
+			got := uint64(read)
+			for {
+				d := next(t, s)
+				if d.Batch != nil {
+					require.Equal(t, got, decodeEvent(t, d.Frame).base)
+					got++
+					d.Release()
+					continue
+				}
+				require.True(t, d.Lagged || d.Drained, "a lagged subscriber's end must not be clean: %+v", d)
+				require.Equal(t, got, d.ResumeFrom, "resume at the first undelivered offset")
+				break
+			}
+			_, err = s.Next(ctxT(t))
+			require.ErrorIs(t, err, ErrClosed)
+		})
+	}
+}
