@@ -153,7 +153,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 // Connect makes sure the client holds a connection to some broker,
 // trying every known broker: when each one failed its dial once, it
-// returns that failure (the broker's *conn.DialError, or a *DialsError
+// returns that failure (a broker that refused the connection for now,
+// ErrBrokerBusy, is dialled again after a back-off within ctx and the
+// retry budget) (the broker's *conn.DialError, or a *DialsError
 // naming each), within about one DialTimeout per broker.
 func (c *Client) Connect(ctx context.Context) error {
 	return c.run(ctx, call{op: "connect", safe: true}, func(context.Context, *conn.Client, *broker) error { return nil })
@@ -741,10 +743,12 @@ func (c *Client) runFrom(ctx context.Context, cl call, fn func(context.Context, 
 			}
 		case actFailover:
 			c.failover(st, o)
-			if _, ok := o.err.(*notSent); ok && ctx.Err() == nil && !cl.resumes() && c.everyBrokerDialled(st) {
+			if _, ok := o.err.(*notSent); ok && ctx.Err() == nil && !cl.resumes() && !v.busy && c.everyBrokerDialled(st) {
 				// Every broker this call may use failed a dial of its own
 				// in this call: report it (within one DialTimeout of
-				// the first) instead of dialling dead brokers again.
+				// the first) instead of dialling dead brokers again. A
+				// broker that refused for now (busy) is there: it is
+				// dialled again after the back-off.
 				return st.dialsErr()
 			}
 		}

@@ -61,6 +61,12 @@ var (
 	// ErrCertUntrusted matches a *DialError: the broker's certificate was
 	// refused (see Config.CAFile, Config.TLS).
 	ErrCertUntrusted = conn.ErrCertUntrusted
+	// ErrBrokerBusy matches a *DialError: the broker refused the
+	// connection for now (CONNECTION_REFUSED: at its connection or
+	// handshake limits). Calls dial it again after a back-off within
+	// their deadline and retry budget; a call returns it only when that
+	// runs out.
+	ErrBrokerBusy = conn.ErrBrokerBusy
 	// ErrAuthRefused: the broker refused the credentials (Config.TenantID,
 	// Config.Token). The error is also a *BrokerError (errors.As) with the
 	// broker's answer. It is the codec's own sentinel (one name across the module).
@@ -179,6 +185,9 @@ type verdict struct {
 	// the broker said (hasResumeFrom).
 	resumeFrom    uint64
 	hasResumeFrom bool
+	// busy: the broker refused the dial for now (ErrBrokerBusy); the call
+	// dials again after a back-off instead of reporting its failed dials.
+	busy bool
 }
 
 // errEndOfStream is a clean end of an event stream: conn's io.EOF from an
@@ -286,7 +295,7 @@ func decide(err error, safe bool) verdict {
 		if permanent(err) {
 			return verdict{act: actReturn, class: felix.RetryFatal}
 		}
-		return verdict{act: actFailover, class: felix.RetryRetry}
+		return verdict{act: actFailover, class: felix.RetryRetry, busy: errors.Is(err, conn.ErrBrokerBusy)}
 	case isContext(err):
 		if !safe {
 			return verdict{act: actAmbiguous, class: felix.RetryOutcomeUnknown}

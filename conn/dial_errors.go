@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flxproto/felix"
+	"github.com/quic-go/quic-go"
 )
 
 // This file holds the errors of a failed Dial. Each names the address and
@@ -34,12 +35,19 @@ var (
 	// authority the client does not trust, not valid for the server name,
 	// expired). Retrying cannot succeed until the trust settings change.
 	ErrCertUntrusted = errors.New("conn: broker certificate not trusted")
+	// ErrBrokerBusy: the broker answered the handshake with the QUIC
+	// error CONNECTION_REFUSED: it is there but takes no new connection
+	// for now (its connection or handshake limits are reached, or its
+	// accept queue is full under a flood). A later dial, after a
+	// back-off, may succeed; the cluster client retries it within the
+	// caller's deadline.
+	ErrBrokerBusy = errors.New("conn: broker busy")
 )
 
 // DialError is a failed Dial: Addr could not be connected to or
 // authenticated with. Nothing but the handshake and the auth frame was
 // sent. errors.Is matches its Kind (ErrBadAddress, ErrNoAnswer,
-// ErrCertUntrusted or felix.ErrAuthRefused) and everything its cause matches:
+// ErrCertUntrusted, ErrBrokerBusy or felix.ErrAuthRefused) and everything its cause matches:
 // a refused auth is also a *felix.BrokerError (errors.As), a timeout also
 // context.DeadlineExceeded when the caller's context expired.
 type DialError struct {
@@ -68,6 +76,8 @@ func (e *DialError) Error() string {
 		return "conn: no answer from " + e.Addr + within + ": is a broker listening on that UDP address? (check the host, the port and that the broker is running)"
 	case ErrCertUntrusted:
 		return "conn: the broker at " + e.Addr + " " + certAdvice(e.Err)
+	case ErrBrokerBusy:
+		return "conn: the broker at " + e.Addr + " refused the connection for now (CONNECTION_REFUSED: it is at its connection or handshake limits): dial again after a back-off, or connect to another broker"
 	case felix.ErrAuthRefused:
 		var be *felix.BrokerError
 		if errors.As(e.Err, &be) && be.RetryClass() != felix.RetryFatal {
@@ -158,8 +168,17 @@ func dialErr(ctx context.Context, addr string, started time.Time, err error) err
 		return &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: ctx.Err()}
 	case isTimeout(err):
 		return &DialError{Addr: addr, Kind: ErrNoAnswer, Waited: waited(ctx, started), Err: &TransportError{Op: "dial", Err: err}}
+	case refusedByBroker(err):
+		return &DialError{Addr: addr, Kind: ErrBrokerBusy, Err: &TransportError{Op: "dial", Err: err}}
 	}
 	return &TransportError{Op: "dial", Err: err}
+}
+
+// refusedByBroker reports a handshake the broker closed with
+// CONNECTION_REFUSED.
+func refusedByBroker(err error) bool {
+	var te *quic.TransportError
+	return errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused
 }
 
 // waited is how long a dial that started at started waited: up to the

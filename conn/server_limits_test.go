@@ -271,6 +271,8 @@ func TestMaxConnections(t *testing.T) {
 	require.ErrorAs(t, err, &te, "%v", err)
 	require.Equal(t, quic.ConnectionRefused, te.ErrorCode)
 	require.True(t, te.Remote)
+	require.ErrorIs(t, err, ErrBrokerBusy, "a refusal for now, not a missing broker")
+	require.Contains(t, err.Error(), b.addr())
 	require.GreaterOrEqual(t, b.ln.Stats().RefusedConnections, uint64(1)) // once per Initial the client sent
 	require.NoError(t, c1.Close())
 	waitFor(t, func() bool { return b.ln.Stats().Connections == 1 })
