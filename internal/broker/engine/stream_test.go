@@ -611,3 +611,48 @@ func TestDrainKeepsAPendingLagReport(t *testing.T) {
 		})
 	}
 }
+
+// A subscription the engine closes (Close, not Drain: a shutdown that did
+// not drain, or a drain that timed out) with records it had not delivered
+// never ends cleanly: its next delivery is Drained, resuming at the first
+// offset it did not receive (queued batches, unread history); one that had
+// delivered everything ends with ErrClosed.
+func TestCloseWithBacklogIsNotACleanEnd(t *testing.T) {
+	t.Run("queued", func(t *testing.T) {
+		e := New(Config{DefaultStream: durable})
+		s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Mods: felix.FlagEventBatchOffsets})
+		require.NoError(t, err)
+		for i := range 5 {
+			pub(t, e, tp, strconv.Itoa(i))
+		}
+		d := next(t, s)
+		require.Equal(t, uint64(0), decodeEvent(t, d.Frame).base)
+		d.Release()
+		e.Close()
+		d = next(t, s)
+		require.Equal(t, Delivery{Drained: true, HasResume: true, ResumeFrom: 1}, d)
+		_, err = s.Next(ctxT(t))
+		require.ErrorIs(t, err, ErrClosed)
+	})
+	t.Run("history", func(t *testing.T) {
+		e := New(Config{DefaultStream: durable})
+		for i := range 5 {
+			pub(t, e, tp, strconv.Itoa(i))
+		}
+		s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartOffset, Offset: 2}, Mods: felix.FlagEventBatchOffsets})
+		require.NoError(t, err)
+		e.Close()
+		require.Equal(t, Delivery{Drained: true, HasResume: true, ResumeFrom: 2}, next(t, s))
+	})
+	t.Run("delivered", func(t *testing.T) {
+		e := New(Config{DefaultStream: durable})
+		s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Mods: felix.FlagEventBatchOffsets})
+		require.NoError(t, err)
+		pub(t, e, tp, "x")
+		d := next(t, s)
+		d.Release()
+		e.Close()
+		_, err = s.Next(ctxT(t))
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}

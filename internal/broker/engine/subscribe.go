@@ -120,8 +120,11 @@ type Subscription struct {
 	lagged   chan struct{}
 	lagOnce  sync.Once   // closes lagged (closeLagged)
 	evicted  atomic.Bool // its queue was taken back for another tenant (queue_bytes.go)
-	done     chan struct{}
-	once     sync.Once
+	// closedFull: Close gave back queued batches (set before done is
+	// closed), so the end of delivery lost records.
+	closedFull atomic.Bool
+	done       chan struct{}
+	once       sync.Once
 
 	// guarded by sh.mu
 	stopped    bool
@@ -302,6 +305,9 @@ func (s *Subscription) poll() (Delivery, bool, error) {
 	}
 	select {
 	case <-s.done:
+		if s.closedWithBacklog() {
+			return s.closedDelivery(), true, nil
+		}
 		return Delivery{}, false, ErrClosed
 	default:
 	}
@@ -399,26 +405,55 @@ func (s *Subscription) dequeued(b *Batch) Delivery {
 // ErrClosed. It is idempotent.
 func (s *Subscription) Close() {
 	s.once.Do(func() {
-		close(s.done)
 		s.sh.mu.Lock()
 		s.stopped = true
 		delete(s.sh.subs, s)
 		s.sh.mu.Unlock()
-		s.e.unregister(s)
-		s.sh.st.ten.readerClosed(s.e)
-		s.e.st.activeSubs.Add(^uint64(0))
-		// No batch joins the queue any more: give back what it holds.
-		for {
+		// No batch joins the queue any more: give back what it holds,
+		// noting that it held some, before the consumer sees the end.
+		for drained := false; !drained; {
 			select {
 			case b := <-s.q:
+				s.closedFull.Store(true)
 				s.queued.Add(-b.cost())
 				b.release(s.e)
 			default:
-				s.wake() // the consumer sees the end
-				return
+				drained = true
 			}
 		}
+		close(s.done)
+		s.e.unregister(s)
+		s.sh.st.ten.readerClosed(s.e)
+		s.e.st.activeSubs.Add(^uint64(0))
+		s.wake() // the consumer sees the end
 	})
+}
+
+// closedWithBacklog reports whether s was closed (by the engine, not after
+// its own terminal delivery) with records it had not delivered: batches
+// given back from its queue, history not read, or a pending lag report
+// (Next's goroutine).
+func (s *Subscription) closedWithBacklog() bool {
+	select {
+	case <-s.lagged:
+		return true // it lost records; its lag report was not delivered
+	default:
+	}
+	return s.closedFull.Load() || s.hist < s.histEnd
+}
+
+// closedDelivery is the terminal delivery of a subscription the engine
+// closed with records undelivered: Drained, resuming (durable streams) at
+// the first offset not delivered, so that the end is never a clean one.
+func (s *Subscription) closedDelivery() Delivery {
+	s.terminal = true
+	resume := s.liveNext
+	if r, ok := s.evictedResume(); ok {
+		resume = r
+	} else if s.hist < s.histEnd {
+		resume = s.hist
+	}
+	return Delivery{Drained: true, ResumeFrom: resume, HasResume: s.info.Durable}
 }
 
 // QueueStats is a snapshot of a subscription's live queue.

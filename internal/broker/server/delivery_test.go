@@ -186,7 +186,12 @@ func TestBusySubscriptionDoesNotStarveItsTenant(t *testing.T) {
 	waitUntil(t, ctx, func() bool { return srv.DeliveryStats().Writing == 1 }, "the worker blocked on x")
 	y, err := dial(t, srv, nil).Subscribe(ctx, yt, earliest)
 	require.NoError(t, err)
-	waitUntil(t, ctx, func() bool { return srv.DeliveryStats().Queued == 1 }, "y ready behind x")
+	// y's feed is on the run queue once its subscribed answer came (not
+	// waited for as Queued == 1: whether x's worker is blocked at that
+	// moment or already took y after a turn depends on how far x's
+	// window let its quantum go, which under -race on two busy cores
+	// varies; once y waited behind x for good, and once it was already
+	// delivered, are both what the quantum allows).
 
 	got := make(chan error, 1)
 	go func() {
