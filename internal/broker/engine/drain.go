@@ -100,14 +100,18 @@ func (s *Subscription) backlogged() bool {
 // lagPending reports whether s lagged (or was evicted) and its consumer
 // has not taken the lag report yet: it lost records, so its end must not
 // be a clean one.
-func (s *Subscription) lagPending() bool {
+func (s *Subscription) lagPending() bool { return lagPending(s.lagged, s.done) }
+
+// lagPending reports whether lagged is closed and done is not: a lag
+// report (closing lagged) is taken by closing done.
+func lagPending(lagged, done <-chan struct{}) bool {
 	select {
-	case <-s.lagged:
+	case <-lagged:
 	default:
 		return false
 	}
 	select {
-	case <-s.done:
+	case <-done:
 		return false
 	default:
 		return true
@@ -130,9 +134,10 @@ func (s *Subscription) drain() {
 	s.wake()
 }
 
-// drainDelivery is the terminal delivery of a subscription ended by Drain
-// with records undelivered. Called from Next's goroutine: it knows where
-// delivery stopped. The queued batches are given back by Close.
+// drainDelivery is the terminal delivery of a subscription ended by Drain,
+// or closed by the engine (closedWithBacklog), with records undelivered.
+// Called from Next's goroutine: it knows where delivery stopped. The
+// queued batches are given back by Close.
 func (s *Subscription) drainDelivery() Delivery {
 	s.terminal = true
 	resume := s.hist
@@ -158,19 +163,7 @@ func (w *Watch) backlogged() bool {
 
 // lagPending reports whether w lagged (or was evicted) and its consumer
 // has not taken the lag report yet.
-func (w *Watch) lagPending() bool {
-	select {
-	case <-w.lagged:
-	default:
-		return false
-	}
-	select {
-	case <-w.done:
-		return false
-	default:
-		return true
-	}
-}
+func (w *Watch) lagPending() bool { return lagPending(w.lagged, w.done) }
 
 // drainDelivery is the terminal delivery of a watch ended by Drain with
 // events undelivered: a lag report naming the first of them (Next's

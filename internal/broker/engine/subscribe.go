@@ -306,7 +306,9 @@ func (s *Subscription) poll() (Delivery, bool, error) {
 	select {
 	case <-s.done:
 		if s.closedWithBacklog() {
-			return s.closedDelivery(), true, nil
+			// The drained end: its resume is the first offset not
+			// delivered (the queue Close gave back holds nothing now).
+			return s.drainDelivery(), true, nil
 		}
 		return Delivery{}, false, ErrClosed
 	default:
@@ -440,20 +442,6 @@ func (s *Subscription) closedWithBacklog() bool {
 	default:
 	}
 	return s.closedFull.Load() || s.hist < s.histEnd
-}
-
-// closedDelivery is the terminal delivery of a subscription the engine
-// closed with records undelivered: Drained, resuming (durable streams) at
-// the first offset not delivered, so that the end is never a clean one.
-func (s *Subscription) closedDelivery() Delivery {
-	s.terminal = true
-	resume := s.liveNext
-	if r, ok := s.evictedResume(); ok {
-		resume = r
-	} else if s.hist < s.histEnd {
-		resume = s.hist
-	}
-	return Delivery{Drained: true, ResumeFrom: resume, HasResume: s.info.Durable}
 }
 
 // QueueStats is a snapshot of a subscription's live queue.
