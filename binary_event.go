@@ -150,6 +150,20 @@ func AppendEventBatch(dst []byte, b *EventBatch, accepted Flags) ([]byte, error)
 	}
 	dst = grow(dst, n)
 	start := len(dst)
+	dst = b.appendHead(dst, f, len(b.Payloads))
+	o := len(dst)
+	dst = dst[:start+n]
+	if f.Has(FlagEventBatchTimestamps) {
+		putTimedPayloads(dst[o:], b.Payloads, b.Timestamps)
+	} else {
+		putPayloads(dst[o:], b.Payloads)
+	}
+	return FinishFrame(dst, start)
+}
+
+// appendHead appends the frame header (its length left for the caller),
+// the modifier sections of f and the record count.
+func (b *EventBatch) appendHead(dst []byte, f Flags, count int) []byte {
 	dst = BeginFrame(dst, f)
 	if b.Legacy {
 		dst = binary.BigEndian.AppendUint64(dst, b.SubscriptionID)
@@ -164,15 +178,43 @@ func AppendEventBatch(dst []byte, b *EventBatch, accepted Flags) ([]byte, error)
 		dst = append(dst, byte(len(b.Publisher)))
 		dst = append(dst, b.Publisher...)
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Payloads)))
-	o := len(dst)
-	dst = dst[:start+n]
-	if f.Has(FlagEventBatchTimestamps) {
-		putTimedPayloads(dst[o:], b.Payloads, b.Timestamps)
-	} else {
-		putPayloads(dst[o:], b.Payloads)
+	return binary.BigEndian.AppendUint32(dst, uint32(count))
+}
+
+// AppendEventBatchHead appends the head of an event frame whose records
+// section, of count records and recordsLen bytes, the caller writes right
+// after it as it already holds it: for each record its u64 timestamp (only
+// when the flag word b.FlagsFor(accepted) has 0x4000), its u32 length and
+// its bytes. The head is the frame header, whose length counts the
+// records section, the modifier sections of b and the count. A sender that
+// keeps records in that layout (a broker's log) so writes them without
+// copying them into a frame buffer; the section is not read here, so the
+// caller answers for count and recordsLen matching it (a peer refuses a
+// frame whose section does not split exactly into count records).
+//
+// b.Payloads and b.Timestamps are ignored. The errors are AppendEventBatch's
+// (a negative count or length is ErrInvalidValue); on error dst is returned
+// unchanged.
+func AppendEventBatchHead(dst []byte, b *EventBatch, accepted Flags, count, recordsLen int) ([]byte, error) {
+	f := b.FlagsFor(accepted)
+	if err := (&EventBatch{SkippedBefore: b.SkippedBefore, HasBaseOffset: b.HasBaseOffset, Publisher: b.Publisher}).check(f); err != nil {
+		return dst, err
 	}
-	return FinishFrame(dst, start)
+	if count < 0 || recordsLen < 0 {
+		return dst, encErr(ErrInvalidValue, layoutEvent, "count", strconv.Itoa(count)+" records of "+strconv.Itoa(recordsLen)+" bytes")
+	}
+	if uint64(count) > MaxPayloadLen {
+		return dst, encErr(ErrFrameTooLarge, layoutEvent, "count", "too many payloads")
+	}
+	eb := EventBatch{Legacy: b.Legacy, Publisher: b.Publisher}
+	n := eb.frameLen(f, 0) + recordsLen
+	if err := checkFrameSize(layoutEvent, n); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst = b.appendHead(dst, f, count)
+	binary.BigEndian.PutUint32(dst[start+8:], uint32(n-HeaderLen))
+	return dst, nil
 }
 
 // Event is one record of a decoded event batch.

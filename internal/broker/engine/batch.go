@@ -31,6 +31,15 @@ type Batch struct {
 	// so it is 0 except in tests.
 	Skipped uint64
 
+	// whole is the log segment the batch is exactly (a live batch not
+	// split, a history page of one segment), whose stored frame it is for
+	// a subscriber with the segment's modifiers; else nil. span is the
+	// records as an event frame without timestamps carries them (u32
+	// length, bytes, each), in the one segment they all lie in; nil when
+	// they span segments.
+	whole *segment
+	span  []byte
+
 	frames  [16]encoded  // by modIndex
 	pins    atomic.Int32 // queues holding the batch, deliveries not released
 	encodes *atomic.Uint64
@@ -45,6 +54,9 @@ type encoded struct {
 	frame []byte
 	buf   *[]byte     // the pooled buffer frame lives in; nil: not pooled
 	kept  atomic.Bool // handed out by Frame: never recycled
+	// stored: frame is the log segment's own (Batch.whole), neither
+	// pooled nor charged.
+	stored bool
 }
 
 // Mods returns the subset of the offered modifier flags that applies to
@@ -98,11 +110,20 @@ func (b *Batch) Frame(offered felix.Flags) []byte {
 	return slot.frame
 }
 
-// encode returns the slot of modifier set m, encoded into a pooled buffer
-// on first use.
+// encode returns the slot of modifier set m, on first use: the stored
+// frame of the segment the batch is exactly when m is its modifier set,
+// else encoded into a pooled buffer, with one copy of the records' bytes
+// when they lie in one segment and no timestamps are written.
 func (b *Batch) encode(m felix.Flags) *encoded {
 	slot := &b.frames[modIndex(m)]
 	slot.once.Do(func() {
+		if g := b.whole; g != nil && m == g.mods {
+			slot.frame, slot.stored = g.wire, true
+			return
+		}
+		if b.encodes != nil {
+			b.encodes.Add(1)
+		}
 		eb := felix.EventBatch{
 			HasBaseOffset: m.Has(felix.FlagEventBatchOffsets), BaseOffset: b.BaseOffset,
 			SkippedBefore: b.Skipped,
@@ -123,9 +144,11 @@ func (b *Batch) encode(m felix.Flags) *encoded {
 		// Mods only selects sections the batch really has (publisher at
 		// most 255 bytes, one timestamp per payload), and payloads come
 		// from frames far below 4 GiB, so encoding cannot fail.
-		slot.frame, _ = felix.AppendEventBatch(dst, &eb, m)
-		if b.encodes != nil {
-			b.encodes.Add(1)
+		if b.span != nil && !eb.HasTimestamps {
+			slot.frame, _ = felix.AppendEventBatchHead(dst, &eb, m, len(b.Payloads), len(b.span))
+			slot.frame = append(slot.frame, b.span...)
+		} else {
+			slot.frame, _ = felix.AppendEventBatch(dst, &eb, m)
 		}
 		b.acct.framed(b.eng, len(slot.frame))
 	})
@@ -158,20 +181,25 @@ func (b *Batch) reusable() *Batch {
 // pin keeps b's frames from being recycled (a queue took b).
 func (b *Batch) pin() { b.pins.Add(1) }
 
-// unpin drops a pin; the last one gives b's pooled frames back (those
-// Frame did not hand out), to be encoded again if b is delivered later.
+// unpin drops a pin; the last one gives b's pooled frames back and drops
+// the others (those Frame did not hand out), to be encoded again if b is
+// delivered later or refilled (a history page).
 func (b *Batch) unpin() {
 	if b.pins.Add(-1) > 0 {
 		return
 	}
 	for i := range b.frames {
 		slot := &b.frames[i]
-		if slot.buf == nil || slot.kept.Load() {
+		if slot.frame == nil || slot.kept.Load() {
 			continue
 		}
-		b.acct.framed(b.eng, -len(slot.frame))
-		putFrameBuf(slot.buf, slot.frame)
-		slot.frame, slot.buf = nil, nil
+		if !slot.stored {
+			b.acct.framed(b.eng, -len(slot.frame))
+		}
+		if slot.buf != nil {
+			putFrameBuf(slot.buf, slot.frame)
+		}
+		slot.frame, slot.buf, slot.stored = nil, nil, false
 		slot.once = sync.Once{}
 	}
 }

@@ -252,7 +252,7 @@ func (e *Engine) OffsetForTime(t Topic, shardIdx uint32, atMicros uint64) (uint6
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	live := sh.recs[sh.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].ts >= atMicros })
+	i := sort.Search(len(live), func(i int) bool { return live[i].seg.ts >= atMicros })
 	if i == len(live) {
 		return 0, false, nil
 	}

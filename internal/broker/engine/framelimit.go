@@ -110,14 +110,18 @@ func (sh *shard) offerSplit(b *Batch) {
 	}
 	fixed := eventFixedMax + eventPublisherLen(b.Publisher)
 	start, size := 0, fixed
+	w0, w := 0, 0 // the part's records in b.span: w0..w
 	flush := func(end int) {
 		part := &Batch{Shard: b.Shard, BaseOffset: b.BaseOffset + uint64(start), HasOffsets: b.HasOffsets,
 			Payloads: b.Payloads[start:end:end], Publisher: b.Publisher, encodes: b.encodes, eng: b.eng}
 		if b.Timestamps != nil {
 			part.Timestamps = b.Timestamps[start:end:end]
 		}
+		if b.span != nil {
+			part.span = b.span[w0:w:w]
+		}
 		sh.offerAll(part)
-		start, size = end, fixed
+		start, size, w0 = end, fixed, w
 	}
 	for i, p := range b.Payloads {
 		rec := eventPerRecord + int64(len(p))
@@ -125,6 +129,7 @@ func (sh *shard) offerSplit(b *Batch) {
 			flush(i)
 		}
 		size += rec
+		w += 4 + len(p)
 	}
 	flush(len(b.Payloads))
 }

@@ -291,20 +291,20 @@ func (sh *shard) pollLocked(g *group, limit int, vis time.Duration) (out []Group
 			continue
 		}
 		r := sh.recs[sh.head+int(off-sh.base)]
-		if full(r.payload) {
+		if full(r.payload()) {
 			return out, nil
 		}
 		c := g.claims[off]
 		c.attempts++
 		c.owed, c.until = false, now.Add(vis)
-		out = append(out, GroupRecord{Offset: off, Payload: r.payload, Attempts: c.attempts, Publisher: r.publisher, Timestamp: r.ts})
-		size += len(r.payload)
+		out = append(out, GroupRecord{Offset: off, Payload: r.payload(), Attempts: c.attempts, Publisher: r.seg.publisher, Timestamp: r.seg.ts})
+		size += int(r.n)
 	}
 	g.next = max(g.next, sh.base)
 	for g.next < sh.next && len(g.claims) < sh.st.e.cfg.Groups.MaxPending {
 		off := g.next
 		r := sh.recs[sh.head+int(off-sh.base)]
-		if full(r.payload) {
+		if full(r.payload()) {
 			break
 		}
 		if err = sh.st.e.claims.take(sh.st.topic.Tenant, 1); err != nil {
@@ -312,8 +312,8 @@ func (sh *shard) pollLocked(g *group, limit int, vis time.Duration) (out []Group
 		}
 		g.claims[off] = &claim{attempts: 1, until: now.Add(vis)}
 		g.next++
-		out = append(out, GroupRecord{Offset: off, Payload: r.payload, Attempts: 1, Publisher: r.publisher, Timestamp: r.ts})
-		size += len(r.payload)
+		out = append(out, GroupRecord{Offset: off, Payload: r.payload(), Attempts: 1, Publisher: r.seg.publisher, Timestamp: r.seg.ts})
+		size += int(r.n)
 	}
 	return out, err
 }

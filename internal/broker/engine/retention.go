@@ -38,7 +38,8 @@ const (
 	// DefaultWatchQueueBytes bounds one cache watch's queue in bytes.
 	DefaultWatchQueueBytes = 16 << 20
 
-	logRecordOverhead   = int64(unsafe.Sizeof(record{}))
+	logRecordOverhead   = int64(unsafe.Sizeof(record{})) + 4                                // entry, stored length
+	logSegmentOverhead  = int64(unsafe.Sizeof(segment{})) + eventFixedMax + felix.HeaderLen // one per appended batch, with its frame head
 	cacheEventOverhead  = int64(unsafe.Sizeof(CacheEvent{}))
 	cacheEntryOverhead  = int64(unsafe.Sizeof(cacheEntry{})) + 64 // entry, map slot, pointer
 	counterSlotOverhead = 64
@@ -75,8 +76,10 @@ func (c *Config) storageDefaults() {
 }
 
 // logCost is what a shard's retained records cost: payload bytes plus
-// their bookkeeping. The caller holds sh.mu.
-func (sh *shard) logCost(n int) int64 { return sh.bytes + int64(n)*logRecordOverhead }
+// their bookkeeping (per record, and per segment). The caller holds sh.mu.
+func (sh *shard) logCost(n int) int64 {
+	return sh.bytes + int64(n)*logRecordOverhead + int64(sh.segs)*logSegmentOverhead
+}
 
 // overBudget reports whether a shard holding n records must drop its
 // oldest because it is over MaxRetainBytes. The engine-wide MaxLogBytes is
@@ -99,7 +102,11 @@ func (sh *shard) accountLog() {
 // dropOldestLocked discards the shard's oldest retained record; the
 // caller holds sh.mu, checks one is left, and calls accountLog.
 func (sh *shard) dropOldestLocked() {
-	sh.bytes -= int64(len(sh.recs[sh.head].payload))
+	r := sh.recs[sh.head]
+	sh.bytes -= int64(r.n)
+	if sh.head+1 == len(sh.recs) || sh.recs[sh.head+1].seg != r.seg {
+		sh.segs-- // its last retained record
+	}
 	sh.recs[sh.head] = record{}
 	sh.head++
 	sh.base++

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"hash/crc64"
 	"strconv"
 	"sync"
@@ -28,11 +29,78 @@ func newStream(e *Engine, t Topic, c StreamConfig) *stream {
 	return s
 }
 
-type record struct {
-	payload   []byte
+// segment holds the records of one appended batch in one buffer, wire:
+// the whole event frame a default subscriber gets for the batch (0x0004,
+// with the base offset on a durable shard: the modifier set mods), its
+// records laid out as such a frame carries them (u32 length, bytes) from
+// wire[head:]. A live batch or a history page that is exactly the
+// segment is sent as wire itself, to a subscriber whose modifiers are
+// mods; one within the segment is a frame head and a copy of its bytes.
+// The segment is immutable once appended (its base offset is written
+// under the shard lock before).
+type segment struct {
+	wire      []byte
+	head      uint32
+	n         uint32 // records
+	mods      felix.Flags
 	publisher string
-	ts        uint64
+	ts        uint64 // µs since the epoch; 0 on ephemeral shards
 }
+
+// newSegment copies payloads into a segment whose frame carries offsets
+// when durable; its base offset is set by setBase.
+func newSegment(payloads [][]byte, publisher string, durable bool) (*segment, [][]byte) {
+	var mods felix.Flags
+	if durable {
+		mods = felix.FlagEventBatchOffsets
+	}
+	size := 4 * len(payloads)
+	for _, p := range payloads {
+		size += len(p)
+	}
+	eb := felix.EventBatch{HasBaseOffset: durable}
+	head := eb.FrameLen(mods)
+	// A batch came in one frame, so its records and their count fit a
+	// frame's u32 fields: the head cannot fail.
+	wire, _ := felix.AppendEventBatchHead(make([]byte, 0, head+size), &eb, mods, len(payloads), size)
+	seg := &segment{head: uint32(head), n: uint32(len(payloads)), mods: mods, publisher: publisher}
+	out := make([][]byte, len(payloads))
+	for i, p := range payloads {
+		wire = binary.BigEndian.AppendUint32(wire, uint32(len(p)))
+		wire = append(wire, p...)
+		out[i] = wire[len(wire)-len(p) : len(wire) : len(wire)]
+	}
+	seg.wire = wire
+	return seg, out
+}
+
+// setBase writes the offset of the segment's first record into its
+// frame (durable shards).
+func (g *segment) setBase(off uint64) {
+	if g.mods.Has(felix.FlagEventBatchOffsets) {
+		binary.BigEndian.PutUint64(g.wire[felix.HeaderLen:], off)
+	}
+}
+
+// records returns the segment's records section.
+func (g *segment) records() []byte { return g.wire[g.head:] }
+
+// record is one retained record: bytes at..at+n of its segment's wire
+// buffer (its u32 length is the 4 bytes before at).
+type record struct {
+	seg   *segment
+	at, n uint32
+}
+
+// payload returns the record's bytes, capacity capped.
+func (r record) payload() []byte { return r.seg.wire[r.at : r.at+r.n : r.at+r.n] }
+
+// first reports whether r is its segment's first record.
+func (r record) first() bool { return r.at == r.seg.head+4 }
+
+// wireSpan returns the bytes of the records from..to (inclusive) of one
+// segment as they are laid out on the wire.
+func wireSpan(from, to record) []byte { return from.seg.wire[from.at-4 : to.at+to.n : to.at+to.n] }
 
 // shard is one ordered log (durable) or one fan-out point with a replay
 // ring (ephemeral); recs holds either.
@@ -45,7 +113,8 @@ type shard struct {
 	head  int
 	base  uint64
 	next  uint64 // tail: offset of the next record
-	bytes int64
+	bytes int64  // payload bytes of recs[head:]
+	segs  int    // segments of recs[head:]
 	subs  map[*Subscription]struct{}
 
 	accounted int64        // cost reported to Engine.logBytes (retention.go)
@@ -157,17 +226,8 @@ func (sh *shard) publish(req PublishRequest) (PublishResult, error) {
 func (sh *shard) append(req PublishRequest) (PublishResult, error) {
 	e := sh.st.e
 	durable := sh.st.cfg.Durable
-	// Copy the payloads into one allocation before taking the lock.
-	total := 0
-	for _, p := range req.Payloads {
-		total += len(p)
-	}
-	buf := make([]byte, 0, total)
-	payloads := make([][]byte, len(req.Payloads))
-	for i, p := range req.Payloads {
-		buf = append(buf, p...)
-		payloads[i] = buf[len(buf)-len(p) : len(buf) : len(buf)]
-	}
+	// Copy the payloads into one segment before taking the lock.
+	seg, payloads := newSegment(req.Payloads, req.Publisher, durable)
 	var dg uint64
 	if req.Idempotent {
 		dg = digest(req.Key, req.Keyed, payloads)
@@ -208,22 +268,26 @@ func (sh *shard) append(req PublishRequest) (PublishResult, error) {
 	if len(payloads) == 0 {
 		return res, nil
 	}
+	seg.setBase(sh.next)
 	b := &Batch{Shard: sh.index, BaseOffset: sh.next, HasOffsets: durable, Payloads: payloads,
-		Publisher: req.Publisher, encodes: &e.st.eventEncodes, eng: e}
+		Publisher: req.Publisher, whole: seg, span: seg.records(), encodes: &e.st.eventEncodes, eng: e}
 	// Durable shards log every record with its append time; ephemeral
 	// shards keep them in their replay ring without times.
-	var ts uint64
 	if durable {
-		ts = e.nowMicros()
+		seg.ts = e.nowMicros()
 		b.Timestamps = make([]uint64, len(payloads))
 		for i := range b.Timestamps {
-			b.Timestamps[i] = ts
+			b.Timestamps[i] = seg.ts
 		}
 	}
+	at := seg.head
 	for _, p := range payloads {
-		sh.recs = append(sh.recs, record{payload: p, publisher: req.Publisher, ts: ts})
+		at += 4
+		sh.recs = append(sh.recs, record{seg: seg, at: at, n: uint32(len(p))})
+		at += uint32(len(p))
 		sh.bytes += int64(len(p))
 	}
+	sh.segs++
 	sh.next += uint64(len(payloads))
 	sh.retain()
 	e.st.publishedBatches.Add(1)
@@ -258,13 +322,25 @@ func (sh *shard) retain() {
 // bounds returns the oldest retained offset and the tail.
 func (sh *shard) bounds() (oldest, tail uint64) { return sh.base, sh.next }
 
-// history returns up to DefaultHistoryBatch records (with offsets: ring
-// sequence numbers on an ephemeral shard) from offset from
-// (at least one record unless the range is empty), stopping before end, at
-// a publisher change, or near DefaultHistoryBatchBytes, filled into reuse
-// when it is not nil (a batch nobody holds any more). The caller holds
-// sh.mu. from must be ≥ sh.base.
-func (sh *shard) history(from, end uint64, reuse *Batch) *Batch {
+// maxWholePage bounds the records of a history page that is one whole
+// segment (what its payload slices cost a reader: 24 KiB).
+const maxWholePage = 16 * DefaultHistoryBatch
+
+// history returns the next history page from offset from (offsets are
+// ring sequence numbers on an ephemeral shard), at least one record unless
+// the range is empty, stopping before end, filled into reuse when it is not
+// nil (a batch nobody holds any more), for a reader that offered the
+// modifier flags offered. The caller holds sh.mu. from must be ≥ sh.base.
+//
+// A page is a whole segment when from starts one that goes out as its
+// stored frame (wholePage). Otherwise it holds up to DefaultHistoryBatch
+// records, stopping at a publisher change, near DefaultHistoryBatchBytes,
+// or before a segment that goes out whole, so that a reader that started
+// within a published batch is in step with the batches from its next page
+// on, while small batches are still gathered into full pages. A page
+// within one segment is encoded as a head and one copy of its records'
+// bytes; a page over several, record by record.
+func (sh *shard) history(from, end uint64, offered felix.Flags, reuse *Batch) *Batch {
 	if from >= end || from >= sh.next {
 		return nil
 	}
@@ -274,27 +350,75 @@ func (sh *shard) history(from, end uint64, reuse *Batch) *Batch {
 	if b == nil {
 		b = &Batch{}
 	}
-	b.Shard, b.BaseOffset, b.HasOffsets, b.Publisher = sh.index, from, true, first.publisher
+	pub := first.seg.publisher
+	b.Shard, b.BaseOffset, b.HasOffsets, b.Publisher = sh.index, from, true, pub
 	clear(b.Payloads) // the records of its last page are not kept alive
 	b.Payloads, b.Timestamps, b.Skipped, b.size = b.Payloads[:0], b.Timestamps[:0], 0, 0
+	b.whole, b.span = nil, nil
 	b.encodes = &sh.st.e.st.eventEncodes
-	if !sh.st.cfg.Durable {
+	durable := sh.st.cfg.Durable
+	if !durable {
 		b.Timestamps = nil
 	}
-	size := 0
+	add := func(r record) {
+		b.Payloads = append(b.Payloads, r.payload())
+		if durable { // ring records have no stored time
+			b.Timestamps = append(b.Timestamps, r.seg.ts)
+		}
+	}
+	if g := first.seg; first.first() && sh.wholePage(g, offered) {
+		for _, r := range sh.recs[i : i+int(g.n)] {
+			add(r)
+		}
+		b.whole, b.span = g, g.records()
+		return b
+	}
+	// size is the records' bytes; framed bounds the page's frame with
+	// every modifier, which must fit the frame limit.
+	size, framed, limit := 0, eventFixedMax+eventPublisherLen(pub), sh.st.e.maxFrame()
+	last, oneSeg := first, true
 	for off := from; off < end && off < sh.next && len(b.Payloads) < DefaultHistoryBatch; off++ {
 		r := sh.recs[i]
-		if r.publisher != first.publisher || (len(b.Payloads) > 0 && size+len(r.payload) > DefaultHistoryBatchBytes) {
+		if r.seg != last.seg {
+			if r.seg.publisher != pub || sh.wholePage(r.seg, offered) {
+				break
+			}
+			oneSeg = false
+		}
+		rec := eventPerRecord + int64(r.n)
+		if len(b.Payloads) > 0 && (size+int(r.n) > DefaultHistoryBatchBytes || framed+rec > limit) {
 			break
 		}
-		b.Payloads = append(b.Payloads, r.payload)
-		if sh.st.cfg.Durable { // ring records have no stored time
-			b.Timestamps = append(b.Timestamps, r.ts)
-		}
-		size += len(r.payload)
+		add(r)
+		size, framed = size+int(r.n), framed+rec
+		last = r
 		i++
 	}
+	if oneSeg {
+		b.span = wireSpan(first, last)
+	}
 	return b
+}
+
+// wholePage reports whether segment g goes out as one history page from
+// its first record: when it holds at least a quarter of a page (in
+// records or bytes; smaller batches are gathered) and at most
+// maxWholePage records, its frame fits the frame limit, and the reader's
+// modifiers for it are its frame's (Batch.Mods). (A segment is appended
+// whole, so one that starts before the end of a reader's history ends
+// before it.)
+func (sh *shard) wholePage(g *segment, offered felix.Flags) bool {
+	if g.n < DefaultHistoryBatch/4 && len(g.wire)-int(g.head) < DefaultHistoryBatchBytes/4 {
+		return false
+	}
+	if g.n > maxWholePage || int64(len(g.wire)-felix.HeaderLen) > sh.st.e.maxFrame() {
+		return false
+	}
+	page := Batch{HasOffsets: true, Publisher: g.publisher}
+	if sh.st.cfg.Durable {
+		page.Timestamps = []uint64{}
+	}
+	return page.Mods(offered) == g.mods
 }
 
 // ReadRecord is one record returned by Read.
@@ -327,7 +451,7 @@ func (e *Engine) Read(t Topic, shardIdx uint32, from uint64, limit int) ([]ReadR
 	var out []ReadRecord
 	for off := from; off < sh.next && len(out) < limit; off++ {
 		r := sh.recs[sh.head+int(off-sh.base)]
-		out = append(out, ReadRecord{Offset: off, Payload: r.payload, Publisher: r.publisher, Timestamp: r.ts})
+		out = append(out, ReadRecord{Offset: off, Payload: r.payload(), Publisher: r.seg.publisher, Timestamp: r.seg.ts})
 	}
 	return out, from + uint64(len(out)), nil
 }

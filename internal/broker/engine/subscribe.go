@@ -356,7 +356,7 @@ func (s *Subscription) nextHistory() (Delivery, bool) {
 		}
 		s.hist = sh.base // retention overtook the reader: a gap
 	}
-	b := sh.history(s.hist, s.histEnd, s.histPage.reusable())
+	b := sh.history(s.hist, s.histEnd, s.mods, s.histPage.reusable())
 	sh.mu.Unlock()
 	if b == nil {
 		s.hist = s.histEnd

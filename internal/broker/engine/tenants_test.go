@@ -31,7 +31,7 @@ func TestLogBoundTrimsTheTenantOverItsShare(t *testing.T) {
 
 	bTopic := Topic{Tenant: "B", Namespace: "ns", Stream: "s"}
 	small := bytes.Repeat([]byte("b"), 100)
-	const bRecords = 2000 // 2000 × (100 + 48) ≈ 290 KiB, within B's half
+	const bRecords = 2000 // 2000 × (100 + 20 + 96) ≈ 420 KiB, within B's half
 	for range bRecords {
 		_, err := e.Publish(PublishRequest{Topic: bTopic, Payloads: [][]byte{small}})
 		require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestLogBoundTrimsTheTenantOverItsShare(t *testing.T) {
 	e.mu.Lock()
 	a, b := e.tenants["A"].logBytes.Load(), e.tenants["B"].logBytes.Load()
 	e.mu.Unlock()
-	require.Equal(t, int64(bRecords*(100+logRecordOverhead)), b)
+	require.Equal(t, int64(bRecords*(100+logRecordOverhead+logSegmentOverhead)), b, "one record and one segment per batch")
 	require.Equal(t, e.LogBytes(), a+b, "the tenants' figures add up to the engine's")
 	require.LessOrEqual(t, a, int64(limit)-b)
 }
@@ -65,7 +65,7 @@ func TestLogBoundConvergesOnShares(t *testing.T) {
 	const limit = 256 << 10
 	e := New(Config{DefaultStream: durable, MaxLogBytes: limit})
 	defer e.Close()
-	rec := bytes.Repeat([]byte("x"), 952) // 1000 bytes with its bookkeeping
+	rec := bytes.Repeat([]byte("x"), 1000-int(logRecordOverhead+logSegmentOverhead)) // 1000 bytes with its bookkeeping
 	a, b := Topic{Tenant: "A", Stream: "s"}, Topic{Tenant: "B", Stream: "s"}
 	for range 1000 {
 		_, err := e.Publish(PublishRequest{Topic: a, Payloads: [][]byte{rec}})
