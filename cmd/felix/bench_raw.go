@@ -25,9 +25,11 @@ import (
 	"github.com/flxproto/felix/internal/broker/server"
 )
 
-// felix bench raw [-transport felix|raw|broker] [-owned] [-gro=false] [-size N]
+// felix bench raw [-transport felix|raw|broker] [-owned] [-cold] [-gro=false] [-size N]
 // [-records N] [-mb N]: the transport baseline (dispatched by runBench). One sender process writes the
-// same encoded event batch again and again to one receiver process over
+// same encoded event batch again and again (with -cold, raw only: as many
+// distinct copies of it, prepared before, so that its bytes come from
+// memory as a broker's come from its log) to one receiver process over
 // loopback, either through Felix (a conn server's event stream to a
 // conn.Subscription read with Next, the default recycled buffer) or
 // through raw quic-go (one unidirectional stream with conn's QUIC
@@ -59,6 +61,7 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	cert := fs.String("cert", "", "internal: recv: the sender's certificate, base64 DER")
 	gro := fs.Bool("gro", true, "both sides read their UDP sockets with UDP GRO (Linux), as conn does by default; false: conn's NoGRO (the broker's listener of -transport broker keeps its default)")
 	owned := fs.Bool("owned", false, "felix: subscribe with conn.PayloadsOwned (a fresh buffer per frame) instead of the default recycled buffer")
+	cold := fs.Bool("cold", false, "raw: send distinct copies of the batch, -mb of them prepared before the run, instead of one batch from the CPU's caches (what a broker's log costs to read)")
 	prof := fs.String("sendprofile", "", "write a CPU profile of the sender's send phase to this file")
 	rprof := fs.String("recvprofile", "", "write a CPU profile of the receiver's receive phase to this file")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +71,9 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	if *transport != "felix" && *transport != "raw" && *transport != "broker" {
 		return fmt.Errorf("bench raw: -transport %q: felix, broker or raw", *transport)
 	}
+	if *cold && *transport != "raw" {
+		return fmt.Errorf("bench raw: -cold is for -transport raw, not %q", *transport)
+	}
 	if *size < 1 || *records < 1 || *mb < 1 || *size**records > 8<<20 {
 		return errors.New("bench raw: -size, -records and -mb must be positive, a batch at most 8 MiB")
 	}
@@ -75,7 +81,7 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	frames := max(1, (*mb<<20)/batch)
 	switch *role {
 	case "send":
-		return rawSend(ctx, stdout, *transport, *addr, *size, *records, frames, *gro)
+		return rawSend(ctx, stdout, *transport, *addr, *size, *records, frames, *gro, *cold)
 	case "recv":
 		pm := conn.PayloadsUntilNext
 		if *owned {
@@ -86,18 +92,18 @@ func runBenchRaw(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	default:
 		return fmt.Errorf("bench raw: -role %q: send or recv", *role)
 	}
-	return rawDrive(ctx, stdout, stderr, *transport, *size, *records, *mb, *owned, *gro)
+	return rawDrive(ctx, stdout, stderr, *transport, *size, *records, *mb, *owned, *gro, *cold)
 }
 
 // rawDrive runs the sender and the receiver as child processes and prints
 // the table row.
-func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, size, records, mb int, owned, gro bool) error {
+func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, size, records, mb int, owned, gro, cold bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	common := []string{"bench", "raw", "-sendprofile", profiles["send"], "-recvprofile", profiles["recv"], "-transport", transport, "-size", fmt.Sprint(size), "-records", fmt.Sprint(records), "-mb", fmt.Sprint(mb),
-		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro)}
+		fmt.Sprintf("-owned=%v", owned), fmt.Sprintf("-gro=%v", gro), fmt.Sprintf("-cold=%v", cold)}
 	send := exec.CommandContext(ctx, self, append(common, "-role", "send")...)
 	send.Stderr = stderr
 	sin, err := send.StdinPipe()
@@ -145,6 +151,9 @@ func rawDrive(ctx context.Context, stdout, stderr io.Writer, transport string, s
 	if !gro {
 		transport += "(nogro)"
 	}
+	if cold {
+		transport += "(cold)"
+	}
 	fmt.Fprintf(stdout, "transport=%s size=%d records/batch=%d  records/s=%.0f MB/s=%.1f  recv-cpu-s/GB=%.3f send-cpu-s/GB=%.3f  (records=%d bytes=%d recv-wall=%.2fs)\n",
 		transport, size, records, float64(rr.Records)/rr.Wall, float64(rr.Bytes)/1e6/rr.Wall, rr.CPU/gb, sres.CPU/gb, rr.Records, rr.Bytes, rr.Wall)
 	return nil
@@ -175,7 +184,7 @@ func report(w io.Writer, role string, records, bytes int64, cpu0 time.Duration, 
 // rawSend listens, prints "ADDR CERT" and writes frames batches of
 // records x size to the first subscriber (felix) or peer (raw), then
 // prints its report.
-func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size, records, frames int, gro bool) error {
+func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size, records, frames int, gro, cold bool) error {
 	payloads := make([][]byte, records)
 	for i := range payloads {
 		payloads[i] = make([]byte, size)
@@ -194,10 +203,19 @@ func rawSend(ctx context.Context, stdout io.Writer, transport, addr string, size
 			return err
 		}
 		defer s.Close()
+		send := [][]byte{frame}
+		if cold { // one buffer, like a log, filled before the run
+			all := make([]byte, 0, frames*len(frame))
+			send = make([][]byte, frames)
+			for i := range send {
+				all = append(all, frame...)
+				send[i] = all[len(all)-len(frame):]
+			}
+		}
 		fmt.Fprintln(stdout, s.Addr(), base64.StdEncoding.EncodeToString(s.Cert()))
 		startProfile("send")
 		cpu0, t0 := cpuNow(), time.Now()
-		if err := s.Send(ctx, frame, frames); err != nil {
+		if err := s.Send(ctx, send, frames); err != nil {
 			return err
 		}
 		return report(stdout, "send", total, total*int64(size), cpu0, t0)

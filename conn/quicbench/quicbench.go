@@ -74,11 +74,16 @@ func (s *Sender) Close() error {
 	return err
 }
 
-// Send accepts one connection, opens a unidirectional stream and writes
-// frame n times on it, each with one Write call (as conn writes an
-// encoded event batch), then finishes the stream and waits for the peer
-// to close the connection (so that every byte was received).
-func (s *Sender) Send(ctx context.Context, frame []byte, n int) error {
+// Send accepts one connection, opens a unidirectional stream and writes n
+// frames on it, frames[i%len(frames)] for the i-th, each with one Write
+// call (as conn writes an encoded event batch), then finishes the stream
+// and waits for the peer to close the connection (so that every byte was
+// received). One frame is sent from the CPU's caches; n distinct frames
+// from memory, as a broker sends from its log.
+func (s *Sender) Send(ctx context.Context, frames [][]byte, n int) error {
+	if len(frames) == 0 {
+		return errors.New("quicbench: no frame to send")
+	}
 	qc, err := s.ln.Accept(ctx)
 	if err != nil {
 		return err
@@ -87,8 +92,8 @@ func (s *Sender) Send(ctx context.Context, frame []byte, n int) error {
 	if err != nil {
 		return err
 	}
-	for range n {
-		if _, err := st.Write(frame); err != nil {
+	for i := range n {
+		if _, err := st.Write(frames[i%len(frames)]); err != nil {
 			return err
 		}
 	}

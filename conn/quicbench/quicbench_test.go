@@ -22,14 +22,16 @@ func testSendReceive(t *testing.T, gro bool) {
 	defer cancel()
 	frame, err := felix.AppendEventBatch(nil, &felix.EventBatch{Payloads: [][]byte{make([]byte, 3000), []byte("x")}}, 0)
 	require.NoError(t, err)
+	other, err := felix.AppendEventBatch(nil, &felix.EventBatch{Payloads: [][]byte{[]byte("y")}}, 0)
+	require.NoError(t, err)
 	s, err := Listen("127.0.0.1:0", gro)
 	require.NoError(t, err)
 	defer s.Close()
 	sent := make(chan error, 1)
-	go func() { sent <- s.Send(ctx, frame, 50) }()
+	go func() { sent <- s.Send(ctx, [][]byte{frame, other}, 50) }() // in turn
 	frames, n, err := Receive(ctx, s.Addr().String(), s.Cert(), gro)
 	require.NoError(t, err)
 	require.EqualValues(t, 50, frames)
-	require.EqualValues(t, 50*(len(frame)-felix.HeaderLen), n)
+	require.EqualValues(t, 25*(len(frame)-felix.HeaderLen)+25*(len(other)-felix.HeaderLen), n)
 	require.NoError(t, <-sent)
 }
