@@ -32,14 +32,19 @@
 // # Delivery
 //
 // Every published batch becomes one immutable Batch shared by all
-// subscribers of its shard. Batch.Frame encodes the 0x0004 event frame for
-// a set of modifier flags at most once per distinct set (offsets,
-// publisher, timestamps, skipped) and hands the same bytes to every
-// subscriber that uses that set, so the encoding cost of a published batch
-// does not grow with the number of subscribers. A subscription's
-// Delivery carries that frame until Delivery.Release; once every queue
-// and delivery holding the batch let go, its frame buffers are reused for
-// later batches, so a steady fan-out allocates nothing per batch.
+// subscribers of its shard, and one log segment: its records stored as the
+// 0x0004 event frame a subscriber with the default modifiers gets (the base
+// offset on a durable stream, nothing else), which is sent as it is, with
+// no encode. For any other set of modifier flags (offsets, publisher,
+// timestamps, skipped), Batch.Frame encodes the frame at most once per
+// distinct set and hands the same bytes to every subscriber that uses that
+// set, so the encoding cost of a published batch does not grow with the
+// number of subscribers. A subscription's Delivery carries that frame until
+// Delivery.Release; once every queue and delivery holding the batch let
+// go, its frame buffers are reused for later batches, so a steady fan-out
+// allocates nothing per batch. History is read in pages: a batch of at
+// least a quarter page goes out as its stored frame, smaller ones are
+// gathered into pages of up to DefaultHistoryBatch records.
 //
 // Each subscription has a bounded queue (its queue capacity, counted in
 // published batches). Publishing never blocks on a subscriber: when a queue
