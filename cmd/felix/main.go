@@ -61,6 +61,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/flxproto/felix/client"
@@ -281,8 +282,11 @@ func commandHelp(ctx context.Context, w io.Writer, c command) {
 }
 
 // run executes one felix invocation and returns its exit status. It never
-// lets a panic escape: an internal error is one line on stderr.
+// lets a panic escape: an internal error is one line on stderr. A command's
+// goroutines (a relay's log, a key log, progress) may write stdout and
+// stderr at once: each Write to either is whole and serialised.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	stdout, stderr = serialized(stdout), serialized(stderr)
 	name := "felix"
 	defer func() {
 		if p := recover(); p != nil {
@@ -376,4 +380,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // oneLine folds a multi-line message onto one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// lockedWriter serialises the Writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// serialized returns w with its Writes serialised (w itself when it
+// already is).
+func serialized(w io.Writer) io.Writer {
+	if _, ok := w.(*lockedWriter); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
 }
