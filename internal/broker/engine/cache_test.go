@@ -303,3 +303,66 @@ func TestDrainKeepsAWatchsPendingLagReport(t *testing.T) {
 		})
 	}
 }
+
+// A watch the engine closes with events it had not delivered (a shutdown
+// without a drain, or after a drain timed out) ends with the lag report
+// naming the first of them, never a clean end; one that had delivered
+// everything ends cleanly.
+func TestWatchClosedWithBacklogIsNotACleanEnd(t *testing.T) {
+	put := func(e *Engine, key string) uint64 {
+		t.Helper()
+		v, err := e.CachePut(cr, key, []byte("v"), nil)
+		require.NoError(t, err)
+		return v
+	}
+	t.Run("queued", func(t *testing.T) {
+		e := New(Config{})
+		w, _, err := e.Watch(WatchRequest{CacheRef: cr, IsPrefix: true, Prefix: "k"})
+		require.NoError(t, err)
+		for i := range 4 {
+			put(e, "k"+strconv.Itoa(i))
+		}
+		d := nextW(t, w)
+		require.Equal(t, "k0", d.Event.Key)
+		e.Close()
+		d = nextW(t, w)
+		require.True(t, d.Lagged, "%+v", d)
+		require.Equal(t, uint64(1), d.ResumeFrom, "the first event not delivered")
+		_, err = w.Next(ctxT(t))
+		require.ErrorIs(t, err, ErrClosed)
+	})
+	t.Run("catch-up", func(t *testing.T) {
+		e := New(Config{})
+		for i := range 4 {
+			put(e, "k"+strconv.Itoa(i))
+		}
+		w, _, err := e.Watch(WatchRequest{CacheRef: cr, IsPrefix: true, Prefix: "k", HasFrom: true, FromOffset: 2})
+		require.NoError(t, err)
+		e.Close()
+		d := nextW(t, w)
+		require.True(t, d.Lagged, "%+v", d)
+		require.Equal(t, uint64(2), d.ResumeFrom)
+	})
+	t.Run("lag report not taken", func(t *testing.T) {
+		e := New(Config{WatchQueueBytes: 1})
+		w, _, err := e.Watch(WatchRequest{CacheRef: cr, IsPrefix: true, Prefix: "k"})
+		require.NoError(t, err)
+		put(e, "k0") // an empty queue takes it
+		put(e, "k1") // over the bound: lagged at 1
+		d := nextW(t, w)
+		require.Equal(t, "k0", d.Event.Key)
+		e.Close()
+		d = nextW(t, w)
+		require.Equal(t, WatchDelivery{Lagged: true, ResumeFrom: 1}, d)
+	})
+	t.Run("delivered", func(t *testing.T) {
+		e := New(Config{})
+		w, _, err := e.Watch(WatchRequest{CacheRef: cr, IsPrefix: true, Prefix: "k"})
+		require.NoError(t, err)
+		put(e, "k0")
+		nextW(t, w)
+		e.Close()
+		_, err = w.Next(ctxT(t))
+		require.ErrorIs(t, err, ErrClosed)
+	})
+}

@@ -137,6 +137,10 @@ type Watch struct {
 	terminal bool
 	liveNext uint64 // offset after the last live event delivered (Next's goroutine)
 
+	// closedFull: Close gave back queued events (set before done is
+	// closed), so the end lost events.
+	closedFull atomic.Bool
+
 	// drain state (drain.go)
 	drained   chan struct{}
 	handedOut atomic.Bool  // Next returned an event and was not called again yet
@@ -320,6 +324,9 @@ func (w *Watch) poll() (WatchDelivery, bool, error) {
 	}
 	select {
 	case <-w.done:
+		if w.closedWithBacklog() {
+			return w.closedDelivery(), true, nil
+		}
 		return WatchDelivery{}, false, ErrClosed
 	default:
 	}
@@ -386,29 +393,63 @@ func (w *Watch) deliver(ev CacheEvent) WatchDelivery {
 	return WatchDelivery{Event: ev}
 }
 
-// Close ends the watch. It is idempotent.
+// Close ends the watch: it stops receiving events and Next returns
+// ErrClosed, or, when events were not delivered (queued, catch-up not read,
+// a lag report not taken), a lag report (closedDelivery). It is
+// idempotent.
 func (w *Watch) Close() {
 	w.once.Do(func() {
-		close(w.done)
 		w.c.mu.Lock()
 		w.stopped = true
 		delete(w.c.watches, w)
 		w.c.mu.Unlock()
-		w.e.unregisterWatch(w)
-		w.c.ten.readerClosed(w.e)
-		w.e.st.activeWatches.Add(^uint64(0))
-		// Nothing is offered once stopped: return what the queue holds.
+		// Nothing is offered once stopped: give back what the queue
+		// holds, noting that it held some, before the consumer sees the
+		// end.
 		for empty := false; !empty; {
 			select {
 			case we := <-w.q:
+				w.closedFull.Store(true)
 				w.queued.Add(-we.cost)
 				we.acct.release(w.e)
 			default:
 				empty = true
 			}
 		}
+		close(w.done)
+		w.e.unregisterWatch(w)
+		w.c.ten.readerClosed(w.e)
+		w.e.st.activeWatches.Add(^uint64(0))
 		w.wake() // the consumer sees the end
 	})
+}
+
+// closedWithBacklog reports whether w was closed (by the engine, not after
+// its own terminal delivery) with events it had not delivered: events given
+// back from its queue, catch-up not read, or a lag report not taken
+// (Next's goroutine).
+func (w *Watch) closedWithBacklog() bool {
+	select {
+	case <-w.lagged:
+		return true
+	default:
+	}
+	return w.closedFull.Load() || len(w.catchup) > 0
+}
+
+// closedDelivery is the terminal delivery of a watch closed with events
+// undelivered: a lag report resuming at its first catch-up event not
+// delivered, else after the last live event it delivered (where live
+// delivery started if none): a replay from there skips what the watch's
+// filter does not match, so nothing is missed or repeated, whatever Close
+// took from the queue meanwhile (Next's goroutine).
+func (w *Watch) closedDelivery() WatchDelivery {
+	w.terminal = true
+	resume := w.liveNext
+	if len(w.catchup) > 0 {
+		resume = w.catchup[0].Offset
+	}
+	return WatchDelivery{Lagged: true, ResumeFrom: resume}
 }
 
 // Done is closed when the watch has been closed.
