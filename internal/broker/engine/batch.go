@@ -60,21 +60,27 @@ type encoded struct {
 }
 
 // Mods returns the subset of the offered modifier flags that applies to
-// this batch: offsets only on durable batches, skipped only with offsets
-// and a non-zero count, publisher only when there is one, timestamps only
-// when the records have them.
+// this batch (eventMods).
 func (b *Batch) Mods(offered felix.Flags) felix.Flags {
+	return eventMods(offered, b.HasOffsets, b.Skipped, b.Publisher, b.Timestamps != nil)
+}
+
+// eventMods returns the subset of the offered modifier flags that applies
+// to records with these properties: offsets only on durable records,
+// skipped only with offsets and a non-zero count, publisher only when
+// there is one, timestamps only when the records have them.
+func eventMods(offered felix.Flags, offsets bool, skipped uint64, publisher string, timestamps bool) felix.Flags {
 	var m felix.Flags
-	if b.HasOffsets && offered.Has(felix.FlagEventBatchOffsets) {
+	if offsets && offered.Has(felix.FlagEventBatchOffsets) {
 		m |= felix.FlagEventBatchOffsets
-		if b.Skipped > 0 && offered.Has(felix.FlagEventBatchSkipped) {
+		if skipped > 0 && offered.Has(felix.FlagEventBatchSkipped) {
 			m |= felix.FlagEventBatchSkipped
 		}
 	}
-	if b.Publisher != "" && len(b.Publisher) <= 255 && offered.Has(felix.FlagEventBatchPublisher) {
+	if publisher != "" && len(publisher) <= 255 && offered.Has(felix.FlagEventBatchPublisher) {
 		m |= felix.FlagEventBatchPublisher
 	}
-	if b.Timestamps != nil && offered.Has(felix.FlagEventBatchTimestamps) {
+	if timestamps && offered.Has(felix.FlagEventBatchTimestamps) {
 		m |= felix.FlagEventBatchTimestamps
 	}
 	return m

@@ -269,3 +269,29 @@ func TestFramesFromTheLogFitASmallLimit(t *testing.T) {
 		require.Greater(t, frames, 1, "the batch was split")
 	}
 }
+
+// History pages fill up to the frame limit exactly: at a limit that ten
+// 100-byte records with every modifier fit and eleven do not (by 12
+// bytes), pages hold ten records.
+func TestHistoryPagesFillTheFrameLimit(t *testing.T) {
+	const n, per = 100, eventPerRecord + 100
+	const limit = eventFixedMax + 10*per + n // an eleventh record's length and timestamp do not fit
+	e := New(Config{DefaultStream: durable, MaxFrameBytes: limit})
+	defer e.Close()
+	var ps [][]byte
+	for range 30 {
+		ps = append(ps, bytes.Repeat([]byte("r"), n))
+	}
+	_, err := e.Publish(PublishRequest{Topic: tp, Payloads: ps})
+	require.NoError(t, err)
+	s, _, err := e.Subscribe(SubscribeRequest{Topic: tp, Start: Start{Kind: StartEarliest},
+		Mods: felix.FlagEventBatchOffsets | felix.FlagEventBatchTimestamps})
+	require.NoError(t, err)
+	defer s.Close()
+	for range 3 {
+		d := next(t, s)
+		require.LessOrEqual(t, len(d.Frame)-felix.HeaderLen, limit)
+		require.Len(t, decodeEvent(t, d.Frame).payloads, 10)
+		d.Release()
+	}
+}

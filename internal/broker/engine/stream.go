@@ -373,9 +373,9 @@ func (sh *shard) history(from, end uint64, offered felix.Flags, reuse *Batch) *B
 		b.whole, b.span = g, g.records()
 		return b
 	}
-	// size is the records' bytes; framed bounds the page's frame with
-	// every modifier, which must fit the frame limit.
-	size, framed, limit := 0, eventFixedMax+eventPublisherLen(pub), sh.st.e.maxFrame()
+	// size is the records' bytes; the page's frame with every modifier
+	// (eventFrameMax) must fit the frame limit.
+	size, fixed, limit := 0, eventFixedMax+eventPublisherLen(pub), sh.st.e.maxFrame()
 	last, oneSeg := first, true
 	for off := from; off < end && off < sh.next && len(b.Payloads) < DefaultHistoryBatch; off++ {
 		r := sh.recs[i]
@@ -385,12 +385,12 @@ func (sh *shard) history(from, end uint64, offered felix.Flags, reuse *Batch) *B
 			}
 			oneSeg = false
 		}
-		rec := eventPerRecord + int64(r.n)
-		if len(b.Payloads) > 0 && (size+int(r.n) > DefaultHistoryBatchBytes || framed+rec > limit) {
+		framed := fixed + eventPerRecord*int64(len(b.Payloads)+1) + int64(size) + int64(r.n)
+		if len(b.Payloads) > 0 && (size+int(r.n) > DefaultHistoryBatchBytes || framed > limit) {
 			break
 		}
 		add(r)
-		size, framed = size+int(r.n), framed+rec
+		size += int(r.n)
 		last = r
 		i++
 	}
@@ -414,11 +414,9 @@ func (sh *shard) wholePage(g *segment, offered felix.Flags) bool {
 	if g.n > maxWholePage || int64(len(g.wire)-felix.HeaderLen) > sh.st.e.maxFrame() {
 		return false
 	}
-	page := Batch{HasOffsets: true, Publisher: g.publisher}
-	if sh.st.cfg.Durable {
-		page.Timestamps = []uint64{}
-	}
-	return page.Mods(offered) == g.mods
+	// A history page has offsets (ring sequence numbers when ephemeral)
+	// and, when durable, timestamps.
+	return eventMods(offered, true, 0, g.publisher, sh.st.cfg.Durable) == g.mods
 }
 
 // ReadRecord is one record returned by Read.

@@ -69,8 +69,10 @@ func TestBatchFrameSpecExample(t *testing.T) {
 	require.Equal(t, "464c583100010024000000170000000000000064000000020000000161000000026263",
 		hex.EncodeToString(b.Frame(felix.FlagEventBatchOffsets)))
 	require.Equal(t, "464c5831000100040000000f000000020000000161000000026263", hex.EncodeToString(b.Frame(0)))
-	// skipped without offsets is never set
+	// skipped without offsets is never set, nor with a zero count
 	require.Equal(t, felix.Flags(0), b.Mods(felix.FlagEventBatchSkipped))
+	require.Equal(t, felix.FlagEventBatchOffsets,
+		(&Batch{HasOffsets: true}).Mods(felix.FlagEventBatchOffsets|felix.FlagEventBatchSkipped))
 }
 
 func TestEncodedOncePerModifierSet(t *testing.T) {
