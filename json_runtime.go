@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -168,6 +169,9 @@ type jsonDecoder struct {
 	// arena is the chunk the decoded strings and byte values are carved
 	// from (see alloc).
 	arena []byte
+	// appendTo makes alloc append every value to arena, the caller's
+	// buffer, however large (ParseCacheEvent).
+	appendTo bool
 }
 
 // arenaMax is the largest value alloc carves from the arena; larger ones
@@ -187,9 +191,12 @@ const arenaChunk = 1024
 // at n: appending to one value never overwrites another. The chunk is only
 // written through the slices handed out, each exactly once, before the
 // value is returned, which is what makes the strings carved from it (see
-// str) immutable.
+// str) immutable. In appendTo mode the values are appended to the caller's
+// buffer instead, and those strings must not outlive the call.
 func (d *jsonDecoder) alloc(n int) []byte {
-	if n > arenaMax {
+	if d.appendTo {
+		d.arena = slices.Grow(d.arena, n)
+	} else if n > arenaMax {
 		return make([]byte, n)
 	}
 	if cap(d.arena)-len(d.arena) < n {

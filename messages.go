@@ -162,42 +162,13 @@ func NewMessage(typ string) Message {
 // alias payload.
 func DecodeMessage(payload []byte) (Message, error) {
 	d := jsonDecoder{buf: payload}
-	if !d.beginObject("") {
-		return nil, d.err
-	}
-	body := d.pos
-	key, ok := d.member(0, "")
+	raw, i0 := d.head()
 	if d.err != nil {
 		return nil, d.err
 	}
-	if !ok {
-		d.fail("type", "missing member \"type\"")
-		return nil, d.err
-	}
-	i0 := 0
-	var typ string
-	var m Message
-	if string(key) == "type" {
-		// Fast path: "type" is the first member, as every encoder writes it.
-		raw := d.typeValue()
-		if d.err != nil {
-			return nil, d.err
-		}
-		d.typeSeen = true
-		i0 = 1
-		if m = decodeKnown(string(raw), &d, i0); m == nil {
-			typ = string(raw)
-		}
-	} else {
-		d.pos, d.depth = body, 1
-		typ = d.findType()
-		if d.err != nil {
-			return nil, d.err
-		}
-		d.pos, d.depth = body, 1
-		m = decodeKnown(typ, &d, i0)
-	}
+	m := decodeKnown(string(raw), &d, i0)
 	if m == nil {
+		typ := string(raw) // before the members below reuse the scratch it may be in
 		for i := i0; ; i++ {
 			key, ok := d.member(i, "")
 			if !ok {
@@ -238,6 +209,35 @@ func unmarshalMessage[T any, P interface {
 	}
 	*m = *g
 	return nil
+}
+
+// head reads a control payload up to its type: the "type" value and the
+// index of the member the message's decodeJSON reads first. When "type"
+// is the first member, as every encoder writes it, the cursor is left
+// after it (i0 1); else the whole object is scanned for it and the cursor
+// is back on the first member (i0 0).
+func (d *jsonDecoder) head() (typ []byte, i0 int) {
+	if !d.beginObject("") {
+		return nil, 0
+	}
+	body := d.pos
+	key, ok := d.member(0, "")
+	if d.err != nil {
+		return nil, 0
+	}
+	if !ok {
+		d.fail("type", "missing member \"type\"")
+		return nil, 0
+	}
+	if string(key) == "type" {
+		typ = d.typeValue()
+		d.typeSeen = true
+		return typ, 1
+	}
+	d.pos, d.depth = body, 1
+	typ = []byte(d.findType())
+	d.pos, d.depth = body, 1
+	return typ, 0
 }
 
 // typeValue reads the value of a "type" member: a string.
